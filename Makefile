@@ -1,0 +1,53 @@
+# Continual anomaly detection benchmark suite. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON_SYS ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+DATASET ?= synthetic
+PROFILE ?= cpu
+CLUSTER ?= slurm
+SEED ?= 0
+export HDF5_USE_FILE_LOCKING := FALSE
+export HF_HUB_OFFLINE := 1
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test demo data perf weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.lock
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create/update .venv from requirements.lock
+
+test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP) ## synthetic benchmark + PatchCore NCL/CL over three orderings + summary (CPU, < 10 min)
+	$(PY) -m bench demo --out outputs/synthetic
+
+data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md
+	$(PY) -m bench data --dataset $(DATASET) $(if $(PRESET),--preset $(PRESET),)
+
+perf: $(STAMP) ## performance benchmark (coreset, PatchCore per task, passes per image, pixel ROC-AUC)
+	$(PY) -m bench perf $(PERF_ARGS)
+
+weights: $(STAMP) ## stage torchvision-style ImageNet weights into data/weights/ (needs internet)
+	HF_HUB_OFFLINE=0 $(PY) -m bench weights --stage
+
+lock: ## regenerate requirements.lock from the current .venv
+	@echo "# Exact pins for the suite's environment (Python 3.11, x86_64). Regenerate with \`make lock\`." > requirements.lock.new
+	@echo "# torch/torchvision are the CUDA 13 builds: the same wheels run on CPU and on the H100/L40 nodes." >> requirements.lock.new
+	$(PY) -m pip freeze --exclude-editable | grep -v '^-e ' >> requirements.lock.new && mv requirements.lock.new requirements.lock
+
+# Feature areas add their targets in make/*.mk (cluster jobs, reports, scenarios).
+include $(sort $(wildcard make/*.mk))
+
+clean: ## remove outputs/ (results, logs, tables); keeps .venv and data/
+	rm -rf outputs

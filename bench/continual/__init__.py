@@ -1,0 +1,1 @@
+"""Continual protocols and the runner that drives a detector through a task stream."""

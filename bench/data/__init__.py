@@ -1,0 +1,27 @@
+"""Dataset registry: `read_index(name, root)` returns the validated sample index of any supported dataset."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.data import readers
+from bench.data.index import validate_index
+from bench.errors import choice_error
+
+DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm")
+
+_READERS = {
+    "synthetic": lambda root: readers.read_mvtec(root, dataset="synthetic"),  # written in the MVTec AD layout
+    "mvtec": readers.read_mvtec,
+    "visa": readers.read_visa,
+    "btad": readers.read_btad,
+    "mpdd": readers.read_mpdd,
+    "dagm": readers.read_dagm,
+}
+
+
+def read_index(dataset: str, root) -> pd.DataFrame:
+    """The sample index of `dataset` staged at `root` (paths in it are relative to `root`)."""
+    if dataset not in _READERS:
+        raise choice_error("dataset", dataset, DATASETS)
+    return validate_index(_READERS[dataset](root), str(root))

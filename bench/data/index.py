@@ -1,0 +1,50 @@
+"""The sample index: the one table every dataset reader returns (DESIGN.md §3).
+
+One row per image: dataset, task, split (train|test), label (0 normal, 1 anomalous), image_path, mask_path
+(empty string when the image has no mask). Paths are relative to the dataset root and use forward slashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+
+from bench.errors import DatasetError
+
+COLUMNS = ["dataset", "task", "split", "label", "image_path", "mask_path"]
+
+
+def make_index(rows: list[dict]) -> pd.DataFrame:
+    """Build a sorted, typed index from row dicts (sorting makes the index and its hash deterministic)."""
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df["label"] = df["label"].astype("int64")
+    df["mask_path"] = df["mask_path"].fillna("").astype(str)
+    return df.sort_values(["task", "split", "image_path"], kind="stable").reset_index(drop=True)
+
+
+def validate_index(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Check the contract; `source` names the dataset root in the error message."""
+    if list(df.columns) != COLUMNS:
+        raise DatasetError(f"{source}: index columns {list(df.columns)} != {COLUMNS}")
+    if df.empty:
+        raise DatasetError(f"{source}: no images found")
+    bad_split = set(df["split"]) - {"train", "test"}
+    if bad_split:
+        raise DatasetError(f"{source}: unknown split values {sorted(bad_split)}")
+    if not set(df["label"]).issubset({0, 1}):
+        raise DatasetError(f"{source}: labels must be 0 (normal) or 1 (anomalous)")
+    if ((df["split"] == "train") & (df["label"] == 1)).any():
+        raise DatasetError(f"{source}: anomalous images in a training split (training is on normal images only)")
+    for col in ("image_path", "mask_path"):
+        escaping = df[col].map(lambda p: p.startswith("/") or ".." in p.split("/"))
+        if escaping.any():
+            raise DatasetError(f"{source}: {col} {df.loc[escaping, col].iloc[0]!r} escapes the dataset root")
+    return df
+
+
+def index_sha256(df: pd.DataFrame) -> str:
+    """SHA-256 of the index content (the rows that define a run's data), independent of row order."""
+    canon = df[COLUMNS].sort_values(["dataset", "task", "split", "image_path"], kind="stable")
+    payload = canon.to_csv(index=False, lineterminator="\n").encode()
+    return hashlib.sha256(payload).hexdigest()

@@ -1,0 +1,96 @@
+"""One task's train or test split: the rows of the index plus lazy image and mask loading."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bench.data.images import load_image, load_mask
+from bench.errors import DatasetError, choice_error
+
+
+@dataclass(frozen=True, eq=False)
+class TaskSplit:
+    """The images of one task and split; `rows` is that subset of the index with a fresh 0..n-1 index."""
+
+    dataset: str
+    task: str
+    split: str
+    root: Path
+    rows: pd.DataFrame
+    image_size: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset}/{self.task}"
+
+    @property
+    def keys(self) -> list[str]:
+        """Feature-cache keys, one per row: `<dataset>/<image_path>` (unique, since paths are unique)."""
+        return [f"{self.dataset}/{p}" for p in self.rows["image_path"]]
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.rows["label"].to_numpy(dtype=np.int64)
+
+    @property
+    def has_pixel_labels(self) -> bool:
+        """True when every anomalous row has a mask, so pixel-level ROC-AUC is defined."""
+        anomalous = self.rows["label"] == 1
+        return bool((self.rows.loc[anomalous, "mask_path"] != "").all())
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def load_images(self, idx, workers: int = 0) -> torch.Tensor:
+        """Images of rows `idx` as [B, 3, S, S]; `workers` > 0 decodes in threads (PIL releases the GIL)."""
+        paths = [self.root / p for p in self.rows["image_path"].to_numpy()[np.asarray(idx, dtype=np.int64)]]
+        if workers > 0:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                images = list(pool.map(lambda p: load_image(p, self.image_size), paths))
+        else:
+            images = [load_image(p, self.image_size) for p in paths]
+        return torch.stack(images) if images else torch.empty(0, 3, self.image_size, self.image_size)
+
+    def load_masks(self, idx) -> np.ndarray:
+        """Masks of rows `idx` as uint8 [B, S, S] of 0/1; rows without a mask (normal images) are all zeros."""
+        sub = self.rows.iloc[np.asarray(idx, dtype=np.int64)]
+        out = np.zeros((len(sub), self.image_size, self.image_size), dtype=np.uint8)
+        for i, (image, mask) in enumerate(zip(sub["image_path"], sub["mask_path"])):
+            if mask:
+                out[i] = load_mask(self.root / mask, self.image_size, self.root / image)
+        return out
+
+    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+        """Consecutive row-index arrays of at most `batch_size` rows, in order."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        for start in range(0, len(self), batch_size):
+            yield np.arange(start, min(start + batch_size, len(self)))
+
+
+def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[TaskSplit, TaskSplit]:
+    """(train, test) of `task`. A one-class test split is allowed (its metrics are NaN later); an empty one is not."""
+    tasks = sorted(index["task"].unique())
+    if task not in tasks:
+        raise choice_error("task", task, tasks)
+    rows = index[index["task"] == task]
+    datasets = sorted(rows["dataset"].unique())
+    if len(datasets) != 1:
+        raise DatasetError(f"task {task!r} appears in several datasets {datasets}; index one dataset at a time")
+    splits = []
+    for split in ("train", "test"):
+        sub = rows[rows["split"] == split].reset_index(drop=True)
+        if sub.empty:
+            raise DatasetError(f"{root}: task {datasets[0]}/{task} has no {split} images")
+        dup = sub["image_path"].duplicated()
+        if dup.any():
+            raise DatasetError(f"{root}: image {sub.loc[dup, 'image_path'].iloc[0]} listed twice in {task}/{split}")
+        splits.append(TaskSplit(datasets[0], task, split, Path(root), sub, image_size))
+    return splits[0], splits[1]

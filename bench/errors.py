@@ -1,0 +1,24 @@
+"""User-facing errors: the CLI prints them as one line and exits with status 2."""
+
+
+class BenchError(Exception):
+    """Bad input or environment the user can fix (missing data, wrong layout, missing weights...)."""
+
+    exit_code = 2
+
+
+class DatasetError(BenchError):
+    """A dataset root, layout, image or mask is not what the reader expects."""
+
+
+class WeightsError(BenchError):
+    """Pretrained weights are not staged or do not match the backbone."""
+
+
+class ConfigError(BenchError):
+    """An unknown choice or inconsistent option."""
+
+
+def choice_error(kind: str, value, valid) -> ConfigError:
+    """An error listing the valid choices, e.g. `unknown model 'x' (valid: patchcore, padim)`."""
+    return ConfigError(f"unknown {kind} {value!r} (valid: {', '.join(sorted(map(str, valid)))})")

@@ -1,0 +1,242 @@
+"""Detection metrics (ROC-AUC, pixel ROC-AUC, normalized PR-AUC) and continual summaries of R (InCLAD App. B).
+
+Scores are used raw, never squashed or normalised: a sigmoid turns large scores into ties and changes the AUC.
+A test set holding one class has no ROC-AUC: it gives NaN plus a `OneClassWarning`; the continual summaries skip
+NaN cells and `summarize` counts them.
+
+R is the N×N results matrix of one run: R[i, j] is the metric on task j's test set after training up to task i
+(0-based). Only the lower triangle, diagonal included, is read; cells above it are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+# Positives searched per np.searchsorted call: bounds compute()'s temporaries at a few MB whatever the pixel count.
+_CHUNK = 1 << 20
+
+
+class OneClassWarning(UserWarning):
+    """A test set holds only normal or only anomalous samples, so its ROC-AUC / PR-AUC is undefined (NaN)."""
+
+
+def _warn_one_class(metric: str, n_pos: int, n_neg: int) -> None:
+    warnings.warn(
+        f"{metric} undefined on {n_pos} anomalous and {n_neg} normal samples (needs both classes): returning NaN",
+        OneClassWarning,
+        stacklevel=3,
+    )
+
+
+def _check_finite(values: np.ndarray, what: str) -> None:
+    if values.dtype.kind == "f":
+        bad = values.size - int(np.count_nonzero(np.isfinite(values)))
+        if bad:
+            raise ValueError(f"{what} contain {bad} non-finite values (NaN or ±inf) out of {values.size}")
+
+
+def _binary_inputs(labels, scores) -> tuple[np.ndarray, np.ndarray]:
+    """Flat boolean labels and flat numeric scores, validated."""
+    labels, scores = np.asarray(labels), np.asarray(scores)
+    if labels.shape != scores.shape:
+        raise ValueError(f"labels {labels.shape} and scores {scores.shape} differ in shape")
+    if scores.dtype.kind not in "biuf":
+        raise ValueError(f"scores must be numeric, got dtype {scores.dtype}")
+    _check_finite(scores, "scores")
+    if labels.dtype != bool:
+        if not np.isin(labels, (0, 1)).all():
+            raise ValueError("labels must be 0 (normal) or 1 (anomalous)")
+        labels = labels.astype(bool)
+    return labels.ravel(), scores.ravel()
+
+
+def _mann_whitney_auc(neg: np.ndarray, pos: np.ndarray) -> float:
+    """P(pos > neg) + ½ P(pos = neg) over all pairs, exactly. Sorts both arrays in place."""
+    neg.sort()
+    # Sorted needles let searchsorted start each search from the previous answer (cache friendly).
+    pos.sort()
+    # left = negatives strictly below, right = negatives below or equal: left + right = 2·wins + ties.
+    # A Python int accumulates, so the pair count cannot overflow.
+    twice_wins = 0
+    for start in range(0, pos.size, _CHUNK):
+        chunk = pos[start : start + _CHUNK]
+        twice_wins += int(np.searchsorted(neg, chunk, "left").sum()) + int(np.searchsorted(neg, chunk, "right").sum())
+    return twice_wins / (2 * pos.size * neg.size)
+
+
+def roc_auc(labels, scores) -> float:
+    """Exact ROC-AUC of raw `scores` (higher = more anomalous), ties counting ½; NaN + warning on one class."""
+    labels, scores = _binary_inputs(labels, scores)
+    pos, neg = scores[labels], scores[~labels]  # copies: sorting them leaves the caller's array alone
+    if not pos.size or not neg.size:
+        _warn_one_class("ROC-AUC", pos.size, neg.size)
+        return math.nan
+    return _mann_whitney_auc(neg, pos)
+
+
+class _Float32Buffer:
+    """A float32 array grown by doubling, so filling it costs O(n) copies in total."""
+
+    def __init__(self) -> None:
+        self._data = np.empty(0, np.float32)
+        self.size = 0
+
+    def append(self, values: np.ndarray) -> None:
+        end = self.size + values.size
+        if end > self._data.size:
+            # The unfilled tail of a fresh np.empty block is never touched, so it costs no resident memory: the
+            # transient peak is the copied prefix twice, not the doubled capacity.
+            grown = np.empty(max(end, 2 * self._data.size), np.float32)
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown
+        self._data[self.size : end] = values
+        self.size = end
+
+    def view(self) -> np.ndarray:
+        return self._data[: self.size]
+
+
+class PixelRocAuc:
+    """Streaming exact pixel-level ROC-AUC with memory of about 4 bytes per pixel.
+
+    Scores are stored as float32, the precision the models' maps have, in one growing buffer per class (while a
+    buffer grows its filled part exists twice). `compute()` sorts the normal pixels in place and counts, for chunks
+    of anomalous pixels, the normal ones below and equal to each, so it adds only O(chunk) memory.
+    """
+
+    def __init__(self) -> None:
+        self._pos = _Float32Buffer()
+        self._neg = _Float32Buffer()
+
+    def update(self, maps, masks) -> None:
+        """Add a batch: `maps` float [B,H,W] of raw scores; `masks` bool/integer [B,H,W], nonzero = anomalous.
+
+        Nonzero rather than 1 so that 0/255 mask PNGs work as read.
+        """
+        maps, masks = np.asarray(maps), np.asarray(masks)
+        if maps.shape != masks.shape:
+            raise ValueError(f"anomaly maps {maps.shape} and masks {masks.shape} differ in shape")
+        if maps.dtype.kind != "f":
+            raise ValueError(f"anomaly maps must be floating point, got dtype {maps.dtype}")
+        if masks.dtype.kind not in "biu":
+            raise ValueError(f"masks must be bool or integer, got dtype {masks.dtype}")
+        with np.errstate(over="ignore"):  # values beyond float32 become inf, which the check below reports
+            scores = maps.astype(np.float32, copy=False).ravel()
+        _check_finite(scores, "anomaly maps (as float32)")
+        anomalous = masks.astype(bool, copy=False).ravel()
+        self._pos.append(scores[anomalous])
+        self._neg.append(scores[~anomalous])
+
+    def compute(self) -> float:
+        """ROC-AUC over every pixel seen so far; NaN + `OneClassWarning` when one class has no pixels."""
+        if not self._pos.size or not self._neg.size:
+            _warn_one_class("pixel ROC-AUC", self._pos.size, self._neg.size)
+            return math.nan
+        # Sorting reorders the buffers in place; order never matters to the AUC, so update() may continue after.
+        return _mann_whitney_auc(self._neg.view(), self._pos.view())
+
+    @property
+    def n_pixels(self) -> int:
+        return self._pos.size + self._neg.size
+
+    @property
+    def n_positive(self) -> int:
+        return self._pos.size
+
+
+def pixel_roc_auc(masks, maps) -> float:
+    """One-shot `PixelRocAuc` over `maps` [B,H,W] and `masks` [B,H,W]."""
+    metric = PixelRocAuc()
+    metric.update(maps, masks)
+    return metric.compute()
+
+
+def normalized_pr_auc(labels, scores) -> tuple[float, float]:
+    """((AP − p) / (1 − p), p): average precision rescaled so chance is 0, and the anomaly prevalence p.
+
+    AP is scikit-learn's step-wise average precision: Σ_k (recall_k − recall_{k−1}) · precision_k over the
+    distinct score thresholds, tied scores forming one threshold. One class → (NaN, p) + `OneClassWarning`.
+    """
+    labels, scores = _binary_inputs(labels, scores)
+    n, n_pos = labels.size, int(np.count_nonzero(labels))
+    prevalence = n_pos / n if n else math.nan
+    if n_pos in (0, n):
+        _warn_one_class("PR-AUC", n_pos, n - n_pos)
+        return math.nan, prevalence
+    order = np.argsort(scores)[::-1]  # not argsort(-scores): that breaks on unsigned and bool scores
+    ranked, true_pos = scores[order], np.cumsum(labels[order])
+    # One operating point per distinct score: the last position of each run of tied scores.
+    ends = np.flatnonzero(np.append(ranked[1:] != ranked[:-1], True))
+    true_pos = true_pos[ends]
+    precision = true_pos / (ends + 1)
+    recall_step = np.diff(true_pos, prepend=0) / n_pos
+    ap = float(np.sum(recall_step * precision))
+    return (ap - prevalence) / (1 - prevalence), prevalence
+
+
+def _check_matrix(R) -> np.ndarray:
+    R = np.asarray(R, dtype=np.float64)
+    if R.ndim != 2 or R.shape[0] != R.shape[1] or R.shape[0] == 0:
+        raise ValueError(f"R must be a non-empty square 2-D matrix, got shape {R.shape}")
+    return R
+
+
+def _nanmean(values: np.ndarray) -> float:
+    """Mean of the non-NaN values; NaN when there are none (np.nanmean would warn)."""
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else math.nan
+
+
+def continual_roc_auc(R) -> float:
+    """InCLAD Eq. 1: mean of the lower triangle of R including the diagonal (NaN cells skipped)."""
+    R = _check_matrix(R)
+    return _nanmean(R[np.tril_indices(len(R))])
+
+
+def bwt(R) -> float:
+    """InCLAD Eq. 2, the suite's BWT: mean over i > j of R[i,j] − R[j,j]; NaN when N = 1.
+
+    A term with a NaN cell is skipped. Negative = forgetting.
+    """
+    R = _check_matrix(R)
+    i, j = np.tril_indices(len(R), k=-1)
+    return _nanmean(R[i, j] - R[j, j])
+
+
+def bwt_consecutive(R) -> float:
+    """Mean over i > j of R[i,j] − R[i−1,j]: the step-to-step variant averaged by InCLAD's released code.
+
+    Per column the differences telescope to R[N−1,j] − R[j,j], so without NaN cells this equals
+    Σ_j (R[N−1,j] − R[j,j]) / (N(N−1)/2), about 2/N × Eq. 2 when each drop persists. Not the suite's BWT (that
+    is `bwt`, the paper's Eq. 2); offered only to compare with the released numbers. A term with a NaN cell is skipped.
+    """
+    R = _check_matrix(R)
+    i, j = np.tril_indices(len(R), k=-1)
+    return _nanmean(R[i, j] - R[i - 1, j])
+
+
+def forgetting(R) -> float:
+    """Forgetting measure (Chaudhry et al. 2018): mean over j < N−1 of max_{j ≤ l ≤ N−2} R[l,j] − R[N−1,j].
+
+    Positive = forgetting; NaN when N = 1. A term with a NaN cell is skipped (np.max propagates the NaN).
+    """
+    R = _check_matrix(R)
+    last = len(R) - 1
+    return _nanmean(np.array([R[j:last, j].max() - R[last, j] for j in range(last)]))
+
+
+def summarize(R) -> dict:
+    """The continual summaries of one R matrix, with how many lower-triangle cells were NaN (one-class test sets)."""
+    R = _check_matrix(R)
+    cells = R[np.tril_indices(len(R))]
+    return {
+        "roc_auc_cl": continual_roc_auc(R),
+        "bwt": bwt(R),
+        "forgetting": forgetting(R),
+        "final_mean": _nanmean(R[-1]),
+        "n_cells": int(cells.size),
+        "nan_cells": int(np.count_nonzero(np.isnan(cells))),
+    }

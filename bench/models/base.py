@@ -1,0 +1,69 @@
+"""The detector contract (DESIGN.md §3) and the shared pieces of frozen-backbone detectors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench.models.ops.blur import gaussian_blur
+
+
+@dataclass
+class Prediction:
+    """Per-image results of one batch. `scores` [B] raw anomaly scores (higher = more anomalous);
+    `maps` [B, S, S] or None; `routed` [B] index of the task bank used (task-bank protocols only)."""
+
+    scores: np.ndarray
+    maps: np.ndarray | None
+    routed: np.ndarray | None = None
+
+
+class Detector:
+    """One task's normality model, scikit-learn style: the constructor stores hyperparameters only.
+
+    `fit(split, seed)` learns the normal training images of one task (continuing from the current state
+    where the method has one); `predict(split, idx)` scores rows `idx` of a test split, pointwise (an
+    image's score never depends on the rest of its batch). Splits are `bench.data.tasks.TaskSplit`;
+    frozen-backbone detectors get their features from the run's shared `FeatureExtractor`.
+    """
+
+    name: str = ""
+    layers: tuple[str, ...] = ()
+
+    def fit(self, split, seed: int) -> "Detector":
+        raise NotImplementedError
+
+    def predict(self, split, idx) -> Prediction:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:
+        raise NotImplementedError
+
+    def continual(self, seed: int):
+        """The method's own continual adaptation (a Protocol), or None to use generic replay."""
+        return None
+
+
+def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> torch.Tensor:
+    """[B, h, w] patch scores → [B, S, S]: bilinear upsampling then Gaussian blur."""
+    up = F.interpolate(patch_scores[:, None], size=(image_size, image_size), mode="bilinear", align_corners=False)
+    return gaussian_blur(up[:, 0], sigma)
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes held by the tensors in a (nested) state dict: what a method keeps between tasks."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0

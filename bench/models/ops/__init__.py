@@ -1,0 +1,1 @@
+"""Small reusable tensor ops shared by the detectors."""

@@ -1,0 +1,37 @@
+"""Gaussian blur of anomaly maps (σ = 4 in PatchCore, PaDiM and CFA)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def gaussian_kernel1d(sigma: float, device=None) -> torch.Tensor:
+    radius = math.ceil(4 * sigma)
+    x = torch.arange(-radius, radius + 1, dtype=torch.float32, device=device)
+    k = torch.exp(-0.5 * (x / sigma) ** 2)
+    return k / k.sum()
+
+
+def _truncated(k: torch.Tensor, radius: int) -> torch.Tensor:
+    """The central 2·radius+1 taps of k, renormalised (tiny maps cannot hold the full 4σ kernel)."""
+    r = k.numel() // 2
+    kt = k[r - radius : r + radius + 1]
+    return kt / kt.sum()
+
+
+def gaussian_blur(maps: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable blur of [B, H, W] maps with reflect padding (clamped to what the map size allows)."""
+    if sigma <= 0:
+        return maps
+    k = gaussian_kernel1d(sigma, maps.device)
+    r = k.numel() // 2
+    x = maps[:, None]
+    pad_w, pad_h = min(r, maps.shape[2] - 1), min(r, maps.shape[1] - 1)
+    x = F.pad(x, (pad_w, pad_w, 0, 0), mode="reflect")
+    x = F.conv2d(x, _truncated(k, pad_w).view(1, 1, 1, -1))
+    x = F.pad(x, (0, 0, pad_h, pad_h), mode="reflect")
+    x = F.conv2d(x, _truncated(k, pad_h).view(1, 1, -1, 1))
+    return x[:, 0]

@@ -1,0 +1,150 @@
+"""Performance benchmarks: `python -m bench.perf [--only name[,name]] [--quick]`.
+
+A benchmark is a function `Namespace -> dict of figures` registered with `@benchmark("name")`; they run in
+registration order, print one aligned `name  key=value ...` line each and are written to outputs/perf/perf.json.
+Figures go in notes, never in timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from bench.errors import choice_error
+from bench.metrics import PixelRocAuc, pixel_roc_auc
+
+BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict]] = {}
+
+
+def benchmark(name: str):
+    """Register the decorated function as benchmark `name`."""
+
+    def register(fn):
+        if name in BENCHMARKS:
+            raise ValueError(f"benchmark {name!r} is registered twice")
+        BENCHMARKS[name] = fn
+        return fn
+
+    return register
+
+
+def run_isolated(fn, *args):
+    """fn(*args) in a fresh spawned process, so its peak memory is its own and not that of earlier benchmarks."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (10^6 bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6  # bytes on macOS, KiB on Linux
+
+
+# ---------------------------------------------------------------- pixel_auc
+
+_PIXEL_BATCH = (16, 250, 250)  # 10^6 pixels per update(), like a batch of 16 full-resolution maps
+_REFERENCE_PIXELS = 10**6
+
+
+def _pixel_auc_child(n_batches: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    metric = PixelRocAuc()
+    sample: list[tuple[np.ndarray, np.ndarray]] = []
+    update_s = 0.0
+    before_mb = peak_rss_mb()
+    for _ in range(n_batches):
+        masks = rng.random(_PIXEL_BATCH, dtype=np.float32) < 0.05
+        maps = rng.standard_normal(_PIXEL_BATCH, dtype=np.float32)
+        maps += masks  # anomalous pixels score one standard deviation higher: AUC ≈ 0.76
+        if sum(m.size for m, _ in sample) < _REFERENCE_PIXELS:
+            sample.append((maps, masks))
+        start = time.perf_counter()
+        metric.update(maps, masks)
+        update_s += time.perf_counter() - start
+    start = time.perf_counter()
+    auc = metric.compute()
+    compute_s = time.perf_counter() - start
+    peak_mb = peak_rss_mb() - before_mb
+
+    # Imported only now, so that its own memory is not counted in the peak above.
+    from sklearn.metrics import roc_auc_score
+
+    maps, masks = (np.concatenate(parts) for parts in zip(*sample))
+    mine = pixel_roc_auc(masks, maps)
+    reference = roc_auc_score(masks.ravel(), maps.ravel())
+    return {
+        "pixels": metric.n_pixels,
+        "positive": round(metric.n_positive / metric.n_pixels, 4),
+        "auc": round(auc, 6),
+        "seconds": round(update_s + compute_s, 2),
+        "update_s": round(update_s, 2),
+        "compute_s": round(compute_s, 2),
+        "peak_mb": round(peak_mb),
+        "matches_reference": bool(abs(mine - reference) <= 1e-9),
+        "reference_pixels": masks.size,
+    }
+
+
+@benchmark("pixel_auc")
+def pixel_auc(args: argparse.Namespace) -> dict:
+    """Streaming exact pixel ROC-AUC over 10^8 pixels (10^6 with --quick). Target: ≤ 30 s and ≤ 2 GB on 2 cores."""
+    n_batches = 1 if args.quick else 100
+    return run_isolated(_pixel_auc_child, n_batches, 0)
+
+
+# ---------------------------------------------------------------- harness
+
+
+def _format(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help=f"comma-separated benchmarks to run (default all: {', '.join(BENCHMARKS)})")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes: a smoke test, not a measurement")
+    parser.add_argument("--out", type=Path, default=Path("outputs/perf/perf.json"), help="JSON results file")
+    args = parser.parse_args(argv)
+
+    names = list(BENCHMARKS)
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+        for name in sorted(wanted - BENCHMARKS.keys()):
+            parser.error(str(choice_error("benchmark", name, BENCHMARKS)))
+        names = [name for name in BENCHMARKS if name in wanted]
+
+    results = {}
+    width = max(map(len, names), default=0)
+    for name in names:
+        results[name] = BENCHMARKS[name](args)
+        figures = "  ".join(f"{key}={_format(value)}" for key, value in results[name].items())
+        print(f"{name:<{width}}  {figures}", flush=True)
+
+    report = {
+        "quick": args.quick,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, args.out)  # a reader never sees half a file
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The HDF5 result schema: one file per run, written atomically; `load` turns files into a DataFrame.
+
+Schema (version 1), everything a table needs to be traced back to the run that made it:
+  attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
+            config (JSON), config_sha256, index_sha256, weights_id, seed, git_commit, git_dirty,
+            packages (JSON), python, host, device, slurm_job_id, slurm_array_job_id, slurm_array_task_id,
+            started_at, finished_at (ISO 8601 UTC), error (failed runs)
+  tasks               [N] task names in stream order
+  R/image, R/pixel    [N, N] ROC-AUC after learning task i (row) on the test set of task j (column);
+                      NaN above the diagonal, for steps not yet run, and for one-class test sets
+  R/image_npr_auc     [N, N] normalised PR-AUC (AP − p)/(1 − p); `tasks_info/prevalence` [N] holds p
+  tasks_info/n_train, tasks_info/n_test, tasks_info/prevalence    [N]
+  timing/train_s, timing/eval_s   [N] wall seconds per step (CUDA synchronised)
+  memory/state_bytes  [N] bytes of the protocol's state after each step
+  routing/counts      [N, N, N] (task-bank protocols) images of test task j routed to bank k after step i
+  scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
+Files are opened with locking=False (NFS/Lustre) and replaced atomically (write .tmp, close, os.replace).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from bench.config import SCHEMA_VERSION
+from bench.errors import BenchError
+from bench.metrics import summarize
+
+PACKAGES = ("numpy", "pandas", "scikit-learn", "pyod", "torch", "torchvision", "timm", "submitit", "h5py")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """Where and with what a run was made (recorded once per run)."""
+    commit = _git("rev-parse", "HEAD") or os.environ.get("BENCH_GIT_COMMIT", "unknown")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = "missing"
+    return {
+        "git_commit": commit,
+        "git_dirty": int(bool(dirty)) if dirty is not None else -1,  # -1: not a git checkout
+        "packages": json.dumps(packages, sort_keys=True),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
+        "slurm_array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID", ""),
+        "slurm_array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID", ""),
+    }
+
+
+def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
+    """Write one run file atomically: readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with h5py.File(tmp, "w", locking=False) as f:
+        f.attrs["schema_version"] = SCHEMA_VERSION
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
+        for name, arr in arrays.items():
+            f.create_dataset(name, data=arr)
+    os.replace(tmp, path)
+
+
+def read_run(path: Path) -> dict:
+    """{'attrs': {...}, 'tasks': [...], '<group/name>': array, ...} of one run file."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            out = {"attrs": {k: _plain(v) for k, v in f.attrs.items()},
+                   "tasks": [t.decode() if isinstance(t, bytes) else str(t) for t in f["tasks"][()]]}
+            f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset)
+                         and name != "tasks" else None)
+    except (OSError, KeyError) as e:
+        raise BenchError(f"{path}: not a readable result file ({e})") from None
+    return out
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bytes):
+        return value.decode()
+    return value
+
+
+def run_files(path_or_dir) -> list[Path]:
+    p = Path(path_or_dir)
+    if p.is_dir():
+        return sorted(p.rglob("*.h5"))
+    if p.is_file():
+        return [p]
+    raise BenchError(f"{p}: no such result file or directory")
+
+
+def summary_row(run: dict, path: Path | None = None) -> dict:
+    """One tidy row: identity, status, the continual metrics of both levels, times, provenance."""
+    a = run["attrs"]
+    config = json.loads(a["config"])
+    done = int(a["steps_done"])
+    row = {
+        "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
+        "status": a["status"], "dataset": config["dataset"], "model": config["model"],
+        "backbone": config["backbone"], "weights": config["weights"], "protocol": config["protocol"],
+        "ordering": config["ordering"], "seed": config["seed"], "image_size": config["image_size"],
+        "n_tasks": int(a["n_tasks"]), "steps_done": done,
+    }
+    for level in ("image", "pixel"):
+        s = summarize(run[f"R/{level}"][:done, :done]) if done else {}
+        row.update({f"{level}_{k}": v for k, v in s.items()})
+    row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
+    row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
+    for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",
+                "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "started_at", "finished_at"):
+        row[key] = a.get(key, "")
+    return row
+
+
+def load(path_or_dir) -> pd.DataFrame:
+    """One row per run file under `path_or_dir` (a file or a directory searched recursively)."""
+    rows = [summary_row(read_run(p), p) for p in run_files(path_or_dir)]
+    return pd.DataFrame(rows)
+
+
+def is_complete(path: Path, run_key: str | None = None) -> bool:
+    """A complete file (with the expected key) means the run is done: submit and run skip it."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            ok = f.attrs.get("status") == "complete"
+            return bool(ok and (run_key is None or f.attrs.get("run_key") == run_key))
+    except OSError:
+        return False
