@@ -27,7 +27,8 @@ $(STAMP): requirements.lock pyproject.toml
 venv: $(STAMP) ## create/update .venv from requirements.lock
 
 test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: $(STAMP) ## synthetic benchmark + PatchCore NCL/CL over three orderings + summary (CPU, < 10 min)
 	$(PY) -m bench demo --out outputs/synthetic

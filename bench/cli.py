@@ -8,20 +8,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 
-DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm")
+DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")
 # Modules that add their own subcommands through register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands")
 
 
 def default_root(dataset: str) -> Path:
-    """Where a dataset lives unless --root says otherwise: $BENCH_ROOT_<DATASET> or data/raw/<dataset>."""
-    return Path(os.environ.get(f"BENCH_ROOT_{dataset.upper()}", f"data/raw/{dataset}"))
+    """Where a dataset lives unless --root says otherwise: $BENCH_ROOT_<DATASET>, its entry in data/roots.yaml, or
+    data/raw/<dataset>; for `multi`, the roots file ($BENCH_ROOT_MULTI or data/roots.yaml)."""
+    from bench.data.multi import default_root as configured_root
+
+    return configured_root(dataset)
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -129,12 +131,6 @@ def cmd_demo(args) -> int:
     return demo(Path(args.out), preset=args.preset, progress=not args.no_progress)
 
 
-def cmd_perf(args) -> int:
-    from bench.perf import main as perf_main
-
-    return perf_main(args.perf_args) or 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Continual anomaly detection benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -163,9 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("perf", help="performance benchmark (figures, not pass/fail)")
-    p.add_argument("perf_args", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_perf)
+    # `perf` has its own parser (bench/perf.py); listed here for --help only, dispatched in main().
+    sub.add_parser("perf", help="performance benchmark (figures, not pass/fail): perf [--only a,b] [--quick]",
+                   add_help=False)
 
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
@@ -173,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["perf"]:
+        from bench.perf import main as perf_main
+
+        return perf_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

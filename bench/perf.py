@@ -8,6 +8,7 @@ Figures go in notes, never in timed tests.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import multiprocessing
 import os
@@ -109,7 +110,13 @@ def _format(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+# Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
+BENCHMARK_MODULES = ("bench.perf_spine",)
+
+
 def main(argv=None) -> int:
+    for module in BENCHMARK_MODULES:
+        importlib.import_module(module)
     parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated benchmarks to run (default all: {', '.join(BENCHMARKS)})")
     parser.add_argument("--quick", action="store_true", help="smaller sizes: a smoke test, not a measurement")

@@ -4,7 +4,8 @@ Schema (version 1), everything a table needs to be traced back to the run that m
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
             config (JSON), config_sha256, index_sha256, weights_id, seed, git_commit, git_dirty,
             packages (JSON), python, host, device, slurm_job_id, slurm_array_job_id, slurm_array_task_id,
-            started_at, finished_at (ISO 8601 UTC), error (failed runs)
+            started_at, finished_at (ISO 8601 UTC), error (failed runs),
+            backbone_forward_images (images the frozen backbone processed in the last process of the run)
   tasks               [N] task names in stream order
   R/image, R/pixel    [N, N] ROC-AUC after learning task i (row) on the test set of task j (column);
                       NaN above the diagonal, for steps not yet run, and for one-class test sets
@@ -13,6 +14,7 @@ Schema (version 1), everything a table needs to be traced back to the run that m
   timing/train_s, timing/eval_s   [N] wall seconds per step (CUDA synchronised)
   memory/state_bytes  [N] bytes of the protocol's state after each step
   routing/counts      [N, N, N] (task-bank protocols) images of test task j routed to bank k after step i
+  routing/own_fraction [N, N] share of task j's test images routed to its own bank after step i
   scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
 Files are opened with locking=False (NFS/Lustre) and replaced atomically (write .tmp, close, os.replace).
 """
@@ -134,6 +136,10 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     for level in ("image", "pixel"):
         s = summarize(run[f"R/{level}"][:done, :done]) if done else {}
         row.update({f"{level}_{k}": v for k, v in s.items()})
+    if "routing/own_fraction" in run and done:
+        # routing accuracy: over all evaluations so far, the share of test images routed to their own bank
+        counts = run["routing/counts"][:done]
+        row["routing_accuracy"] = float(np.trace(counts, axis1=1, axis2=2).sum() / counts.sum())
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
     for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",

@@ -22,6 +22,7 @@ from bench.config import RunConfig
 from bench.continual.protocols import make_protocol
 from bench.data import read_index
 from bench.data.index import index_sha256
+from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
 from bench.errors import BenchError
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
@@ -75,7 +76,11 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     config.hparams = resolve_hparams(config.model, config.hparams)
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
-    splits = {t: TaskData(*task_splits(index, Path(config.root), t, config.image_size)) for t in config.tasks}
+    roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
+    splits = {t: TaskData(*task_splits(index, roots, t, config.image_size)) for t in config.tasks}
+    for data in splits.values():  # unreadable files fail now, before any work or output
+        data.train.check_files()
+        data.test.check_files()
     _, weights_id = resolve_weights(config.backbone, config.weights)
     index_sha = index_sha256(index)
     key = config.run_key(index_sha, weights_id)
@@ -124,7 +129,9 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
             _log_step(log, cfg, state, t)
             _save_checkpoint(run, protocol, state)
             status = "complete" if state.steps_done == n else "running"
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": status})
+            # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": status,
+                                                      "backbone_forward_images": extractor.forward_images})
     except BenchError:
         raise
     except BaseException as e:
@@ -176,6 +183,12 @@ def _tasks_info(run: Run) -> dict:
 
 
 def _write(run, state, routing, tasks_info, attrs):
+    extra = {}
+    if routing is not None:
+        # routing/own_fraction[i, j]: share of task j's test images sent to task j's own bank after step i
+        with np.errstate(invalid="ignore", divide="ignore"):
+            own = np.diagonal(routing, axis1=1, axis2=2) / routing.sum(2)
+        extra["routing/own_fraction"] = np.where(np.tri(len(own), dtype=bool), own, np.nan)
     scores = {}
     if state.scores:
         scores = {
@@ -186,7 +199,7 @@ def _write(run, state, routing, tasks_info, attrs):
         }
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
-    results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **scores}, run.config.tasks)
+    results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
 
 
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:

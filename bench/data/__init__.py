@@ -8,7 +8,15 @@ from bench.data import readers
 from bench.data.index import validate_index
 from bench.errors import choice_error
 
-DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm")
+DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")
+
+
+def _read_multi(roots_file) -> pd.DataFrame:
+    """The multi-dataset stream; its `root` is a roots file (bench/data/multi.py)."""
+    from bench.data.multi import read_multi  # not at the top: bench.data.multi imports bench.data
+
+    return read_multi(roots_file)
+
 
 _READERS = {
     "synthetic": lambda root: readers.read_mvtec(root, dataset="synthetic"),  # written in the MVTec AD layout
@@ -17,6 +25,7 @@ _READERS = {
     "btad": readers.read_btad,
     "mpdd": readers.read_mpdd,
     "dagm": readers.read_dagm,
+    "multi": _read_multi,
 }
 
 

@@ -35,7 +35,7 @@ def load_mask(path, size: int, image_path) -> np.ndarray:
 
     The mask must have its image's original size: a mismatch means the wrong mask was paired with the image.
     """
-    image_size = _header_size(image_path, "image")
+    image_size = header_size(image_path, "image")
     try:
         with Image.open(path) as im:
             if im.size != image_size:
@@ -51,7 +51,7 @@ def load_mask(path, size: int, image_path) -> np.ndarray:
     return np.asarray(resized, dtype=np.uint8).copy()
 
 
-def _header_size(path, what: str) -> tuple[int, int]:
+def header_size(path, what: str) -> tuple[int, int]:
     """(W, H) from the file header only (PIL decodes pixels lazily)."""
     try:
         with Image.open(path) as im:

@@ -1,8 +1,9 @@
 """Task streams: which tasks a run sees, in which order.
 
 An ordering is named (`--ordering easy_to_hard|hard_to_easy|random|alphabetical`) or explicit
-(`--tasks a,b,c`). Named curricula come from the dataset's manifest in data/scenarios/<dataset>.json;
-for the synthetic benchmark, from the mean defect contrast the generator records in synthetic.json.
+(`--tasks a,b,c`). Named curricula come from the dataset's manifest in data/scenarios/<dataset>.json
+($BENCH_SCENARIOS_DIR overrides the folder; bench/scenarios/manifest.py has the schema); for the synthetic
+benchmark without a manifest, from the mean defect contrast the generator records in synthetic.json.
 """
 
 from __future__ import annotations
@@ -13,20 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import ConfigError, DatasetError, choice_error
+from bench.scenarios.manifest import load as load_manifest
 
-SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 RANDOM_ORDER_SEED = 0  # the synthetic benchmark's random ordering; manifests record their own seed
 
 
 def manifest_orderings(dataset: str, root: Path) -> dict[str, list[str]]:
     """Named orderings available for a dataset (empty when it has no manifest)."""
-    path = SCENARIOS_DIR / f"{dataset}.json"
-    if path.is_file():
-        manifest = json.loads(path.read_text())
-        out = {}
-        for name, value in manifest.get("orderings", {}).items():
-            out[name] = list(value["tasks"] if isinstance(value, dict) else value)
-        return out
+    manifest = load_manifest(dataset)
+    if manifest is not None:
+        return {name: list(value["tasks"]) for name, value in manifest["orderings"].items()}
     if dataset == "synthetic":
         return _synthetic_orderings(Path(root))
     return {}

@@ -42,12 +42,12 @@ TASKS = (
     ("disc", "disc", ((70, 85, 75), (225, 215, 190), (150, 140, 120)), 0.3),
     ("grain", "grain", ((85, 105, 140), (175, 195, 215)), 0.0),
     ("chip", "chip", ((30, 110, 60), (40, 40, 45), (200, 200, 205)), 0.25),
-    ("dots", "dots", ((40, 40, 120), (230, 200, 60)), 0.14),
+    ("dots", "dots", ((40, 40, 120), (230, 200, 60)), 0.18),
     ("rings", "rings", ((205, 155, 95), (120, 70, 30)), 0.09),
     ("capsule", "capsule", ((230, 230, 235), (200, 45, 40), (235, 195, 45)), 0.16),
     ("weave", "weave", ((55, 125, 165), (20, 60, 90)), 0.2),
     ("nut", "nut", ((65, 55, 50), (170, 175, 180)), 0.3),
-    ("tiles", "tiles", ((175, 75, 50), (215, 210, 200)), 0.125),
+    ("tiles", "tiles", ((175, 75, 50), (215, 210, 200)), 0.16),
     ("marble", "marble", ((238, 236, 230), (95, 95, 105)), 0.25),
 )
 OBJECT_FAMILIES = frozenset({"disc", "chip", "capsule", "nut"})
@@ -284,7 +284,7 @@ def _tiles(rng, x, y, size, pal, scale):
     mortar_dist = np.minimum(np.abs(np.mod(y - oy + hgt / 2, hgt) - hgt / 2),
                              np.abs(np.mod(a + hgt, 2 * hgt) - hgt))
     brick = pal[0] * (1 + shade[..., None])
-    return _mix(brick, pal[1], _cover(mortar_dist - 0.07 * hgt)), _everywhere(size)
+    return _mix(brick, pal[1], _cover(mortar_dist - 0.1 * hgt)), _everywhere(size)
 
 
 def _marble(rng, x, y, size, pal, scale):
@@ -348,8 +348,13 @@ _FAMILIES = {"stripes": _stripes, "checker": _checker, "grain": _grain, "dots": 
 def _defect_colours(palette: np.ndarray) -> dict:
     """High-contrast colours for a task: stain/contamination colours far from every palette colour, and black or
     white (whichever is farther from the palette's mean) for scratches and holes."""
-    nearest = np.min(np.linalg.norm(_DEFECT_CANDIDATES[:, None] - palette[None], axis=2), axis=1)
-    first, second = np.argsort(-nearest, kind="stable")[:2]
+    # Distance plus luminance difference: a stain as dark as the texture's dark parts reads as texture to random
+    # features even when its hue differs.
+    luma = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    distance = np.linalg.norm(_DEFECT_CANDIDATES[:, None] - palette[None], axis=2)
+    luma_gap = np.abs((_DEFECT_CANDIDATES @ luma)[:, None] - (palette @ luma)[None])
+    score = distance.min(axis=1) + 2 * luma_gap.min(axis=1)
+    first, second = np.argsort(-score, kind="stable")[:2]
     mean = palette.mean(axis=0)
     extreme = np.zeros(3, np.float32) if np.linalg.norm(mean) > np.linalg.norm(1 - mean) else np.ones(3, np.float32)
     return {"stain": _DEFECT_CANDIDATES[first], "foreign": _DEFECT_CANDIDATES[second], "extreme": extreme}
@@ -368,9 +373,9 @@ def _add_defect(rng, clean: np.ndarray, region: np.ndarray, kind: str, colours: 
     x, y = np.meshgrid(c, c)
     angle = np.arctan2(y - cy, x - cx)
     wobble = 1 + 0.2 * np.sin(2 * angle + rng.uniform(0, 2 * np.pi)) + 0.1 * np.sin(3 * angle + rng.uniform(0, 2 * np.pi))
-    mask = np.hypot(x - cx, y - cy) < rng.uniform(0.1, 0.14) * size * wobble
+    mask = np.hypot(x - cx, y - cy) < rng.uniform(0.12, 0.16) * size * wobble
     if kind == "stain":
-        image[mask] = 0.15 * clean[mask] + 0.85 * colours["stain"]
+        image[mask] = 0.1 * clean[mask] + 0.9 * colours["stain"]
     elif kind == "hole":
         image[mask] = colours["extreme"]
     else:  # contamination: a foreign two-colour speckle texture

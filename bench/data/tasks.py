@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from bench.data.images import load_image, load_mask
+from bench.data.images import header_size, load_image, load_mask
 from bench.errors import DatasetError, choice_error
 
 
@@ -30,7 +31,7 @@ class TaskSplit:
     def name(self) -> str:
         return f"{self.dataset}/{self.task}"
 
-    @property
+    @cached_property
     def keys(self) -> list[str]:
         """Feature-cache keys, one per row: `<dataset>/<image_path>` (unique, since paths are unique)."""
         return [f"{self.dataset}/{p}" for p in self.rows["image_path"]]
@@ -67,6 +68,14 @@ class TaskSplit:
                 out[i] = load_mask(self.root / mask, self.image_size, self.root / image)
         return out
 
+    def check_files(self) -> None:
+        """Read every image and mask header: an unreadable file or a mask of the wrong size fails here,
+        before any work, instead of after hours of a run."""
+        for image, mask in zip(self.rows["image_path"], self.rows["mask_path"]):
+            size = header_size(self.root / image, "image")
+            if mask and header_size(self.root / mask, "mask") != size:
+                load_mask(self.root / mask, self.image_size, self.root / image)  # raises the size-mismatch error
+
     def batches(self, batch_size: int) -> Iterator[np.ndarray]:
         """Consecutive row-index arrays of at most `batch_size` rows, in order."""
         if batch_size < 1:
@@ -76,7 +85,8 @@ class TaskSplit:
 
 
 def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[TaskSplit, TaskSplit]:
-    """(train, test) of `task`. A one-class test split is allowed (its metrics are NaN later); an empty one is not."""
+    """(train, test) of `task`. A one-class test split is allowed (its metrics are NaN later); an empty one is not.
+    `root` is the dataset root, or {dataset: root} when the index spans datasets (the multi-dataset stream)."""
     tasks = sorted(index["task"].unique())
     if task not in tasks:
         raise choice_error("task", task, tasks)
@@ -84,6 +94,7 @@ def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[
     datasets = sorted(rows["dataset"].unique())
     if len(datasets) != 1:
         raise DatasetError(f"task {task!r} appears in several datasets {datasets}; index one dataset at a time")
+    root = Path(root[datasets[0]]) if isinstance(root, Mapping) else Path(root)
     splits = []
     for split in ("train", "test"):
         sub = rows[rows["split"] == split].reset_index(drop=True)
@@ -92,5 +103,5 @@ def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[
         dup = sub["image_path"].duplicated()
         if dup.any():
             raise DatasetError(f"{root}: image {sub.loc[dup, 'image_path'].iloc[0]} listed twice in {task}/{split}")
-        splits.append(TaskSplit(datasets[0], task, split, Path(root), sub, image_size))
+        splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size))
     return splits[0], splits[1]

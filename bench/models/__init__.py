@@ -11,13 +11,19 @@ ALL_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "pas
 DEFAULTS: dict[str, dict] = {
     "patchcore": dict(layers=["layer2", "layer3"], coreset_ratio=0.1, projection_dim=128, n_starts=10,
                       blur_sigma=4.0, previous_ratio=0.25),
+    "padim": dict(layers=["layer1", "layer2", "layer3"], n_features=100, eps=0.01, blur_sigma=4.0),
+    # replay_size (CL only) is not given by InCLAD: images kept for replay, split equally between past tasks.
+    "cfa": dict(layers=["layer1", "layer2", "layer3"], epochs=50, lr=1e-3, weight_decay=5e-4, k_neighbors=3,
+                repulsion_neighbors=3, blur_sigma=4.0, replay_size=100),
 }
 
 
 def _classes() -> dict:
+    from bench.models.cfa import Cfa
+    from bench.models.padim import Padim
     from bench.models.patchcore import PatchCore
 
-    return {"patchcore": PatchCore}
+    return {"patchcore": PatchCore, "padim": Padim, "cfa": Cfa}
 
 
 def implemented() -> tuple[str, ...]:

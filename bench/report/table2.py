@@ -1,47 +1,196 @@
-"""InCLAD Table 2: ROC-AUC_CL and BWT per dataset × ordering, image/pixel × NCL/CL, mean ± std over runs."""
+"""InCLAD Table 2 and its per-method breakdown: ROC-AUC_CL and BWT, image/pixel × NCL/CL.
+
+A Table 2 cell pools the complete runs of one dataset × ordering × protocol: seeds of a method (model × backbone ×
+weights) are averaged first, then the cell is the mean ± population std across methods. The MultiDataset rows
+pool only the methods InCLAD's rule selects: the `top` best by average single-dataset performance across
+datasets, backbones and orderings, computed here from the results (`select_methods`).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-METRICS = (("roc_auc_cl", "ROC-AUC_CL ↑"), ("bwt", "BWT ↑"))
-COLUMNS = (("image", "ncl"), ("image", "cl"), ("pixel", "ncl"), ("pixel", "cl"))
+from bench.report.render import (COLUMN_LABELS, COLUMNS, METHOD, MULTI, format_cell, grid_rows, label, latex_cell,
+                                  latex_escape, latex_grid, markdown_table, sort_frame)
+
+METRICS = ("roc_auc_cl", "bwt")
+METRIC_LABELS = {"roc_auc_cl": "ROC-AUC_CL ↑", "bwt": "BWT ↑"}
+METRIC_LATEX = {"roc_auc_cl": r"ROC-AUC$_{\mathrm{CL}}$ $\uparrow$", "bwt": r"BWT $\uparrow$"}
+# The criterion InCLAD leaves implicit: here, image-level ROC-AUC_CL of the continual (CL) protocol by default —
+# the MultiDataset stream stress-tests the strongest *continual* methods.
+SELECT_BY = {"image-cl": ("image", "cl"), "image-ncl": ("image", "ncl"), "pixel-cl": ("pixel", "cl"),
+             "pixel-ncl": ("pixel", "ncl")}
 
 
-def table2(runs: pd.DataFrame) -> pd.DataFrame:
-    """Long table: one row per dataset × ordering × metric × level × protocol with mean, std (population)
-    and n over the complete runs (methods × backbones × seeds) behind the cell; NaN run values are counted."""
-    runs = runs[runs["status"] == "complete"]
+def _complete(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[runs["status"] == "complete"] if "status" in runs else runs
+
+
+def pool(runs: pd.DataFrame, column: str) -> dict:
+    """mean ± population std across methods of the seed-averaged `column`, with what it rests on."""
+    values = runs[column].to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    per_method = runs[finite].groupby(list(METHOD), sort=True)[column].mean().to_numpy(dtype=float)
+    return {"mean": float(per_method.mean()) if per_method.size else np.nan,
+            "std": float(per_method.std()) if per_method.size else np.nan,
+            "n_runs": int(finite.sum()), "n_methods": int(per_method.size), "n_nan": int((~finite).sum())}
+
+
+def select_methods(single: pd.DataFrame, select_by: str = "image-cl", top: int = 3) -> pd.DataFrame:
+    """Rank models by mean `select_by` ROC-AUC_CL over single-dataset cells (dataset × backbone × weights ×
+    ordering, seeds averaged first); the `top` best are selected. Ties go to the alphabetically first model."""
+    level, protocol = SELECT_BY[select_by]
+    columns = ["model", "score", "n_cells", "n_runs", "rank", "selected"]
+    single = _complete(single)
+    if single.empty:
+        return pd.DataFrame(columns=columns)
+    single = single[(single["dataset"] != MULTI) & (single["protocol"] == protocol)]
+    column = f"{level}_roc_auc_cl"
+    single = single[np.isfinite(single[column].to_numpy(dtype=float))]
+    if single.empty:
+        return pd.DataFrame(columns=columns)
+    cells = single.groupby(["model", "dataset", "backbone", "weights", "ordering"], sort=True)[column].agg(["mean", "size"])
+    per_model = cells.groupby("model").agg(score=("mean", "mean"), n_cells=("mean", "size"), n_runs=("size", "sum"))
+    per_model = per_model.reset_index().sort_values(["score", "model"], ascending=[False, True], kind="stable")
+    per_model["rank"] = np.arange(1, len(per_model) + 1)
+    per_model["selected"] = per_model["rank"] <= top
+    return per_model[columns].reset_index(drop=True)
+
+
+def table2(runs: pd.DataFrame, multi_models: list[str] | None = None) -> pd.DataFrame:
+    """Long Table 2: one row per dataset × ordering × metric × level × protocol (see `pool` for the columns).
+
+    `multi_models`: the models the MultiDataset rows pool; default: `select_methods` on the same runs."""
+    runs = _complete(runs)
+    if multi_models is None and (runs["dataset"] == MULTI).any():
+        selection = select_methods(runs)
+        multi_models = list(selection.loc[selection["selected"], "model"])
     rows = []
     for (dataset, ordering), g in runs.groupby(["dataset", "ordering"], sort=True):
-        for metric, label in METRICS:
+        if dataset == MULTI:
+            g = g[g["model"].isin(multi_models)]
+        for metric in METRICS:
             for level, protocol in COLUMNS:
-                values = g.loc[g["protocol"] == protocol, f"{level}_{metric}"].to_numpy(dtype=float)
+                sub = g[g["protocol"] == protocol]
+                # r_nan_cells: undefined R cells (one-class test sets) inside the pooled runs' matrices
+                rows.append({"dataset": dataset, "ordering": ordering, "metric": metric, "level": level,
+                             "protocol": protocol, **pool(sub, f"{level}_{metric}"),
+                             "r_nan_cells": int(sub[f"{level}_nan_cells"].fillna(0).sum()) if len(sub) else 0})
+    return _sorted(pd.DataFrame(rows), ["dataset", "ordering"])
+
+
+def per_method(runs: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown Table 2 hides: one row per dataset × model × backbone × weights × ordering × metric × level ×
+    protocol, mean ± population std over seeds."""
+    runs = _complete(runs)
+    rows = []
+    for keys, g in runs.groupby(["dataset", *METHOD, "ordering"], sort=True):
+        for metric in METRICS:
+            for level, protocol in COLUMNS:
+                sub = g[g["protocol"] == protocol]
+                values = sub[f"{level}_{metric}"].to_numpy(dtype=float)
                 finite = values[np.isfinite(values)]
-                rows.append({"dataset": dataset, "ordering": ordering, "metric": label, "level": level,
-                             "protocol": protocol, "mean": finite.mean() if finite.size else np.nan,
-                             "std": finite.std() if finite.size else np.nan, "n": finite.size,
-                             "n_nan": values.size - finite.size})
-    return pd.DataFrame(rows)
+                rows.append({**dict(zip(["dataset", *METHOD, "ordering"], keys)), "metric": metric,
+                             "level": level, "protocol": protocol,
+                             "mean": float(finite.mean()) if finite.size else np.nan,
+                             "std": float(finite.std()) if finite.size else np.nan,
+                             "n_runs": int(finite.size), "n_nan": int(values.size - finite.size)})
+    return _sorted(pd.DataFrame(rows), ["dataset", "model", "backbone", "weights", "ordering"])
 
 
-def format_cell(mean: float, std: float, n: int) -> str:
-    if n == 0 or not np.isfinite(mean):
-        return "–"
-    return f"{mean:.3f}" if n == 1 else f"{mean:.3f} ± {std:.3f}"
+def _sorted(long: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    if long.empty:
+        return long
+    metric_rank = {m: i for i, m in enumerate(METRICS)}
+    column_rank = {c: i for i, c in enumerate(COLUMNS)}
+    long = long.assign(_m=long["metric"].map(metric_rank),
+                       _c=[column_rank[(lv, p)] for lv, p in zip(long["level"], long["protocol"])])
+    long = sort_frame(long.sort_values(["_m", "_c"], kind="stable"), keys)
+    return long.drop(columns=["_m", "_c"])
 
 
-def to_markdown(long: pd.DataFrame) -> str:
-    header = "| Dataset | Ordering | Metric | Image NCL | Image CL | Pixel NCL | Pixel CL |"
-    lines = [header, "|" + "---|" * 7]
-    for (dataset, ordering, metric), g in long.groupby(["dataset", "ordering", "metric"], sort=False):
-        cells = []
-        for level, protocol in COLUMNS:
-            r = g[(g["level"] == level) & (g["protocol"] == protocol)].iloc[0]
-            cells.append(format_cell(r["mean"], r["std"], r["n"]))
-        lines.append(f"| {dataset} | {ordering} | {metric} | " + " | ".join(cells) + " |")
-    n_runs = long.groupby(["dataset", "ordering", "level", "protocol"])["n"].max()
-    lines.append("")
-    lines.append(f"Cells: mean ± population std over {int(n_runs.min())}–{int(n_runs.max())} complete run(s) each.")
-    return "\n".join(lines)
+def to_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
+    """Table 2 as markdown, then the parallel table of how many runs (methods) stand behind each cell."""
+    keys = ["dataset", "ordering", "metric"]
+    rows, counts = [], []
+    for key, cells in grid_rows(long, keys):
+        shown = [label("dataset", key[0]), label("ordering", key[1]), METRIC_LABELS[key[2]]]
+        recs = [cells.get(c) for c in COLUMNS]
+        rows.append(shown + [format_cell(r["mean"], r["std"], r["n_methods"], r["n_nan"]) if r else "–"
+                             for r in recs])
+        counts.append(shown + [f"{r['n_runs']} ({r['n_methods']})" + (f" [{r['n_nan']} NaN]" if r["n_nan"] else "")
+                               if r else "0" for r in recs])
+    header = ["Dataset", "Ordering", "Metric", *COLUMN_LABELS]
+    n_runs = long["n_runs"]
+    lines = ["## Table 2: ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
+        "", f"Cells: mean ± population std across methods (model × backbone × weights; a method's seeds are averaged "
+            f"first) over {int(n_runs.min()) if len(n_runs) else 0}–{int(n_runs.max()) if len(n_runs) else 0} "
+            "complete run(s) each; `[k NaN]`: runs whose value is undefined (NaN), counted, not averaged.",
+        "", "Runs (methods) behind each cell:", ""] + markdown_table(header, counts)
+    multi = long[long["dataset"] == MULTI]
+    if len(multi):
+        lines += ["", "MultiDataset rows pool only the methods selected by InCLAD's rule (multi_selection.md)."]
+    return "\n".join(lines + [""] + (footer or [])) + "\n"
+
+
+def to_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
+    rows = []
+    for key, cells in grid_rows(long, ["dataset", "ordering", "metric"]):
+        shown = [latex_escape(label("dataset", key[0])), latex_escape(label("ordering", key[1])), METRIC_LATEX[key[2]]]
+        rows.append((shown, [latex_cell(r["mean"], r["std"], r["n_methods"], r["n_nan"]) if (r := cells.get(c))
+                             else "--" for c in COLUMNS]))
+    comments = ["% InCLAD Table 2: mean ± population std across methods; generated by `python -m bench aggregate`,",
+                "% checked by `make verify` (edit the result files, not this file). Runs per cell: table2.csv."]
+    return "\n".join(comments + [f"% {line}" for line in footer or []]
+                     + latex_grid(["Dataset", "Ordering", "Metric"], rows)) + "\n"
+
+
+def per_method_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
+    show_weights = long["weights"].nunique() > 1 if len(long) else False
+    keys = ["dataset", "model", "backbone", "weights", "ordering", "metric"]
+    rows = []
+    for key, cells in grid_rows(long, keys):
+        shown = [label("dataset", key[0]), label("model", key[1]), key[2]] + ([key[3]] if show_weights else []) + [
+            label("ordering", key[4]), METRIC_LABELS[key[5]]]
+        rows.append(shown + [format_cell(r["mean"], r["std"], r["n_runs"], r["n_nan"]) + f" (n={r['n_runs']})"
+                             if (r := cells.get(c)) else "–" for c in COLUMNS])
+    header = ["Dataset", "Model", "Backbone"] + (["Weights"] if show_weights else []) + ["Ordering", "Metric",
+                                                                                        *COLUMN_LABELS]
+    lines = ["## Per-method ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
+        "", "Cells: mean ± population std over seeds; n = complete runs behind the cell."]
+    if not show_weights and len(long):
+        lines.append(f"Weights: {long['weights'].iloc[0]}.")
+    return "\n".join(lines + [""] + (footer or [])) + "\n"
+
+
+def per_method_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
+    show_weights = long["weights"].nunique() > 1 if len(long) else False
+    rows = []
+    for key, cells in grid_rows(long, ["dataset", "model", "backbone", "weights", "ordering", "metric"]):
+        shown = [latex_escape(label("dataset", key[0])), latex_escape(label("model", key[1])), latex_escape(key[2])]
+        shown += ([latex_escape(key[3])] if show_weights else []) + [latex_escape(label("ordering", key[4])),
+                                                                     METRIC_LATEX[key[5]]]
+        rows.append((shown, [latex_cell(r["mean"], r["std"], r["n_runs"], r["n_nan"]) if (r := cells.get(c))
+                             else "--" for c in COLUMNS]))
+    headers = ["Dataset", "Model", "Backbone"] + (["Weights"] if show_weights else []) + ["Ordering", "Metric"]
+    comments = ["% Per-method ROC-AUC_CL and BWT: mean ± population std over seeds; runs per cell: per_method.csv.",
+                "% Generated by `python -m bench aggregate`, checked by `make verify`."]
+    return "\n".join(comments + [f"% {line}" for line in footer or []] + latex_grid(headers, rows)) + "\n"
+
+
+def selection_markdown(selection: pd.DataFrame, select_by: str, top: int, models_used: list[str]) -> str:
+    level, protocol = SELECT_BY[select_by]
+    lines = ["## MultiDataset method selection", "",
+             f"InCLAD's rule: rank methods by average single-dataset performance across datasets, backbones and "
+             f"orderings; the MultiDataset rows pool the {top} best. Criterion here: {level}-level ROC-AUC_CL, "
+             f"{protocol.upper()} protocol, averaged over (dataset × backbone × weights × ordering) cells, a cell's "
+             "seeds averaged first.", ""]
+    if selection.empty:
+        lines.append("No single-dataset results: the rule cannot be applied, so the MultiDataset rows pool every "
+                     f"method present ({', '.join(label('model', m) for m in models_used) or 'none'}).")
+    else:
+        rows = [[str(r["rank"]), label("model", r["model"]), f"{r['score']:.4f}", str(r["n_cells"]),
+                 str(r["n_runs"]), "yes" if r["selected"] else ""] for r in selection.to_dict("records")]
+        lines += markdown_table(["Rank", "Model", "Mean ROC-AUC_CL", "Cells", "Runs", "Selected"], rows)
+    return "\n".join(lines) + "\n"

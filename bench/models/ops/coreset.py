@@ -54,9 +54,14 @@ def greedy_coreset(
     else:
         min_d = torch.full((n,), float("inf"), device=x.device)
         score = weights.clone().float()
+    d = torch.empty_like(sq)
     for i in range(k):
-        j = torch.argmax(score)
+        j = int(torch.argmax(score))
         selected[i] = j
-        min_d = torch.minimum(min_d, _dist_to(x, sq, x[j : j + 1])[:, 0])
+        c = x[j]
+        # ||x - c||² = ||x||² - 2 x·c + ||c||², one fused matrix-vector product per step (memory-bound)
+        torch.addmv(sq, x, c, alpha=-2.0, out=d)
+        d.add_(sq[j]).clamp_(min=0).sqrt_()
+        torch.minimum(min_d, d, out=min_d)
         score = min_d if weights is None else weights * min_d
     return selected

@@ -1,0 +1,82 @@
+"""A bounded, seeded, task-balanced replay buffer, and the (de)serialisation of the task splits it points into.
+
+The buffer stores opaque items (row indices, paths, tensors...) under a task name. At most `capacity` items are
+kept over all tasks; when a new task arrives every task is cut back to an equal share (a task with fewer items
+keeps them all and the others share what it leaves). Which items survive is decided once, by a seeded random
+order drawn when the task is added: a task's kept items are always a prefix of that order, so the buffer only
+ever drops items and its content depends on nothing but (seed per task, stream order, capacity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.data.tasks import TaskSplit
+from bench.errors import ConfigError
+
+
+def equal_shares(counts: Sequence[int], capacity: int) -> list[int]:
+    """How many items each task keeps: min(count, level), plus one for the earliest tasks above the level,
+    with the largest level that fits the capacity (water filling)."""
+    if sum(counts) <= capacity:
+        return list(counts)
+    level = capacity // len(counts)
+    while sum(min(c, level + 1) for c in counts) <= capacity:
+        level += 1
+    shares = [min(c, level) for c in counts]
+    spare = capacity - sum(shares)
+    for i, c in enumerate(counts):
+        if spare and c > level:
+            shares[i] += 1
+            spare -= 1
+    return shares
+
+
+class ReplayBuffer:
+    """At most `capacity` items of past tasks, split equally between tasks; see the module docstring."""
+
+    def __init__(self, capacity: int):
+        if not isinstance(capacity, int) or capacity < 0:
+            raise ConfigError(f"replay buffer capacity must be a non-negative integer, got {capacity!r}")
+        self.capacity = capacity
+        self.items_: dict[str, list] = {}  # task → kept items, in the task's seeded order (insertion-ordered)
+
+    def add(self, task: str, items: Sequence, seed: int) -> None:
+        """Offer all of one task's items; a permutation drawn from `seed` decides which are kept longest."""
+        if task in self.items_:
+            raise ValueError(f"task {task!r} is already in the replay buffer")
+        order = np.random.default_rng(seed).permutation(len(items))
+        self.items_[task] = [items[i] for i in order]
+        shares = equal_shares([len(v) for v in self.items_.values()], self.capacity)
+        for (name, kept), share in zip(list(self.items_.items()), shares):
+            self.items_[name] = kept[:share]
+
+    def items(self) -> list[tuple[str, object]]:
+        """(task, item) pairs, task by task in arrival order."""
+        return [(task, item) for task, kept in self.items_.items() for item in kept]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.items_.values())
+
+    def state_dict(self) -> dict:
+        return {"capacity": self.capacity, "items": {task: list(kept) for task, kept in self.items_.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.capacity = state["capacity"]
+        self.items_ = {task: list(kept) for task, kept in state["items"].items()}
+
+
+def split_state(split: TaskSplit) -> dict:
+    """A TaskSplit as plain data for a checkpoint (its rows, not its images)."""
+    return {"dataset": split.dataset, "task": split.task, "split": split.split, "root": str(split.root),
+            "image_size": split.image_size, "rows": split.rows.to_dict("list")}
+
+
+def split_from_state(state: dict, root: Path | None = None) -> TaskSplit:
+    """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path)."""
+    return TaskSplit(state["dataset"], state["task"], state["split"], Path(root or state["root"]),
+                     pd.DataFrame(state["rows"]), state["image_size"])

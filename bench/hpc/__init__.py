@@ -1,0 +1,1 @@
+"""Cluster runs: grids → submitit job arrays (SLURM, local, debug), submission records, status, resubmit."""

@@ -1,0 +1,212 @@
+"""`python -m bench submit | status | resubmit` (the Makefile's submit, status and resubmit targets)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError, ConfigError
+from bench.hpc import executors, grid as grids, records as recs, status as st
+
+DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
+TODO = ("failed", "not submitted")  # what submit and resubmit send; complete, queued and running runs are skipped
+
+
+def _csv(text: str) -> list:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    from bench.cli import DATASETS
+
+    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--grid", type=Path, help="grid file (default jobs/<dataset>.yaml)")
+    p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
+    p.add_argument("--outputs", type=Path, default=Path(DEFAULT_OUTPUTS),
+                   help="results, logs and submission records go under OUTPUTS/<dataset>/ (default outputs)")
+    for axis in grids.AXES:
+        p.add_argument(f"--{axis}", type=_csv, help=f"comma-separated subset of the grid's {axis}")
+
+
+def _add_submit(p: argparse.ArgumentParser, resubmit: bool) -> None:
+    _add_common(p)
+    again = " (default: that of the latest submission)" if resubmit else ""
+    p.add_argument("--profile", default=None if resubmit else DEFAULT_PROFILE,
+                   help=f"jobs/profiles/<name>.yaml: h100 | l40 | cpu{again or ' (default cpu)'}")
+    p.add_argument("--cluster", choices=executors.CLUSTERS, default=None if resubmit else DEFAULT_CLUSTER,
+                   help=f"slurm (job arrays), local (background processes here), debug (in this process){again}")
+    p.add_argument("--container", type=Path, help=f"run every job inside this Apptainer .sif{again}")
+    p.add_argument("--parallelism", type=int,
+                   help="array tasks running at once (SLURM %%N; local: processes); default: the profile's")
+    p.add_argument("--max-array-size", type=int, help="largest array (default: SLURM's MaxArraySize, or 1000)")
+    p.add_argument("--python", help="interpreter the jobs run (default: the repo's .venv/bin/python)")
+    p.add_argument("--dry-run", action="store_true", help="print the sbatch parameters and the runs; submit nothing")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("submit", help="submit a dataset's grid as job arrays (skips complete and queued runs)")
+    _add_submit(p, resubmit=False)
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("resubmit", help="resubmit the failed and missing runs, with the latest submission's settings")
+    _add_submit(p, resubmit=True)
+    p.set_defaults(func=cmd_resubmit)
+    p = sub.add_parser("status", help="one line per run: complete / running / pending / failed / not submitted")
+    _add_common(p)
+    p.set_defaults(func=cmd_status)
+
+
+def _selection(args, records: list[dict]) -> grids.Selection:
+    """Command-line filters; an axis not given covers what earlier submissions covered (the whole axis when
+    one of them did, or when nothing was submitted yet)."""
+    chosen = {}
+    for axis in grids.AXES:
+        value = getattr(args, axis)
+        if value is None and records:
+            seen = [r.get("selection", {}).get(axis) for r in records]
+            value = None if any(v is None for v in seen) else sorted({str(x) for v in seen for x in v})
+        if axis == "seeds" and value is not None:
+            try:
+                value = [int(v) for v in value]
+            except ValueError:
+                raise ConfigError(f"--seeds expects integers, got {value}") from None
+        chosen[axis] = value
+    return grids.Selection(**chosen)
+
+
+def _plan(args, records: list[dict], profile_name: str, reuse: bool):
+    """Expand the grid and classify every run. `reuse`: grid, root and filters not given on the command line
+    come from the earlier submissions (status, resubmit) instead of the defaults (submit)."""
+    from bench.cli import default_root
+
+    last = records[-1] if records and reuse else {}
+    grid = grids.load_grid(args.dataset, args.grid or last.get("grid"))
+    profile = grids.load_profile(profile_name)
+    root = Path(args.root or last.get("root") or default_root(args.dataset)).resolve()
+    selection = _selection(args, records if reuse else [])
+    planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
+    entries = recs.latest_entries(records)
+    queue = st.slurm_queue() if st.needs_queue(planned, entries) else None
+    return grid, profile, root, selection, planned, st.collect(planned, entries, queue)
+
+
+def cmd_status(args) -> int:
+    records = recs.load_records(args.outputs, args.dataset)
+    profile = records[-1].get("profile", DEFAULT_PROFILE) if records else DEFAULT_PROFILE
+    *_, statuses = _plan(args, records, profile, reuse=True)
+    print(st.format_status(statuses))
+    return 0
+
+
+def cmd_submit(args) -> int:
+    return _submit(args, recs.load_records(args.outputs, args.dataset), resubmit=False)
+
+
+def cmd_resubmit(args) -> int:
+    records = recs.load_records(args.outputs, args.dataset)
+    if not records:
+        raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; "
+                         f"run `make submit DATASET={args.dataset}` first")
+    last = records[-1]
+    for key in ("profile", "cluster", "container", "parallelism"):
+        if getattr(args, key) is None:
+            setattr(args, key, last.get(key))
+    return _submit(args, records, resubmit=True)
+
+
+def _submit(args, records: list[dict], resubmit: bool) -> int:
+    from bench.features import weights_dir
+    from bench.results import provenance
+
+    profile_name = args.profile or DEFAULT_PROFILE
+    cluster = args.cluster or DEFAULT_CLUSTER
+    grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
+    outputs = args.outputs.resolve()
+    todo = [p for p, s in zip(planned, statuses) if s.state in TODO]
+    skipped = [s for s in statuses if s.state not in TODO]
+    print(f"{grid.path}: {len(planned)} runs; " + _counts(statuses))
+    if resubmit:
+        for s in statuses:
+            if s.state == "failed":
+                print(f"  failed: {s.name}  job {s.job_id}: {s.detail}")
+    if any(s.state == "unknown" for s in skipped):
+        print("warning: squeue unavailable, runs of earlier submissions were not resubmitted", file=sys.stderr)
+    if not todo:
+        print("nothing to submit")
+        return 0
+
+    workdir = grids.REPO
+    container = Path(args.container).resolve() if args.container else None
+    binds = [workdir, root, weights_dir(), outputs]
+    python = executors.container_python(container, binds, workdir) if container else (
+        args.python or executors.default_python())
+    parallelism = args.parallelism or profile.array_parallelism
+    # Absolute weights dir: jobs start in the repo root; the commit: a container may have no git to ask.
+    env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": provenance()["git_commit"]}
+    groups = executors.group_by_resources(todo)
+    array_size = args.max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
+    name = f"bench-{grid.dataset}"
+
+    if args.dry_run:
+        _print_plan(groups, cluster, profile, python, parallelism, array_size, name, env)
+        return 0
+    if cluster == "slurm" and profile.placeholders():
+        raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
+                          f"your site's values (see docs/cluster.md, Profiles)")
+    logs = outputs / grid.dataset / "logs"
+    executor = executors.make_executor(cluster, logs, python)
+    submitted, debug_jobs = [], []
+    for resources, runs in groups.items():
+        if cluster == "slurm":
+            params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
+            for chunk in executors.chunks(runs, array_size):
+                done = executors.submit_array(executor, chunk, params, workdir)
+                submitted += done
+                print(f"submitted array {done[0].job_id.split('_')[0]}: {len(chunk)} runs ({resources.label()})")
+        elif cluster == "local":
+            slots = args.parallelism or 1
+            done = executors.submit_local(executor, runs, slots, resources, workdir, env)
+            submitted += done
+            pids = sorted({d.job_id for d in done})
+            print(f"started {len(pids)} local process(es) {', '.join(pids)}: {len(runs)} runs")
+        else:
+            for p in runs:
+                job = executor.submit(executors.job_for(p, workdir))
+                debug_jobs.append((p, job))
+                submitted.append(executors.Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
+    meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
+            "profile": profile.name, "cluster": cluster, "container": str(container) if container else None,
+            "python": python, "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
+            "selection": selection.as_dict(), "argv": sys.argv}
+    record = recs.write_record(outputs, grid.dataset, meta, submitted)
+    for p, job in debug_jobs:
+        print(f"running {p.name} in this process (debug executor)")
+        job.result()
+    print(f"{len(submitted)} runs {'ran' if cluster == 'debug' else 'submitted'}; logs: {logs}/; record: {record}")
+    if cluster != "debug":
+        print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
+    return 0
+
+
+def _counts(statuses) -> str:
+    n = {state: sum(s.state == state for s in statuses) for state in st.STATES}
+    return (f"{n['complete']} complete, {n['running'] + n['pending']} queued or running (skipped); "
+            f"{n['failed']} failed, {n['not submitted']} not submitted (to submit)")
+
+
+def _print_plan(groups, cluster, profile, python, parallelism, array_size, name, env) -> None:
+    print(f"dry run: cluster {cluster}, profile {profile.name}, python: {python}")
+    for resources, runs in groups.items():
+        if cluster == "slurm":
+            params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
+            for i, chunk in enumerate(executors.chunks(runs, array_size)):
+                print(f"array {i + 1} ({resources.label()}, {len(chunk)} runs):")
+                print("  sbatch " + " ".join(executors.sbatch_flags(params, len(chunk))))
+                for line in params["setup"]:
+                    print(f"  setup: {line}")
+                for p in chunk:
+                    print(f"    {p.name}")
+        else:
+            print(f"{len(runs)} runs ({resources.label()}) on the {cluster} executor:")
+            for p in runs:
+                print(f"    {p.name}")

@@ -1,0 +1,295 @@
+"""Grids (`jobs/<dataset>.yaml`) and resource profiles (`jobs/profiles/<name>.yaml`), expanded into runs.
+
+A grid declares the cartesian product models × backbones × orderings × protocols × seeds, the settings every run
+shares (weights, image size, batch size), and per-model overrides (image size, batch size, backbones, protocols,
+hyperparameters, resources). A profile says how a cluster is asked for those resources (partition, GPU gres,
+constraint, account). Every run is prepared with `runner.prepare`, the same call `python -m bench run` makes, so
+its run key and result path are exactly the ones a local run would have.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from bench.config import RunConfig
+from bench.continual import runner
+from bench.errors import BenchError, ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS_DIR = REPO / "jobs"
+PROFILES_DIR = JOBS_DIR / "profiles"
+
+AXES = ("models", "backbones", "orderings", "protocols", "seeds")
+SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
+MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "hparams", "resources")
+GRID_KEYS = ("dataset", "resources", *AXES, *SHARED_KEYS)
+PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
+                "setup", "sbatch")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run asks the scheduler for. Runs with equal resources share a job array."""
+
+    gpus: int = 0
+    cpus: int = 1
+    mem_gb: float = 8
+    time_min: int = 60
+
+    def label(self) -> str:
+        return f"{self.gpus}gpu-{self.cpus}cpu-{self.mem_gb:g}G-{self.time_min}min"
+
+
+@dataclass
+class Profile:
+    name: str
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    gres: str | None = None  # template such as "gpu:h100:{gpus}"; None: --gpus-per-node
+    use_gpus: bool = True  # false (cpu profile): GPU requests of the grid are dropped
+    device: str = "auto"
+    array_parallelism: int = 64
+    setup: list = field(default_factory=list)
+    sbatch: dict = field(default_factory=dict)  # any other sbatch option, e.g. {"mail-type": "FAIL"}
+    path: Path | None = None
+
+    def placeholders(self) -> list[str]:
+        """Settings still holding a `<placeholder>` of the shipped profile files."""
+        values = {k: getattr(self, k) for k in ("partition", "account", "qos", "constraint", "gres")}
+        values.update({f"sbatch.{k}": v for k, v in self.sbatch.items()})
+        return [f"{k}={v}" for k, v in values.items() if isinstance(v, str) and re.search(r"<[^>]*>", v)]
+
+
+@dataclass
+class PlannedRun:
+    run: runner.Run
+    resources: Resources
+
+    @property
+    def key(self) -> str:
+        return self.run.run_key
+
+    @property
+    def name(self) -> str:
+        return self.run.out.stem
+
+
+@dataclass
+class Grid:
+    dataset: str
+    path: Path
+    models: dict  # model name -> per-model overrides
+    backbones: list
+    orderings: list
+    protocols: list
+    seeds: list
+    resources: Resources
+    weights: str = "imagenet"
+    image_size: int = 224
+    batch_size: int = 32
+    workers: int = 4
+
+    def axis(self, model: str, name: str) -> list:
+        return list(self.models[model].get(name, getattr(self, name)))
+
+    def model_resources(self, model: str) -> Resources:
+        return _resources(self.models[model].get("resources") or {}, self.resources, self.path, model)
+
+
+def _load_yaml(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such {what} file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of {what} settings at the top level")
+    return data
+
+
+def _check_keys(data: dict, valid, path: Path, where: str) -> None:
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown} in {where} (valid: {', '.join(valid)})")
+
+
+def _list_of(value, kind, path: Path, where: str) -> list:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, kind) and not isinstance(v, bool) for v in items):
+        raise ConfigError(f"{path}: {where} must be a non-empty list of {kind.__name__}, got {value!r}")
+    return items
+
+
+def _resources(data: dict, base: Resources, path: Path, where: str) -> Resources:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: resources of {where} must be a mapping, got {data!r}")
+    _check_keys(data, ("gpus", "cpus", "mem_gb", "time_min"), path, f"resources of {where}")
+    res = replace(base, **data)
+    ok = (isinstance(res.gpus, int) and res.gpus >= 0 and isinstance(res.cpus, int) and res.cpus >= 1
+          and isinstance(res.mem_gb, (int, float)) and res.mem_gb > 0 and isinstance(res.time_min, int)
+          and res.time_min >= 1)
+    if not ok:
+        raise ConfigError(f"{path}: resources of {where} need gpus >= 0, cpus >= 1, mem_gb > 0, time_min >= 1 "
+                          f"(integers except mem_gb), got {res}")
+    return res
+
+
+def grid_path(dataset: str) -> Path:
+    return JOBS_DIR / f"{dataset}.yaml"
+
+
+def load_grid(dataset: str, path: Path | None = None) -> Grid:
+    """Parse and validate a grid file; every problem names the file and what was expected."""
+    from bench.cli import DATASETS
+    from bench.features import BACKBONES
+
+    path = Path(path or grid_path(dataset))
+    data = _load_yaml(path, "grid")
+    _check_keys(data, GRID_KEYS, path, "the grid")
+    if data.get("dataset") != dataset:
+        raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
+    if dataset not in DATASETS:
+        raise ConfigError(f"{path}: unknown dataset {dataset!r} (valid: {', '.join(DATASETS)})")
+    models = data.get("models")
+    if isinstance(models, list):
+        models = {m: {} for m in models}
+    if not isinstance(models, dict) or not models:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
+    for model, overrides in models.items():
+        overrides = models[model] = overrides or {}
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
+        _check_keys(overrides, MODEL_KEYS, path, f"model {model!r}")
+    for key in ("backbones", "orderings", "protocols", "seeds"):
+        if key not in data:
+            raise ConfigError(f"{path}: missing '{key}' (a list)")
+    grid = Grid(dataset=dataset, path=path, models=models,
+                backbones=_list_of(data["backbones"], str, path, "backbones"),
+                orderings=_list_of(data["orderings"], str, path, "orderings"),
+                protocols=_list_of(data["protocols"], str, path, "protocols"),
+                seeds=_list_of(data["seeds"], int, path, "seeds"),
+                resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
+                **{k: data[k] for k in SHARED_KEYS if k in data})
+    for model, overrides in models.items():
+        for axis, kind in (("backbones", str), ("orderings", str), ("protocols", str), ("seeds", int)):
+            if axis in overrides:
+                _list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
+        grid.model_resources(model)
+        bad = [b for b in grid.axis(model, "backbones") if b not in BACKBONES]
+        if bad:
+            raise ConfigError(f"{path}: unknown backbone {bad[0]!r} (valid: {', '.join(BACKBONES)})")
+        bad = [p for p in grid.axis(model, "protocols") if p not in ("ncl", "cl")]
+        if bad:
+            raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: cl, ncl)")
+    return grid
+
+
+def load_profile(name: str, path: Path | None = None) -> Profile:
+    path = Path(path or PROFILES_DIR / f"{name}.yaml")
+    if not path.is_file():
+        known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+        raise ConfigError(f"{path}: no such profile (valid: {', '.join(known)})")
+    data = _load_yaml(path, "profile")
+    _check_keys(data, PROFILE_KEYS, path, "the profile")
+    profile = Profile(name=name, path=path, **data)
+    if not isinstance(profile.setup, list) or not isinstance(profile.sbatch, dict):
+        raise ConfigError(f"{path}: 'setup' must be a list of shell lines and 'sbatch' a mapping")
+    if not isinstance(profile.array_parallelism, int) or profile.array_parallelism < 1:
+        raise ConfigError(f"{path}: array_parallelism must be a positive integer")
+    if profile.device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"{path}: device must be auto, cpu or cuda, got {profile.device!r}")
+    return profile
+
+
+@dataclass
+class Selection:
+    """Command-line filters: None keeps the whole axis."""
+
+    models: list | None = None
+    backbones: list | None = None
+    orderings: list | None = None
+    protocols: list | None = None
+    seeds: list | None = None
+
+    def as_dict(self) -> dict:
+        return {axis: getattr(self, axis) for axis in AXES}
+
+
+def _filter(values: list, wanted: list | None, axis: str, grid: Grid) -> list:
+    if wanted is None:
+        return values
+    declared = sorted({str(v) for m in grid.models for v in (grid.axis(m, axis) if axis != "models" else [m])})
+    unknown = [w for w in wanted if str(w) not in declared]
+    if unknown:
+        raise ConfigError(f"{grid.path}: {axis} {unknown} not in the grid (declared: {', '.join(declared)})")
+    return [v for v in values if str(v) in {str(w) for w in wanted}]
+
+
+def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path,
+           log=print) -> list[PlannedRun]:
+    """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
+    from bench.cli import config_from_args
+    from bench.models import check_model
+
+    models = _filter(list(grid.models), selection.models, "models", grid)
+    for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
+        try:
+            check_model(model)
+        except BenchError as e:
+            raise ConfigError(f"{grid.path}: {e}; restrict the grid, e.g. MODELS=patchcore "
+                              f"(--models patchcore)") from None
+    planned = []
+    runs_dir = outputs / grid.dataset / "runs"
+    for model in models:
+        resources = grid.model_resources(model)
+        if not profile.use_gpus:
+            resources = replace(resources, gpus=0)
+        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+                for a in ("backbones", "orderings", "protocols", "seeds")]
+        for backbone, ordering, protocol, seed in itertools.product(*axes):
+            args = _RunArgs(dataset=grid.dataset, root=root, model=model, backbone=backbone, ordering=ordering,
+                            protocol=protocol, seed=seed, weights=grid.weights,
+                            image_size=grid.models[model].get("image_size", grid.image_size),
+                            batch_size=grid.models[model].get("batch_size", grid.batch_size),
+                            workers=grid.workers, device=_device(profile, resources))
+            config: RunConfig = config_from_args(args)
+            config.hparams = dict(grid.models[model].get("hparams") or {})
+            planned.append(PlannedRun(runner.prepare(config, out_dir=runs_dir), resources))
+    keys = [p.key for p in planned]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{grid.path}: two grid points give the same run key (duplicate values in an axis?)")
+    return planned
+
+
+def _device(profile: Profile, resources: Resources) -> str:
+    if profile.device != "auto":
+        return profile.device
+    return "cuda" if resources.gpus else "cpu"
+
+
+@dataclass
+class _RunArgs:
+    """The fields `bench.cli.config_from_args` reads, so grid runs are configured exactly like `bench run`."""
+
+    dataset: str
+    root: Path
+    model: str
+    backbone: str
+    ordering: str
+    protocol: str
+    seed: int
+    weights: str
+    image_size: int
+    batch_size: int
+    workers: int
+    device: str
+    tasks: str | None = None
+    set: list | None = None

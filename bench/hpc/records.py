@@ -1,0 +1,64 @@
+"""Submission records: which job runs which run, so status and resubmit work without SLURM accounting.
+
+One JSON file per `submit`/`resubmit` under outputs/<dataset>/submissions/, named by UTC time so they sort in
+submission order; the latest entry of a run key wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.errors import BenchError
+
+
+def records_dir(outputs: Path, dataset: str) -> Path:
+    return Path(outputs) / dataset / "submissions"
+
+
+def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
+    """Write the record of one submission (a list of executors.Submitted) atomically; returns its path."""
+    stamp = datetime.now(timezone.utc)
+    entries = []
+    for s in submitted:
+        array_id, _, task_id = s.job_id.partition("_")
+        entries.append({
+            "run_key": s.planned.key, "run_name": s.planned.name, "out": str(s.planned.run.out.resolve()),
+            "job_id": s.job_id, "array_job_id": array_id if task_id else "", "array_task_id": task_id,
+            "log_out": str(s.log_out), "log_err": str(s.log_err), "resources": asdict(s.planned.resources),
+        })
+    record = {**meta, "created_at": stamp.isoformat(timespec="seconds"), "runs": entries}
+    path = records_dir(outputs, dataset) / f"{stamp:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_records(outputs: Path, dataset: str) -> list[dict]:
+    """All submission records of a dataset, oldest first."""
+    out = []
+    for path in sorted(records_dir(outputs, dataset).glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            if not isinstance(record.get("runs"), list):
+                raise ValueError("no 'runs' list")
+        except (OSError, ValueError) as e:
+            raise BenchError(f"{path}: not a submission record ({e}); move it away to continue") from None
+        record["path"] = str(path)
+        out.append(record)
+    return out
+
+
+def latest_entries(records: list[dict]) -> dict[str, dict]:
+    """run key -> its latest entry, with the submission's cluster and record path attached."""
+    latest = {}
+    for record in records:
+        for entry in record["runs"]:
+            latest[entry["run_key"]] = {**entry, "cluster": record.get("cluster", "slurm"),
+                                        "record": record["path"]}
+    return latest

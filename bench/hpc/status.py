@@ -1,0 +1,157 @@
+"""Where each run of a grid stands: complete / running / pending / failed / not submitted.
+
+Sources, none of which needs SLURM accounting (sacct): the result file's attributes (status, steps_done, error),
+the submission records (which job runs which run), and `squeue` (which jobs are still queued or running; finished
+ones stay visible for MinJobAge). A job that is gone while its result is not complete has failed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+
+STATES = ("complete", "running", "pending", "failed", "not submitted", "unknown")
+RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED",
+           "RESIZING", "STOPPED"}
+# Most telling first: a traceback's exception line, SLURM's kill messages (cancelled, time limit, preemption,
+# OOM), the kernel's "Killed"; only then any "error:" line (srun's "task 0: Exited with exit code 1").
+_ERRORS = (re.compile(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b|^Killed\b|\*\*\*.*(CANCELLED|TIME LIMIT|PREEMPT)"
+                      r"|oom-kill|out of memory", re.IGNORECASE),
+           re.compile(r"error:", re.IGNORECASE))
+_GENERIC = ("Submitted job triggered an exception", "Job not requeued because")
+
+
+@dataclass
+class RunStatus:
+    name: str
+    key: str
+    state: str
+    detail: str = ""
+    job_id: str = ""
+    log: str = ""
+
+
+def slurm_queue(user: str | None = None) -> dict[str, tuple[str, str]] | None:
+    """job id ("123" or "123_4") -> (state, reason) of the user's jobs, finished ones included while SLURM keeps
+    them; None when squeue cannot be run."""
+    cmd = ["squeue", "-h", "-r", "-u", user or getpass.getuser(), "--states=all", "-o", "%i|%T|%r"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    queue = {}
+    for line in out.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            queue[parts[0]] = (parts[1], parts[2])
+    return queue
+
+
+def pid_alive(pid: str) -> bool:
+    """A local job's controller process is still there (zombies count as gone)."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def result_attrs(path: Path) -> dict:
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    except (OSError, KeyError):
+        return {}
+
+
+def last_error(*logs) -> str:
+    """The last line of a job's logs that looks like an error (exception, SLURM kill message)."""
+    texts = []
+    for log in logs:
+        try:
+            with open(log, "rb") as f:
+                f.seek(max(0, os.path.getsize(log) - 65536))
+                texts.append(f.read().decode(errors="replace").splitlines())
+        except OSError:
+            continue
+    for pattern in _ERRORS:
+        for lines in texts:
+            for line in reversed(lines):
+                text = line.strip()
+                if pattern.search(text) and not any(g in text for g in _GENERIC):
+                    return text[:300]
+    return ""
+
+
+def classify(planned, entry: dict | None, queue: dict | None) -> RunStatus:
+    """The state of one planned run from its result file, its latest submission and the queue."""
+    attrs = result_attrs(planned.run.out)
+    status = RunStatus(planned.name, planned.key, "not submitted")
+    progress = f"{attrs.get('steps_done', 0)}/{attrs.get('n_tasks', '?')} steps" if attrs else ""
+    if attrs.get("status") == "complete" and attrs.get("run_key") == planned.key:
+        status.state, status.detail = "complete", progress
+        return status
+    if entry is None:
+        if attrs:
+            status.detail = f"a result file exists ({attrs.get('status')}, {progress}): run outside `make submit`?"
+        return status
+    status.job_id, status.log = entry["job_id"], entry["log_err"]
+    cluster = entry.get("cluster", "slurm")
+    job_state, reason = "", ""
+    if cluster == "slurm":
+        if queue is None:
+            status.state, status.detail = "unknown", "squeue unavailable: cannot tell queued from lost jobs"
+            return status
+        job_state, reason = queue.get(entry["job_id"], ("", ""))
+        if job_state in RUNNING:
+            status.state, status.detail = "running", progress or "starting"
+            return status
+        if job_state in PENDING:
+            status.state = "pending"
+            status.detail = ", ".join(x for x in (reason if reason != "None" else "", progress and
+                                                  f"{progress} done, will resume") if x)
+            return status
+    elif cluster == "local" and pid_alive(entry["job_id"]):
+        started = attrs.get("status") == "running"
+        status.state = "running" if started else "pending"
+        status.detail = progress if started else f"queued behind other runs of local job {entry['job_id']}"
+        return status
+    status.state = "failed"
+    error = attrs.get("error") if attrs.get("status") == "failed" else ""
+    error = error or last_error(entry["log_err"], entry["log_out"]) or "no error in the log"
+    gone = f"SLURM state {job_state}" if job_state else "job no longer queued"
+    status.detail = f"{gone}; {progress + '; ' if progress else ''}{error}"
+    return status
+
+
+def collect(planned: list, entries: dict, queue: dict | None) -> list[RunStatus]:
+    return [classify(p, entries.get(p.key), queue) for p in planned]
+
+
+def needs_queue(planned: list, entries: dict) -> bool:
+    return any(entries.get(p.key, {}).get("cluster") == "slurm" for p in planned)
+
+
+def format_status(statuses: list[RunStatus]) -> str:
+    width = max([len(s.name) for s in statuses] + [3])
+    lines = []
+    for s in statuses:
+        job = f"job {s.job_id}" if s.job_id else ""
+        line = f"{s.state:<13} {s.name:<{width}}  {job:<14} {s.detail}".rstrip()
+        if s.state == "failed" and s.log:
+            line += f"\n{'':<13} {'':<{width}}  log: {s.log}"
+        lines.append(line)
+    counts = Counter(s.state for s in statuses)
+    totals = ", ".join(f"{counts[state]} {state}" for state in STATES if counts[state] or state != "unknown")
+    lines.append(f"total {len(statuses)} runs: {totals}")
+    return "\n".join(lines)

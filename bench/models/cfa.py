@@ -1,0 +1,265 @@
+"""CFA (Lee et al., 2022): coupled-hypersphere-based feature adaptation, and its continual adaptation (InCLAD
+App. C.3).
+
+Descriptor: backbone layers 1–3, each averaged over a 3×3 neighbourhood, layers 2 and 3 upsampled (bilinear) to
+the layer-1 grid and concatenated, then a CoordConv 1×1 convolution (the only trained part; the backbone is
+frozen, so training reads cached features). Memory bank: the mean descriptor feature at each grid location over
+a set of normal images. Loss (soft boundary, radius r learned with the descriptor, margin α = 0.1, weight 1/ν):
+attraction of every feature to its K = 3 nearest bank features, max(0, d² − r²), and repulsion of the next
+J = 3 (hard negatives), max(0, r² − d² − α). Score of a patch: distance to its nearest bank feature weighted
+by its softmin over the K nearest; map = upsampled + blurred with σ = 4; image score = max of the map.
+
+The inference bank is rebuilt with the trained descriptor after every update (App. C.3's rule, also used by the
+single-task model, so that NCL and CL share one definition and agree after their first task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.continual.protocols import Protocol
+from bench.continual.replay import ReplayBuffer, split_from_state, split_state
+from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
+
+MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
+NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
+RADIUS_INIT = 1e-5
+SCORE_CHUNK = 1 << 24  # distance-matrix elements scored at once: bounds memory at any image size
+
+
+class CoordConv(nn.Module):
+    """1×1 convolution over the input plus two coordinate channels in [−1, 1] (CoordConv, Liu et al. 2018):
+    the descriptor knows where a feature sits, so the same texture at another place can still be anomalous."""
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels + 2, out_channels, kernel_size=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, _, h, w = x.shape
+        ys = torch.linspace(-1, 1, h, device=x.device, dtype=x.dtype).view(1, 1, h, 1).expand(b, 1, h, w)
+        xs = torch.linspace(-1, 1, w, device=x.device, dtype=x.dtype).view(1, 1, 1, w).expand(b, 1, h, w)
+        return self.conv(torch.cat([x, xs, ys], dim=1))
+
+
+def descriptor_input(feats: list[torch.Tensor]) -> torch.Tensor:
+    """Frozen part of the descriptor: 3×3-averaged layers on the first layer's grid, concatenated [B, D, h, w]."""
+    pooled = [F.avg_pool2d(f, kernel_size=3, stride=1, padding=1) for f in feats]
+    size = pooled[0].shape[-2:]
+    up = [F.interpolate(p, size=size, mode="bilinear", align_corners=False) for p in pooled[1:]]
+    return torch.cat([pooled[0], *up], dim=1)
+
+
+def squared_distances(phi: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
+    """‖φ − c‖² [B, P, M] for features φ [B, P, C] and bank [M, C] (norm expansion: one matmul)."""
+    return ((phi * phi).sum(-1, keepdim=True) + (bank * bank).sum(-1) - 2.0 * phi @ bank.T).clamp_min(0)
+
+
+def soft_boundary_loss(phi: torch.Tensor, bank: torch.Tensor, radius: torch.Tensor, k: int, j: int) -> torch.Tensor:
+    """CFA's loss: attract each feature to its k nearest bank features, repel the next j (hard negatives)."""
+    d2 = squared_distances(phi, bank).topk(k + j, dim=-1, largest=False).values
+    r2 = radius**2
+    attraction = torch.relu(d2[..., :k] - r2).mean()
+    repulsion = torch.relu(r2 - d2[..., k:] - MARGIN).mean()
+    return (attraction + repulsion) / NU
+
+
+def patch_scores(phi: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """[B, P]: distance to the nearest bank feature × its softmin weight among the k nearest."""
+    out = torch.empty(phi.shape[:2], device=phi.device)
+    step = max(1, SCORE_CHUNK // (phi.shape[1] * bank.shape[0]))
+    for s in range(0, phi.shape[0], step):
+        d = squared_distances(phi[s : s + step], bank).sqrt().topk(k, dim=-1, largest=False).values
+        out[s : s + step] = F.softmin(d, dim=-1)[..., 0] * d[..., 0]
+    return out
+
+
+class Cfa(Detector):
+    name = "cfa"
+
+    def __init__(self, extractor, *, image_size: int, layers=("layer1", "layer2", "layer3"), epochs: int = 50,
+                 lr: float = 1e-3, weight_decay: float = 5e-4, k_neighbors: int = 3, repulsion_neighbors: int = 3,
+                 blur_sigma: float = 4.0, replay_size: int = 100):
+        self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
+        self.epochs, self.lr, self.weight_decay = epochs, lr, weight_decay
+        self.k_neighbors, self.repulsion_neighbors = k_neighbors, repulsion_neighbors
+        self.blur_sigma, self.replay_size = blur_sigma, replay_size
+        self.descriptor_: CoordConv | None = None
+        self.radius_: torch.Tensor | None = None
+        self.bank_: torch.Tensor | None = None
+
+    # --- samples and features ---------------------------------------------------------------------
+    def cache(self, split) -> list[tuple[object, int]]:
+        """Forward a training split in its standard batches, keeping the features (training revisits them every
+        epoch and CL rebuilds banks from them); returns its samples as (split, row) pairs."""
+        for _ in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=True):
+            pass
+        return [(split, i) for i in range(len(split))]
+
+    def _features(self, samples) -> list[torch.Tensor]:
+        """Cached backbone features of (split, row) samples, in order, possibly from several splits."""
+        parts, start = [], 0
+        while start < len(samples):  # consecutive runs of one split become one extractor call
+            end = start
+            while end < len(samples) and samples[end][0] is samples[start][0]:
+                end += 1
+            parts.append(self.extractor(samples[start][0], np.array([r for _, r in samples[start:end]])))
+            start = end
+        return [torch.cat(layer) for layer in zip(*parts)]
+
+    def init_descriptor(self, samples, seed: int) -> None:
+        """A fresh descriptor (seeded, independent of the global RNG) unless one is being continued."""
+        if self.descriptor_ is None:
+            channels = sum(f.shape[1] for f in self._features(samples[:1]))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                self.descriptor_ = CoordConv(channels, channels).to(self.extractor.device)
+            self.radius_ = torch.full((1,), RADIUS_INIT, device=self.extractor.device)
+
+    def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
+        """Descriptor features [B, P, C] (P = h·w grid locations)."""
+        return self.descriptor_(descriptor_input(feats)).flatten(2).transpose(1, 2)
+
+    def _batches(self, samples):
+        bs = self.extractor.batch_size
+        return (samples[s : s + bs] for s in range(0, len(samples), bs))
+
+    @torch.no_grad()
+    def bank(self, samples) -> torch.Tensor:
+        """Memory bank [P, C]: the mean descriptor feature per grid location over `samples` (float64 sum)."""
+        total = None
+        for batch in self._batches(samples):
+            s = self.embed(self._features(batch)).double().sum(0)
+            total = s if total is None else total + s
+        return (total / len(samples)).float()
+
+    def train(self, samples, bank: torch.Tensor, seed: int) -> None:
+        """Fit the descriptor (and radius) to `samples` against the fixed `bank`: AdamW, seeded shuffles."""
+        gen = torch.Generator().manual_seed(seed)
+        radius = nn.Parameter(self.radius_.clone())
+        params = [*self.descriptor_.parameters(), radius]
+        optimizer = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, amsgrad=True)
+        bs = self.extractor.batch_size
+        for _epoch in range(self.epochs):
+            order = torch.randperm(len(samples), generator=gen).tolist()
+            for s in range(0, len(samples), bs):
+                with torch.no_grad():
+                    feats = self._features([samples[i] for i in order[s : s + bs]])
+                loss = soft_boundary_loss(self.embed(feats), bank, radius, self.k_neighbors,
+                                          self.repulsion_neighbors)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+        self.radius_ = radius.detach()
+
+    # --- scoring ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def score_maps(self, split, idx, banks) -> tuple[torch.Tensor, torch.Tensor]:
+        """Image scores [T, B] and maps [T, B, S, S] of rows `idx` against each of T banks."""
+        feats = self.extractor(split, idx)
+        b, (h, w) = len(idx), feats[0].shape[-2:]
+        phi = self.embed(feats)
+        patch = torch.stack([patch_scores(phi, bank, self.k_neighbors).view(b, h, w) for bank in banks])
+        maps = anomaly_maps(patch.flatten(0, 1), self.image_size, self.blur_sigma)
+        maps = maps.view(len(banks), b, self.image_size, self.image_size)
+        return maps.flatten(2).max(2).values, maps
+
+    # --- Detector API -----------------------------------------------------------------------------
+    def fit(self, split, seed: int) -> "Cfa":
+        samples = self.cache(split)
+        self.init_descriptor(samples, seed)
+        self.train(samples, self.bank(samples), seed)
+        self.bank_ = self.bank(samples)
+        return self
+
+    def predict(self, split, idx) -> Prediction:
+        scores, maps = self.score_maps(split, idx, [self.bank_])
+        return Prediction(scores[0].double().cpu().numpy(), maps[0].cpu().numpy())
+
+    def model_state(self) -> dict:
+        return {"descriptor": {k: v.cpu() for k, v in self.descriptor_.state_dict().items()},
+                "radius": self.radius_.cpu()}
+
+    def load_model_state(self, state: dict) -> None:
+        weight = state["descriptor"]["conv.weight"]
+        self.descriptor_ = CoordConv(weight.shape[1] - 2, weight.shape[0]).to(self.extractor.device)
+        self.descriptor_.load_state_dict(state["descriptor"])
+        self.radius_ = state["radius"].to(self.extractor.device)
+
+    def state_dict(self) -> dict:
+        return {**self.model_state(), "bank": self.bank_.cpu()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.load_model_state(state)
+        self.bank_ = state["bank"].to(self.extractor.device)
+
+    def continual(self, seed: int) -> "CfaTaskBanks":
+        return CfaTaskBanks(self, seed)
+
+
+class CfaTaskBanks(Protocol):
+    """InCLAD App. C.3. At task t: keep X_t for later bank rebuilds; U_t = X_t ∪ R_t (replay of earlier tasks);
+    training bank from the previous descriptor on U_t; train the descriptor on U_t; rebuild every per-task
+    inference bank B_j = Bank(g_θt(X_j)) from cached features; then add X_t to the replay buffer. Each test image
+    is routed to the bank that gives it the lowest image score, whose score and map are reported."""
+
+    routes = True
+
+    def __init__(self, detector: Cfa, seed: int):
+        super().__init__(detector, seed)
+        self.kept_: list = []  # X_1..X_t (TaskSplits): the training images every rebuild needs
+        self.banks_: list[torch.Tensor] = []
+        self.replay_ = ReplayBuffer(detector.replay_size)
+        self.image_feature_bytes_ = 0  # cached backbone features per kept image (the memory they hold)
+        self._warm = True  # False after a resume: kept features must be re-extracted first
+
+    def learn(self, split, step: int) -> None:
+        det, seed = self.detector, self.step_seed(step)
+        # A resumed run (or a moved dataset) gets the kept splits at today's root, and re-extracts their
+        # features in their standard batches, as the uninterrupted run did, so features are bit-identical.
+        self.kept_ = [s if s.root == split.root else dataclasses.replace(s, root=split.root) for s in self.kept_]
+        if not self._warm:
+            for kept in self.kept_:
+                det.cache(kept)
+            self._warm = True
+        current = det.cache(split)
+        det.init_descriptor(current, seed)
+        self.kept_.append(split)
+        by_task = {s.task: s for s in self.kept_}
+        replay = [(by_task[task], row) for task, row in self.replay_.items()]
+        united = current + replay
+        det.train(united, det.bank(united), seed)
+        self.banks_ = [det.bank([(s, i) for i in range(len(s))]) for s in self.kept_]
+        self.replay_.add(split.task, list(range(len(split))), seed)
+        self.image_feature_bytes_ = tensor_bytes(det.extractor(split, np.array([0])))
+
+    def predict(self, split, idx) -> Prediction:
+        scores, maps = self.detector.score_maps(split, idx, self.banks_)  # [T, B], [T, B, S, S]
+        routed = scores.argmin(0)  # j*(x) = argmin_j A(x; B_j, g_θt)
+        rows = torch.arange(scores.shape[1], device=routed.device)
+        return Prediction(scores[routed, rows].double().cpu().numpy(), maps[routed, rows].cpu().numpy(),
+                          routed.cpu().numpy())
+
+    def state_dict(self) -> dict:
+        return {**self.detector.model_state(), "banks": [b.cpu() for b in self.banks_],
+                "kept": [split_state(s) for s in self.kept_], "replay": self.replay_.state_dict(),
+                "image_feature_bytes": self.image_feature_bytes_}
+
+    def load_state_dict(self, state: dict) -> None:
+        det = self.detector
+        det.load_model_state(state)
+        self.banks_ = [b.to(det.extractor.device) for b in state["banks"]]
+        self.kept_ = [split_from_state(s) for s in state["kept"]]
+        self.replay_.load_state_dict(state["replay"])
+        self.image_feature_bytes_ = state["image_feature_bytes"]
+        self._warm = False
+
+    def state_bytes(self) -> int:
+        """Descriptor, radius and banks, plus the cached features of every kept training image."""
+        model = tensor_bytes(self.detector.model_state()) + tensor_bytes(self.banks_)
+        return model + self.image_feature_bytes_ * sum(len(s) for s in self.kept_)

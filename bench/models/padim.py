@@ -1,0 +1,153 @@
+"""PaDiM (Defard et al., 2021) and its continual adaptation, one Gaussian model per task (InCLAD App. C.2).
+
+Embedding: backbone layers 1–3, layers 2 and 3 upsampled (nearest) to the layer-1 grid and concatenated, then a
+seeded random subset of `n_features` channels (drawn once, at the first fit, and kept: every task's Gaussians
+live in the same feature space). Per location p: mean μ_p and covariance Σ_p + ε·I; all inverses in one batched
+call. Score: Mahalanobis distance per location, upsampled to the image, blurred with σ = 4; image score = max of
+the map. Defaults = InCLAD Table 6 (100 features, ε = 0.01).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench.continual.protocols import Protocol
+from bench.errors import ConfigError
+from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
+
+
+def fit_gaussians(sums: torch.Tensor, outer: torch.Tensor, n: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-location (mean [L, d], inverse covariance [L, d, d]) from Σz [L, d] and Σzzᵀ [L, d, d] over n images.
+
+    Unbiased covariance (n − 1, as PaDiM's np.cov) plus ε·I; one batched inverse over all L locations.
+    """
+    mean = sums / n
+    cov = (outer - n * mean[:, :, None] * mean[:, None, :]) / max(n - 1, 1)
+    cov = cov + eps * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+    return mean.float(), torch.linalg.inv(cov).float()
+
+
+def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> torch.Tensor:
+    """Mahalanobis distances [B, L] of embeddings z [B, L, d] to per-location Gaussians, as one batched matmul."""
+    delta = (z - mean[None]).transpose(0, 1)  # [L, B, d]: the location is the batch dimension of bmm
+    m2 = (torch.bmm(delta, inv_cov) * delta).sum(-1)
+    return m2.clamp_min_(0).sqrt_().T
+
+
+class Padim(Detector):
+    name = "padim"
+
+    def __init__(self, extractor, *, image_size: int, layers=("layer1", "layer2", "layer3"), n_features: int = 100,
+                 eps: float = 0.01, blur_sigma: float = 4.0):
+        self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
+        self.n_features, self.eps, self.blur_sigma = n_features, eps, blur_sigma
+        self.feature_idx_: torch.Tensor | None = None
+        self.mean_: torch.Tensor | None = None
+        self.inv_cov_: torch.Tensor | None = None
+
+    # --- embedding -------------------------------------------------------------------------------
+    def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
+        """Selected features [B, L, d] on the grid of the first layer (L = h·w locations)."""
+        size = feats[0].shape[-2:]
+        full = torch.cat([feats[0]] + [F.interpolate(f, size=size, mode="nearest") for f in feats[1:]], dim=1)
+        z = full[:, self.feature_idx_.to(full.device)]
+        return z.flatten(2).transpose(1, 2)
+
+    def _select_features(self, feats: list[torch.Tensor], seed: int) -> None:
+        if self.feature_idx_ is not None:
+            return
+        total = sum(f.shape[1] for f in feats)
+        if not 1 <= self.n_features <= total:
+            raise ConfigError(f"padim n_features={self.n_features} must be in 1..{total} (the channels of "
+                              f"{self.extractor.backbone_name} {', '.join(self.layers)})")
+        gen = torch.Generator().manual_seed(seed)
+        self.feature_idx_ = torch.randperm(total, generator=gen)[: self.n_features].sort().values
+
+    @torch.no_grad()
+    def gaussian(self, split, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, inverse covariance) of one task's training images, accumulated batch by batch in float64."""
+        sums = outer = None
+        n = 0
+        for _idx, feats in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=False):
+            self._select_features(feats, seed)
+            z = self.embed(feats).double().transpose(0, 1)  # [L, B, d]
+            if sums is None:
+                sums, outer = z.sum(1), torch.bmm(z.transpose(1, 2), z)
+            else:
+                sums += z.sum(1)
+                outer += torch.bmm(z.transpose(1, 2), z)
+            n += z.shape[1]
+        return fit_gaussians(sums, outer, n, self.eps)
+
+    # --- scoring ----------------------------------------------------------------------------------
+    def _embedding(self, split, idx) -> tuple[torch.Tensor, tuple[int, int]]:
+        feats = self.extractor(split, idx)
+        return self.embed(feats), tuple(feats[0].shape[-2:])
+
+    def score_maps(self, z: torch.Tensor, grid, gaussians) -> tuple[torch.Tensor, torch.Tensor]:
+        """Image scores [T, B] and maps [T, B, S, S] of embeddings z under each of T (mean, inv_cov) models."""
+        b = z.shape[0]
+        patch = torch.stack([mahalanobis(z, mean, inv).view(b, *grid) for mean, inv in gaussians])
+        maps = anomaly_maps(patch.flatten(0, 1), self.image_size, self.blur_sigma)
+        maps = maps.view(len(gaussians), b, self.image_size, self.image_size)
+        return maps.flatten(2).max(2).values, maps
+
+    # --- Detector API -----------------------------------------------------------------------------
+    def fit(self, split, seed: int) -> "Padim":
+        self.mean_, self.inv_cov_ = self.gaussian(split, seed)
+        return self
+
+    @torch.no_grad()
+    def predict(self, split, idx) -> Prediction:
+        z, grid = self._embedding(split, idx)
+        scores, maps = self.score_maps(z, grid, [(self.mean_, self.inv_cov_)])
+        return Prediction(scores[0].double().cpu().numpy(), maps[0].cpu().numpy())
+
+    def state_dict(self) -> dict:
+        return {"feature_idx": self.feature_idx_, "mean": self.mean_.cpu(), "inv_cov": self.inv_cov_.cpu()}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = self.extractor.device
+        self.feature_idx_ = state["feature_idx"]
+        self.mean_, self.inv_cov_ = state["mean"].to(device), state["inv_cov"].to(device)
+
+    def continual(self, seed: int) -> "PadimTaskModels":
+        return PadimTaskModels(self, seed)
+
+
+class PadimTaskModels(Protocol):
+    """InCLAD App. C.2: one Gaussian model G_t per task; each test image is scored under every G_j and routed
+    to the one with the lowest image score, whose score and map are reported."""
+
+    routes = True
+
+    def __init__(self, detector: Padim, seed: int):
+        super().__init__(detector, seed)
+        self.models_: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def learn(self, split, step: int) -> None:
+        self.models_.append(self.detector.gaussian(split, self.step_seed(step)))
+
+    @torch.no_grad()
+    def predict(self, split, idx) -> Prediction:
+        det = self.detector
+        z, grid = det._embedding(split, idx)
+        scores, maps = det.score_maps(z, grid, self.models_)  # [T, B], [T, B, S, S]
+        routed = scores.argmin(0)  # j*(x) = argmin_j A_j(x)
+        rows = torch.arange(scores.shape[1], device=routed.device)
+        return Prediction(scores[routed, rows].double().cpu().numpy(), maps[routed, rows].cpu().numpy(),
+                          routed.cpu().numpy())
+
+    def state_dict(self) -> dict:
+        return {"feature_idx": self.detector.feature_idx_,
+                "means": [m.cpu() for m, _ in self.models_], "inv_covs": [c.cpu() for _, c in self.models_]}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = self.detector.extractor.device
+        self.detector.feature_idx_ = state["feature_idx"]
+        self.models_ = [(m.to(device), c.to(device)) for m, c in zip(state["means"], state["inv_covs"])]
+
+    def state_bytes(self) -> int:
+        return tensor_bytes(self.models_)

@@ -1,0 +1,106 @@
+"""Benchmarks of the spine: coreset selection, PatchCore per task, backbone passes per image."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.models.ops.coreset import greedy_coreset, random_projection
+from bench.perf import benchmark, peak_rss_mb, run_isolated
+
+
+def _anomalib_style_steps(x: torch.Tensor, steps: int, gen: torch.Generator) -> float:
+    """The common reference loop (a fresh difference matrix and norm per step); seconds for `steps` steps."""
+    min_d = None
+    idx = int(torch.randint(x.shape[0], (1,), generator=gen))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        d = torch.linalg.norm(x - x[idx : idx + 1], dim=1, keepdim=True)
+        min_d = d if min_d is None else torch.minimum(min_d, d)
+        idx = int(torch.argmax(min_d))
+    return time.perf_counter() - t0
+
+
+@benchmark("coreset")
+def coreset(args: argparse.Namespace) -> dict:
+    """Greedy k-center: 4,096 of 40,960 × 1,536 patches (PatchCore on wide_resnet50_2 scale), 128-d projection."""
+    n, d, k = (4096, 1536, 409) if args.quick else (40960, 1536, 4096)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, d, generator=gen)
+    t0 = time.perf_counter()
+    projected = random_projection(x, 128, gen)
+    project_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    greedy_coreset(projected, k, generator=gen)
+    select_s = time.perf_counter() - t0
+    ref_steps = min(k, 512)  # the reference is slow: time a prefix and extrapolate linearly (each step costs the same)
+    ref_s = _anomalib_style_steps(projected, ref_steps, gen) * k / ref_steps
+    return {"patches": n, "dim": d, "selected": k, "project_s": round(project_s, 3), "select_s": round(select_s, 3),
+            "reference_select_s_extrapolated": round(ref_s, 2), "speedup": round(ref_s / select_s, 1),
+            "threads": torch.get_num_threads()}
+
+
+def _patchcore_task_child(quick: bool) -> dict:
+    from bench.data import read_index
+    from bench.data.synthetic import generate
+    from bench.data.tasks import task_splits
+    from bench.features import FeatureExtractor
+    from bench.metrics import roc_auc
+    from bench.models.patchcore import PatchCore
+
+    size, n_train, n_test = (96, 40, 30) if quick else (224, 200, 60)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = generate(Path(tmp) / "syn", preset="visa-scale", seed=0, n_tasks=1, image_size=size,
+                        n_train=n_train, n_test=n_test)
+        index = read_index("synthetic", root)
+        task = index["task"].iloc[0]
+        train, test = task_splits(index, root, task, size)
+        extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
+        model = PatchCore(extractor, image_size=size)
+        t0 = time.perf_counter()
+        model.fit(train, seed=0)
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scores = np.concatenate([model.predict(test, idx).scores for idx in test.batches(32)])
+        predict_s = time.perf_counter() - t0
+        return {"image_size": size, "train_images": len(train), "test_images": len(test),
+                "bank": int(model.memory_bank_.shape[0]), "fit_s": round(fit_s, 2), "predict_s": round(predict_s, 2),
+                "predict_ms_per_image": round(1000 * predict_s / len(test), 1),
+                "image_auc": round(roc_auc(test.labels, scores), 3), "peak_mb": round(peak_rss_mb())}
+
+
+@benchmark("patchcore_task")
+def patchcore_task(args: argparse.Namespace) -> dict:
+    """PatchCore (resnet18, weights=none, CPU) fit + predict on one synthetic task at 224 px."""
+    return run_isolated(_patchcore_task_child, args.quick)
+
+
+def _passes_child() -> dict:
+    from bench.config import RunConfig
+    from bench.continual.runner import execute, prepare
+    from bench.data.synthetic import generate
+    from bench import results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = generate(Path(tmp) / "syn", preset="tiny", seed=0)
+        tasks = ["chip", "stripes", "disc", "grain", "checker"]
+        cfg = RunConfig(dataset="synthetic", root=str(root), model="patchcore", tasks=tasks, weights="none",
+                        protocol="cl", image_size=64, batch_size=16, device="cpu")
+        path = execute(prepare(cfg, out=Path(tmp) / "run.h5"), progress=False, log=lambda *_: None)
+        run = results.read_run(path)
+        images = int(run["tasks_info/n_train"].sum() + run["tasks_info/n_test"].sum())
+        evaluated = int(sum(run["tasks_info/n_test"][j] for i in range(len(tasks)) for j in range(i + 1)))
+        passes = int(run["attrs"]["backbone_forward_images"])
+        return {"tasks": len(tasks), "images": images, "images_scored": evaluated, "backbone_passes": passes,
+                "passes_per_image": round(passes / images, 3)}
+
+
+@benchmark("passes")
+def passes(args: argparse.Namespace) -> dict:
+    """Backbone forward passes per image over a whole 5-task CL run (N(N+1)/2 = 15 evaluations). Target 1."""
+    return run_isolated(_passes_child)

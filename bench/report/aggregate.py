@@ -1,0 +1,281 @@
+"""`make aggregate` / `make verify`: publish every table and figure from the run files, and check them later.
+
+`aggregate` writes, under outputs/<dataset>/ (outputs/all/ for DATASET=all):
+  tables/table2.{md,tex,csv}        InCLAD Table 2 (+ the runs behind each cell)
+  tables/per_method.{md,tex,csv}    the same metrics per model × backbone
+  tables/timing.{md,tex,csv}        InCLAD Tables 4-5 style execution times
+  tables/routing.{md,csv}           task-bank routing (when runs hold routing data)
+  tables/multi_selection.{md,csv}   the MultiDataset method selection (when MultiDataset runs exist)
+  tables/heatmaps.csv, figures/heatmap_*.{png,pdf}   Appendix F heatmaps and the values behind them
+  tables/runs.csv, tables/missing.csv                one row per run used / per incomplete or failed run
+  tables/manifest.json              what was published from which inputs (SHA-256 of every file both ways)
+`verify` recomputes all of it from the run files and reports every cell that differs from what was published.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench import results
+from bench.errors import BenchError
+from bench.report import heatmaps as hm
+from bench.report.bootstrap import roc_auc_cl_interval
+from bench.report.collect import Collection, collect, file_sha256
+from bench.report.render import MULTI, provenance_lines
+from bench.report.routing import routing_markdown, routing_table
+from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,
+                                 selection_markdown, table2, to_latex, to_markdown)
+from bench.report.timing import timing_latex, timing_markdown, timing_table
+
+MANIFEST = "tables/manifest.json"
+MANIFEST_VERSION = 1
+# Columns that identify a row of each published CSV (verify names mismatching cells by them).
+CSV_KEYS = {
+    "tables/runs.csv": ["run_key"],
+    "tables/missing.csv": ["path"],
+    "tables/table2.csv": ["dataset", "ordering", "metric", "level", "protocol"],
+    "tables/per_method.csv": ["dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol"],
+    "tables/timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
+    "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol"],
+    "tables/multi_selection.csv": ["model"],
+    "tables/heatmaps.csv": ["figure", "i", "j"],
+}
+
+
+@dataclass
+class Options:
+    bootstrap: int = 1000  # resamples for the image ROC-AUC_CL interval in runs.csv; 0: none
+    bootstrap_seed: int = 0
+    select_by: str = "image-cl"
+    select_top: int = 3
+    per_method_heatmaps: bool = False
+    figure_formats: tuple = ("png", "pdf")  # empty: heatmap values (heatmaps.csv) only, no drawing
+
+
+@dataclass
+class Item:
+    """One published file: text (CSV, markdown, LaTeX) or a figure drawn from a heatmap."""
+
+    name: str  # path under outputs/<dataset>/
+    text: str | None = None
+    heatmap: hm.Heatmap | None = None
+
+
+def _csv(df: pd.DataFrame) -> str:
+    return df.to_csv(index=False, lineterminator="\n")
+
+
+def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
+    if options.bootstrap <= 0:
+        return runs
+    bounds = [roc_auc_cl_interval(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
+    return runs.assign(image_roc_auc_cl_ci_low=[b[0] for b in bounds], image_roc_auc_cl_ci_high=[b[1] for b in bounds])
+
+
+def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
+    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest."""
+    runs = _with_intervals(c.runs, c.details, options)
+    n_missing = len(c.missing)
+    footer = provenance_lines(runs, n_missing)
+    items = [Item("tables/runs.csv", _csv(runs)), Item("tables/missing.csv", _csv(c.missing))]
+
+    multi_models, selection_record = None, None
+    if (runs["dataset"] == MULTI).any():
+        source = c.reference if c.dataset == MULTI else runs[runs["dataset"] != MULTI]
+        selection = select_methods(source, options.select_by, options.select_top)
+        multi_models = (list(selection.loc[selection["selected"], "model"]) if len(selection)
+                        else sorted(runs.loc[runs["dataset"] == MULTI, "model"].unique()))
+        selection_record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
+                            "rule_applied": bool(len(selection))}
+        sel_footer = provenance_lines(source, 0)[:1] if len(source) else []
+        items += [Item("tables/multi_selection.csv", _csv(selection)),
+                  Item("tables/multi_selection.md",
+                       selection_markdown(selection, options.select_by, options.select_top, multi_models)
+                       + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))]
+
+    in_table2 = runs if multi_models is None else runs[(runs["dataset"] != MULTI) | runs["model"].isin(multi_models)]
+    t2_footer = provenance_lines(in_table2, n_missing)
+    long = table2(runs, multi_models or [])
+    items += [Item("tables/table2.csv", _csv(long)), Item("tables/table2.md", to_markdown(long, t2_footer)),
+              Item("tables/table2.tex", to_latex(long, t2_footer))]
+
+    pm = per_method(runs)
+    items += [Item("tables/per_method.csv", _csv(pm)), Item("tables/per_method.md", per_method_markdown(pm, footer)),
+              Item("tables/per_method.tex", per_method_latex(pm, footer))]
+
+    tm = timing_table(runs)
+    items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
+              Item("tables/timing.tex", timing_latex(tm, footer))]
+
+    rt = routing_table(runs, c.details)
+    if len(rt):
+        routed = runs[runs["routing_accuracy"].notna()]
+        items += [Item("tables/routing.csv", _csv(rt)),
+                  Item("tables/routing.md", routing_markdown(rt, provenance_lines(routed, n_missing)))]
+
+    maps = hm.heatmaps(runs, c.details, multi_models, options.per_method_heatmaps)
+    items.append(Item("tables/heatmaps.csv", _csv(hm.heatmap_frame(maps))))
+    items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
+    return items, {"multi_selection": selection_record}
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:
+    """Collect, build and write everything; returns the manifest path."""
+    options = options or Options()
+    c = collect(Path(outputs), dataset)
+    items, record = build(c, options)
+    out = Path(outputs) / dataset
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
+    if previous:  # files published last time and not now would look current: remove them
+        names = {i.name for i in items}
+        for name in previous.get("outputs", {}):
+            if name not in names:
+                (out / name).unlink(missing_ok=True)
+    figures = {}
+    for item in items:
+        if item.text is not None:
+            _write_text(out / item.name, item.text)
+        elif item.heatmap.stem not in figures:
+            figures[item.heatmap.stem] = hm.save(item.heatmap, out / "figures", options.figure_formats)
+    manifest = {
+        "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
+        "aggregator": results.provenance(), "options": asdict(options), **record,
+        "runs": {"used": len(c.runs), "missing": len(c.missing)},
+        "inputs": c.inputs,
+        "outputs": {i.name: file_sha256(out / i.name) for i in items},
+    }
+    _write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    n_fig = len(figures)
+    log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
+        f"{sum(i.text is not None for i in items)} tables to {out / 'tables'} and {n_fig} heatmap(s) "
+        f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}")
+    for m in c.missing.to_dict("records"):
+        log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"
+            + (f": {m['error']}" if m["error"] else ""))
+    return out / MANIFEST
+
+
+def _read_manifest(out: Path) -> dict:
+    path = out / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BenchError(f"{path}: no manifest (run `make aggregate DATASET={out.name}` first)") from None
+    except json.JSONDecodeError as e:
+        raise BenchError(f"{path}: not a JSON manifest ({e})") from None
+    if manifest.get("manifest_version") != MANIFEST_VERSION:
+        raise BenchError(f"{path}: unknown manifest_version {manifest.get('manifest_version')!r} "
+                         f"(expected {MANIFEST_VERSION})")
+    return manifest
+
+
+def _read_csv(text: str) -> pd.DataFrame:
+    # Strings throughout: a run key such as "1e5..." must not turn into a float.
+    return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False) if text.strip() else pd.DataFrame()
+
+
+def _compare_csv(name: str, published: str, new: pd.DataFrame) -> list[str]:
+    try:
+        old = _read_csv(published)
+    except pd.errors.ParserError as e:
+        return [f"{name}: unreadable ({e})"]
+    if list(old.columns) != list(new.columns):
+        return [f"{name}: columns {list(old.columns)} published, {list(new.columns)} recomputed"]
+    keys = [k for k in CSV_KEYS.get(name, []) if k in new.columns] or list(new.columns)
+    old_rows = {tuple(r[k] for k in keys): r for r in old.to_dict("records")}
+    new_rows = {tuple(r[k] for k in keys): r for r in new.to_dict("records")}
+    problems = []
+    for key in new_rows.keys() - old_rows.keys():
+        problems.append(f"{name}: row {_key_text(keys, key)} missing from the published table")
+    for key in old_rows.keys() - new_rows.keys():
+        problems.append(f"{name}: row {_key_text(keys, key)} published but not recomputed from the run files")
+    for key in sorted(new_rows.keys() & old_rows.keys()):
+        for col in new.columns:
+            a, b = old_rows[key][col], new_rows[key][col]
+            if a != b and not _same_number(a, b):
+                problems.append(f"{name}: {_key_text(keys, key)}: {col} published {a!r}, recomputed {b!r}")
+    return problems
+
+
+def _key_text(keys: list[str], key: tuple) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(keys, key))
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return (np.isnan(x) and np.isnan(y)) or abs(x - y) <= 1e-12 * max(1.0, abs(y))
+
+
+def _compare_text(name: str, published: str, recomputed: str) -> list[str]:
+    old, new = published.splitlines(), recomputed.splitlines()
+    for n, (a, b) in enumerate(zip(old, new), 1):
+        if a != b:
+            return [f"{name}: line {n} published {a!r}, recomputed {b!r}"]
+    if len(old) != len(new):
+        return [f"{name}: {len(old)} lines published, {len(new)} recomputed"]
+    return []
+
+
+def verify(outputs: Path, dataset: str, log=print) -> list[str]:
+    """Every difference between what was published and what the run files give now (empty: all verified)."""
+    out = Path(outputs) / dataset
+    manifest = _read_manifest(out)
+    options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
+    c = collect(Path(outputs), dataset)
+    problems = []
+    then = {e["path"]: e for e in manifest["inputs"]}
+    now = {e["path"]: e for e in c.inputs}
+    for path in sorted(now.keys() - then.keys()):
+        problems.append(f"input {path}: new since aggregation ({now[path]['status']})")
+    for path in sorted(then.keys() - now.keys()):
+        problems.append(f"input {path}: gone since aggregation")
+    for path in sorted(now.keys() & then.keys()):
+        if now[path]["sha256"] != then[path]["sha256"]:
+            problems.append(f"input {path}: changed since aggregation (sha256 {then[path]['sha256'][:12]} → "
+                            f"{now[path]['sha256'][:12]})")
+    items, _ = build(c, options)
+    published = manifest["outputs"]
+    n_cells = 0
+    for item in items:
+        path = out / item.name
+        if item.name not in published:
+            problems.append(f"{item.name}: recomputed but not in the manifest")
+        if not path.is_file():
+            problems.append(f"{item.name}: published file missing")
+            continue
+        if item.text is None:  # a figure: its values are checked through heatmaps.csv; the file must be unchanged
+            if item.name in published and file_sha256(path) != published[item.name]:
+                problems.append(f"{item.name}: changed since aggregation")
+            continue
+        text = path.read_text()
+        if item.name.endswith(".csv"):
+            recomputed = _read_csv(item.text)
+            problems += _compare_csv(item.name, text, recomputed)
+            n_cells += recomputed.size
+        else:
+            problems += _compare_text(item.name, text, item.text)
+    for name in sorted(set(published) - {i.name for i in items}):
+        problems.append(f"{name}: published but no longer produced by the run files")
+    if not problems:
+        log(f"verified {dataset}: {n_cells} CSV cells and {sum(i.text is not None for i in items)} tables "
+            f"recomputed from {len(c.runs)} run(s) match; {sum(i.text is None for i in items)} figure file(s) "
+            "unchanged")
+    return problems

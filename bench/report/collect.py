@@ -1,0 +1,190 @@
+"""Gather the run files a report rests on, enforcing provenance (stream-assembly-and-provenance §9).
+
+A published number must come from a complete run file that records where, from what and with which code it was
+made. So collecting refuses (BenchError, exit 2) a file with no provenance, an unknown schema version, a config
+or run key that does not match its recorded hash, or two complete files with the same run key and different
+results. Incomplete and failed runs are never averaged in: they are returned as `missing`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench import results
+from bench.config import SCHEMA_VERSION, RunConfig
+from bench.errors import BenchError
+from bench.report.render import MULTI, sort_frame
+
+KNOWN_SCHEMAS = (SCHEMA_VERSION,)
+# Attributes without which a run cannot be traced back to its code, inputs and environment.
+PROVENANCE_ATTRS = ("run_key", "run_name", "status", "steps_done", "n_tasks", "config", "config_sha256",
+                    "index_sha256", "weights_id", "seed", "git_commit", "git_dirty", "packages", "python", "host",
+                    "started_at")
+REQUIRED_ARRAYS = ("R/image", "R/pixel", "timing/train_s", "timing/eval_s")
+# What "the same results" means for two files with one run key (timings may differ, results may not).
+RESULT_ARRAYS = ("R/image", "R/pixel", "R/image_npr_auc")
+
+
+class ProvenanceError(BenchError):
+    """A result file cannot be published: no provenance, unknown schema, or conflicting duplicates."""
+
+
+@dataclass
+class Collection:
+    outputs: Path
+    dataset: str  # a dataset name, or "all"
+    runs: pd.DataFrame  # one row per complete run used (duplicates collapsed)
+    details: dict  # run_key -> results.read_run(...) of the file used
+    missing: pd.DataFrame  # incomplete or failed runs with no complete file of the same key
+    inputs: list[dict]  # every file read: path (relative to outputs), sha256, run_key, status, role, scope
+    reference: pd.DataFrame = field(default_factory=pd.DataFrame)  # single-dataset runs (MultiDataset selection)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def result_dirs(outputs: Path, dataset: str) -> dict[str, Path]:
+    """{dataset: outputs/<dataset>/runs} of every dataset with results; `dataset` picks one or "all"."""
+    found = {p.parent.name: p for p in sorted(Path(outputs).glob("*/runs")) if p.is_dir()}
+    if dataset == "all":
+        if not found:
+            raise BenchError(f"{outputs}: no results (expected {outputs}/<dataset>/runs/*.h5)")
+        return found
+    if dataset not in found:
+        raise BenchError(f"{outputs}/{dataset}/runs: no such directory (datasets with results: "
+                         f"{', '.join(found) or 'none'}; or DATASET=all)")
+    return {dataset: found[dataset]}
+
+
+def check_file(run: dict, path: Path, dataset: str) -> None:
+    """Refuse a file that cannot be traced to its code and inputs, or whose identity does not add up."""
+    a = run["attrs"]
+    version = a.get("schema_version")
+    if version not in KNOWN_SCHEMAS:
+        raise ProvenanceError(f"{path}: unknown schema version {version!r} (this suite reads "
+                              f"{', '.join(map(str, KNOWN_SCHEMAS))})")
+    absent = [k for k in PROVENANCE_ATTRS if k not in a or (isinstance(a[k], str) and not a[k])]
+    if absent:
+        raise ProvenanceError(f"{path}: no provenance: attributes {', '.join(absent)} missing or empty")
+    if a["git_commit"] == "unknown":
+        raise ProvenanceError(f"{path}: no provenance: git commit unknown (run from a git checkout, or set "
+                              "BENCH_GIT_COMMIT in containers)")
+    if hashlib.sha256(a["config"].encode()).hexdigest() != a["config_sha256"]:
+        raise ProvenanceError(f"{path}: config does not match its recorded config_sha256")
+    try:
+        config = RunConfig.from_json(a["config"])
+    except (BenchError, TypeError, json.JSONDecodeError) as e:
+        raise ProvenanceError(f"{path}: unreadable config ({e})") from None
+    if config.run_key(a["index_sha256"], a["weights_id"]) != a["run_key"]:
+        raise ProvenanceError(f"{path}: run_key does not match its config, index and weights")
+    if config.dataset != dataset:
+        raise ProvenanceError(f"{path}: holds a {config.dataset!r} run but lies under {dataset}/runs")
+    missing = [k for k in REQUIRED_ARRAYS if k not in run]
+    if missing:
+        raise ProvenanceError(f"{path}: datasets {', '.join(missing)} missing (schema {version} requires them)")
+    n = int(a["n_tasks"])
+    if len(run["tasks"]) != n or any(run[k].shape != (n, n) for k in ("R/image", "R/pixel")):
+        raise ProvenanceError(f"{path}: tasks and R matrices disagree with n_tasks={n}")
+    if a["status"] == "complete" and int(a["steps_done"]) != n:
+        raise ProvenanceError(f"{path}: status complete but steps_done={a['steps_done']} of {n}")
+
+
+def _same_results(a: dict, b: dict) -> str | None:
+    """None when two runs hold the same results, else the first difference."""
+    for key in RESULT_ARRAYS:
+        if (key in a) != (key in b):
+            return f"{key} present in one file only"
+        if key in a and not np.array_equal(a[key], b[key], equal_nan=True):
+            i, j = np.argwhere(~((a[key] == b[key]) | (np.isnan(a[key]) & np.isnan(b[key]))))[0]
+            return f"{key}[{i},{j}] = {float(a[key][i, j])!r} vs {float(b[key][i, j])!r}"
+    return None
+
+
+def _read_dir(dataset: str, runs_dir: Path):
+    for path in sorted(runs_dir.rglob("*.h5")):
+        run = results.read_run(path)
+        check_file(run, path, dataset)
+        yield path, run
+
+
+def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
+    """(rows, details, missing rows, inputs) of the runs under `dirs`, duplicates checked and collapsed.
+
+    Each input gets a role: used, duplicate (same key and results as a used file), superseded (incomplete, but
+    its key finished in another file) or missing; and a scope: tables, or selection (MultiDataset reference)."""
+    complete: dict[str, tuple[Path, dict]] = {}
+    rows, missing, inputs, pending = [], [], [], []
+    for dataset, runs_dir in dirs.items():
+        for path, run in _read_dir(dataset, runs_dir):
+            a = run["attrs"]
+            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": file_sha256(path),
+                     "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
+            inputs.append(entry)
+            if a["status"] != "complete":
+                pending.append((entry, run))
+                continue
+            key = a["run_key"]
+            if key in complete:
+                other = complete[key][0]
+                diff = _same_results(complete[key][1], run)
+                if diff:
+                    raise ProvenanceError(f"{other} and {path}: same run key {key[:12]} but different results "
+                                          f"({diff}); delete the wrong one")
+                entry["role"] = "duplicate"
+                continue
+            complete[key] = (path, run)
+            row = results.summary_row(run, path.relative_to(outputs))
+            row["file_sha256"] = entry["sha256"]
+            rows.append(row)
+    for entry, run in pending:
+        if entry["run_key"] in complete:
+            entry["role"] = "superseded"  # a stale partial copy of a run that has finished elsewhere
+            continue
+        entry["role"] = "missing"
+        a = run["attrs"]
+        config = json.loads(a["config"])
+        missing.append({"path": entry["path"], "run_name": a["run_name"], "run_key": a["run_key"],
+                        "status": a["status"], "steps_done": int(a["steps_done"]), "n_tasks": int(a["n_tasks"]),
+                        **{k: config[k] for k in ("dataset", "model", "backbone", "protocol", "ordering", "seed")},
+                        "error": a.get("error", "")})
+    details = {key: run for key, (_, run) in complete.items()}
+    return rows, details, missing, inputs
+
+
+RUN_ORDER = ["dataset", "ordering", "model", "backbone", "weights", "protocol", "seed", "run_key"]
+
+
+def collect(outputs: Path, dataset: str) -> Collection:
+    """Every run under outputs/<dataset>/runs (or every dataset's, for "all"), checked; see the module doc.
+
+    For DATASET=multi the other datasets' complete runs come along as `reference`: InCLAD picks the methods the
+    MultiDataset rows average over from single-dataset results.
+    """
+    outputs = Path(outputs)
+    dirs = result_dirs(outputs, dataset)
+    rows, details, missing, inputs = _gather(outputs, dirs, "tables")
+    if not rows:
+        raise BenchError(f"{outputs}/{dataset}/runs: no complete runs ({len(missing)} incomplete or failed)")
+    reference = pd.DataFrame()
+    if dataset == MULTI:
+        others = {d: p for d, p in result_dirs(outputs, "all").items() if d != MULTI}
+        ref_rows, _, _, ref_inputs = _gather(outputs, others, "selection")
+        inputs += ref_inputs
+        reference = sort_frame(pd.DataFrame(ref_rows), RUN_ORDER) if ref_rows else pd.DataFrame()
+    runs = sort_frame(pd.DataFrame(rows), RUN_ORDER)
+    missing_frame = pd.DataFrame(missing, columns=["path", "run_name", "run_key", "status", "steps_done", "n_tasks",
+                                                   "dataset", "model", "backbone", "protocol", "ordering", "seed",
+                                                   "error"])
+    return Collection(outputs, dataset, runs, details, missing_frame, sorted(inputs, key=lambda e: e["path"]),
+                      reference)

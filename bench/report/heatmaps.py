@@ -1,0 +1,135 @@
+"""Task-transition heatmaps like InCLAD Appendix F: the lower triangle of R per dataset × ordering × protocol ×
+level, averaged over methods (a method's seeds first, then across methods and backbones, as in Table 2; the
+MultiDataset stream over the selected methods only), optionally one per method. Rows: after learning task i;
+columns: evaluated task j. Drawn with matplotlib's Agg canvas (no display, no pyplot global state)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from bench.report.render import METHOD, MULTI, label, short_hash
+
+LEVELS = ("image", "pixel")
+PROTOCOLS = ("ncl", "cl")
+ALL = "all"  # model/backbone/weights of an averaged heatmap
+ANNOTATE_MAX_TASKS = 15  # beyond this, numbers in the cells become unreadable
+
+
+@dataclass
+class Heatmap:
+    stem: str  # file name without extension
+    dataset: str
+    ordering: str
+    protocol: str
+    level: str
+    model: str
+    backbone: str
+    weights: str
+    tasks: list
+    mean: np.ndarray  # [N, N], NaN above the diagonal and where no run has a value
+    n_runs: np.ndarray  # [N, N] runs with a finite value behind each cell
+
+
+def _average(runs: pd.DataFrame, details: dict, level: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeds of a method averaged first, then the mean across methods; NaN cells skipped and counted."""
+    method_means, n_runs = [], np.zeros((n, n), dtype=int)
+    for _, g in runs.groupby(list(METHOD), sort=True):
+        stack = np.stack([details[k][f"R/{level}"] for k in g["run_key"]])
+        finite = np.isfinite(stack)
+        n_runs += finite.sum(0)
+        with np.errstate(invalid="ignore"):
+            method_means.append(np.where(finite, stack, 0).sum(0) / finite.sum(0))
+    stack = np.stack(method_means)
+    finite = np.isfinite(stack)
+    with np.errstate(invalid="ignore"):
+        mean = np.where(finite, stack, 0).sum(0) / finite.sum(0)
+    mean[np.triu_indices(n, 1)] = np.nan
+    n_runs[np.triu_indices(n, 1)] = 0
+    return mean, n_runs
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
+
+
+def heatmaps(runs: pd.DataFrame, details: dict, multi_models: list[str] | None = None,
+             per_method: bool = False) -> list[Heatmap]:
+    """Every heatmap to publish. Runs of one dataset × ordering with different task lists (custom orderings) get
+    one heatmap per task list, told apart by a hash of the list in the name."""
+    out = []
+    for (dataset, ordering), g in runs.groupby(["dataset", "ordering"], sort=True):
+        task_lists = {tuple(details[k]["tasks"]) for k in g["run_key"]}
+        for tasks in sorted(task_lists):
+            same = g[[tuple(details[k]["tasks"]) == tasks for k in g["run_key"]]]
+            suffix = f"_{short_hash(chr(10).join(tasks))}" if len(task_lists) > 1 else ""
+            base = f"heatmap_{_slug(dataset)}_{_slug(ordering)}{suffix}"
+            pooled = same[same["model"].isin(multi_models)] if dataset == MULTI and multi_models is not None else same
+            groups = [((ALL, ALL, ALL), pooled, "")]
+            if per_method:
+                groups += [(key, m, "_" + "_".join(_slug(x) for x in key)) for key, m in same.groupby(list(METHOD))]
+            for (model, backbone, weights), members, method_suffix in groups:
+                for protocol in PROTOCOLS:
+                    sub = members[members["protocol"] == protocol]
+                    if sub.empty:
+                        continue
+                    for level in LEVELS:
+                        mean, n_runs = _average(sub, details, level, len(tasks))
+                        out.append(Heatmap(f"{base}_{protocol}_{level}{method_suffix}", dataset, ordering, protocol,
+                                           level, model, backbone, weights, list(tasks), mean, n_runs))
+    return out
+
+
+def heatmap_frame(maps: list[Heatmap]) -> pd.DataFrame:
+    """The values behind every figure, lower triangle only: what `make verify` checks the figures against."""
+    rows = []
+    for h in maps:
+        for i in range(len(h.tasks)):
+            for j in range(i + 1):
+                rows.append({"figure": h.stem, "dataset": h.dataset, "ordering": h.ordering, "protocol": h.protocol,
+                             "level": h.level, "model": h.model, "backbone": h.backbone, "weights": h.weights,
+                             "i": i, "j": j, "task_i": h.tasks[i], "task_j": h.tasks[j],
+                             "value": float(h.mean[i, j]), "n_runs": int(h.n_runs[i, j])})
+    return pd.DataFrame(rows)
+
+
+def figure(h: Heatmap) -> Figure:
+    n = len(h.tasks)
+    size = max(4.0, 0.42 * n + 2.2)
+    fig = Figure(figsize=(size + 1.0, size))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(h.mean), cmap="viridis", vmin=0.5, vmax=1.0)
+    if n <= ANNOTATE_MAX_TASKS:
+        for i in range(n):
+            for j in range(i + 1):
+                if np.isfinite(h.mean[i, j]):
+                    ax.text(j, i, f"{h.mean[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                            color="black" if h.mean[i, j] > 0.8 else "white")
+    ax.set_xticks(range(n), h.tasks, rotation=90, fontsize=7)
+    ax.set_yticks(range(n), h.tasks, fontsize=7)
+    ax.set_xlabel("evaluated task j")
+    ax.set_ylabel("after learning task i")
+    who = "mean over methods" if h.model == ALL else f"{label('model', h.model)} {h.backbone} ({h.weights})"
+    ax.set_title(f"{label('dataset', h.dataset)} · {label('ordering', h.ordering)} · {h.protocol.upper()} · "
+                 f"{h.level} ROC-AUC\n{who}", fontsize=9)
+    fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return fig
+
+
+def save(h: Heatmap, directory: Path, formats=("png", "pdf")) -> list[Path]:
+    """Write one heatmap; PDF without a creation date, so the same values give the same file."""
+    fig = figure(h)
+    paths = []
+    for fmt in formats:
+        path = Path(directory) / f"{h.stem}.{fmt}"
+        metadata = {"CreationDate": None} if fmt == "pdf" else None
+        fig.savefig(path, dpi=150, metadata=metadata)
+        paths.append(path)
+    return paths

@@ -1,0 +1,131 @@
+"""Shared presentation: display names, row order, cell formatting, and the markdown / LaTeX (booktabs) grids.
+
+Everything here is deterministic text (no dates, no host names), so `make verify` can re-render a table from the
+result files and compare it with the published one byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+MULTI = "multi"  # the MultiDataset stream: tasks named "<dataset>/<concept>"
+METHOD = ("model", "backbone", "weights")  # what a "method" is when cells average "across methods and backbones"
+
+# Image/pixel × NCL/CL: the four value columns of Table 2 and of the per-method table.
+COLUMNS = (("image", "ncl"), ("image", "cl"), ("pixel", "ncl"), ("pixel", "cl"))
+COLUMN_LABELS = ("Image NCL", "Image CL", "Pixel NCL", "Pixel CL")
+
+DATASET_LABELS = {"mvtec": "MVTec", "visa": "VisA", "btad": "BTAD", "mpdd": "MPDD", "dagm": "DAGM",
+                  MULTI: "MultiDataset", "synthetic": "Synthetic"}
+ORDERING_LABELS = {"easy_to_hard": "Easy-to-Hard", "hard_to_easy": "Hard-to-Easy", "random": "Random",
+                   "alphabetical": "Alphabetical", "custom": "Custom"}
+MODEL_LABELS = {"patchcore": "PatchCore", "padim": "PaDiM", "cfa": "CFA", "stfpm": "STFPM", "rd4ad": "RD4AD",
+                "efficientad": "EfficientAD", "paste": "PaSTe", "fastflow": "FastFlow", "ganomaly": "GANomaly"}
+# InCLAD's row order (Table 2, Tables 4-5); names not listed follow alphabetically.
+DATASET_ORDER = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", MULTI)
+ORDERING_ORDER = ("easy_to_hard", "hard_to_easy", "random", "alphabetical", "custom")
+MODEL_ORDER = ("cfa", "padim", "patchcore", "fastflow", "paste", "rd4ad", "stfpm", "ganomaly", "efficientad")
+_ORDERS = {"dataset": DATASET_ORDER, "ordering": ORDERING_ORDER, "model": MODEL_ORDER}
+
+
+def label(kind: str, value) -> str:
+    table = {"dataset": DATASET_LABELS, "ordering": ORDERING_LABELS, "model": MODEL_LABELS}.get(kind, {})
+    return table.get(value, str(value))
+
+
+def rank(kind: str, value) -> tuple:
+    """Sort key: the papers' order first, anything else alphabetically after it."""
+    order = _ORDERS.get(kind, ())
+    return (order.index(value), "") if value in order else (len(order), str(value))
+
+
+def sort_frame(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    if df.empty:
+        return df.reset_index(drop=True)
+    keys = df[cols].apply(lambda r: tuple(rank(c, r[c]) for c in cols), axis=1)
+    return df.assign(_key=keys).sort_values("_key", kind="stable").drop(columns="_key").reset_index(drop=True)
+
+
+def short_hash(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def format_cell(mean: float, std: float, n: int, n_nan: int = 0) -> str:
+    """`0.812 ± 0.031`; one contributor: no ±; none: `–`; NaN contributors counted in brackets."""
+    if n == 0 or not np.isfinite(mean):
+        text = "–"
+    else:
+        text = f"{mean:.3f}" if n == 1 else f"{mean:.3f} ± {std:.3f}"
+    return text + (f" [{n_nan} NaN]" if n_nan else "")
+
+
+def latex_escape(text: str) -> str:
+    text = text.replace("\\", "\x00")  # first, so the backslashes added below stay
+    for ch in "_&%#${}":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("\x00", r"\textbackslash{}")
+
+
+def latex_cell(mean: float, std: float, n: int, n_nan: int = 0) -> str:
+    if n == 0 or not np.isfinite(mean):
+        text = "--"
+    else:
+        text = f"${mean:.3f}$" if n == 1 else f"${mean:.3f}\\,{{\\scriptstyle\\pm\\,{std:.3f}}}$"
+    return text + (f"\\textsuperscript{{{n_nan}\\,NaN}}" if n_nan else "")
+
+
+def grid_rows(long: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, dict]]:
+    """Pivot a long table (one row per keys × level × protocol) into rows of the four COLUMNS, keeping order."""
+    out: dict[tuple, dict] = {}
+    for rec in long.to_dict("records"):
+        out.setdefault(tuple(rec[k] for k in keys), {})[(rec["level"], rec["protocol"])] = rec
+    return list(out.items())
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def latex_grid(key_headers: list[str], rows: list[tuple[list[str], list[str]]], group_col: bool = True) -> list[str]:
+    """booktabs tabular: key columns, then Image-level NCL/CL and Pixel-level NCL/CL; `\\midrule` between groups
+    of the first key column, whose value is printed once per group (InCLAD Table 2 style)."""
+    k = len(key_headers)
+    lines = [r"\begin{tabular}{" + "l" * k + "cccc}", r"\toprule",
+             " & ".join(key_headers) + r" & \multicolumn{2}{c}{Image-level} & \multicolumn{2}{c}{Pixel-level} \\",
+             rf"\cmidrule(lr){{{k + 1}-{k + 2}}}\cmidrule(lr){{{k + 3}-{k + 4}}}",
+             " & " * k + r"NCL & CL & NCL & CL \\", r"\midrule"]
+    previous = None
+    for keys, cells in rows:
+        shown = list(keys)
+        if group_col:
+            if previous is not None and keys[0] != previous:
+                lines.append(r"\midrule")
+            if keys[0] == previous:
+                shown[0] = ""
+            previous = keys[0]
+        lines.append(" & ".join(shown + cells) + r" \\")
+    return lines + [r"\bottomrule", r"\end{tabular}"]
+
+
+def provenance_lines(runs: pd.DataFrame, n_missing: int) -> list[str]:
+    """What a table rests on: run count, commits (with dirty-tree counts), config hashes, missing runs."""
+    if runs.empty:
+        return [f"Rests on 0 complete runs; {n_missing} run(s) missing (missing.csv)."]
+    commits = []
+    for commit, g in runs.groupby("git_commit", sort=True):
+        dirty = int((g["git_dirty"].astype(int) != 0).sum())
+        commits.append(f"{str(commit)[:12]} ({len(g)} run{'s' * (len(g) != 1)}"
+                       + (f", {dirty} from a dirty tree" if dirty else "") + ")")
+    configs = sorted(runs["config_sha256"].astype(str).unique())
+    if len(configs) <= 8:
+        config_text = f"config SHA-256 {', '.join(c[:12] for c in configs)}"
+    else:
+        digest = hashlib.sha256("\n".join(configs).encode()).hexdigest()[:12]
+        config_text = f"{len(configs)} config SHA-256s (digest of the sorted list {digest}; each in runs.csv)"
+    return [f"Rests on {len(runs)} complete run{'s' * (len(runs) != 1)} from commit{'s' * (len(commits) != 1)} "
+            f"{', '.join(commits)}; {config_text}.",
+            f"{n_missing} run(s) missing (incomplete or failed; listed in missing.csv, never averaged in)."]

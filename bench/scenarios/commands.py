@@ -1,0 +1,250 @@
+"""`python -m bench scenarios <ste|rank|multi|index|check>` (docs/scenarios.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import ConfigError, DatasetError
+from bench.scenarios import manifest
+from bench.scenarios import multi as multi_stream
+from bench.scenarios import rank as ranking
+
+INCLAD_DATASETS = ("btad", "dagm", "mpdd", "mvtec", "visa")
+
+
+def register(sub) -> None:
+    from bench.cli import DATASETS
+    from bench.features import BACKBONES
+
+    p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
+                                         "Spearman agreement, the multi-dataset stream, manifests")
+    cmds = p.add_subparsers(dest="scenarios_command", required=True)
+
+    q = cmds.add_parser("ste", help="one single-task NCL run per concept × method, collected into ste.csv")
+    q.add_argument("--dataset", required=True, choices=DATASETS)
+    q.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET>, data/roots.yaml, "
+                                              "data/raw/<dataset>)")
+    q.add_argument("--methods", help="comma-separated (default: those of patchcore,padim,cfa implemented)")
+    q.add_argument("--backbone", default="resnet18", choices=BACKBONES)
+    q.add_argument("--weights", default="imagenet", help="imagenet | none | PATH")
+    q.add_argument("--image-size", type=int, default=224)
+    q.add_argument("--batch-size", type=int, default=32)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    q.add_argument("--workers", type=int, default=4)
+    q.add_argument("--out", type=Path, help="folder for runs/ and ste.csv (default outputs/<dataset>/scenarios)")
+    q.add_argument("--collect-only", action="store_true",
+                   help="run nothing; build ste.csv from the result files (after a cluster array made them)")
+    q.add_argument("--no-progress", action="store_true")
+    q.set_defaults(func=cmd_ste)
+
+    q = cmds.add_parser("rank", help="orderings, ordering tables (Tables 9-13), Spearman (Table 8), manifest")
+    q.add_argument("--ste", type=Path, required=True, help="STE table CSV: dataset,concept,method,backbone,roc_auc")
+    q.add_argument("--out", type=Path, help="folder for the tables (default: the STE table's folder)")
+    q.add_argument("--backbone", help="the backbone to rank when the table holds several")
+    q.add_argument("--seed", type=int, default=ranking.RANDOM_SEED, help="seed of the random ordering")
+    q.add_argument("--force", action="store_true", help="replace a manifest that came from another source")
+    q.set_defaults(func=cmd_rank)
+
+    q = cmds.add_parser("multi", help="select the multi-dataset stream and write data/scenarios/multi.json")
+    q.add_argument("--ste", type=Path, help="STE table of several datasets (default: the datasets' manifests)")
+    q.add_argument("--datasets", help=f"comma-separated (default: {','.join(INCLAD_DATASETS)}, or all in --ste)")
+    q.add_argument("--criterion", default="roc_auc", choices=multi_stream.CRITERIA,
+                   help="select by average ROC-AUC (InCLAD's text) or by the datasets' average-rank ordering")
+    q.add_argument("--backbone", help="the backbone to use when the STE table holds several")
+    q.add_argument("--out", type=Path, default=Path("outputs/multi/scenarios"), help="folder for the table")
+    q.add_argument("--force", action="store_true", help="replace a manifest that came from another source")
+    q.set_defaults(func=cmd_multi)
+
+    for name, func, text in (("index", cmd_index, "write the file lists (+ SHA-256) of the data at --root into "
+                                                   "the dataset's manifest"),
+                             ("check", cmd_check, "compare the data at --root with the manifest's file lists")):
+        q = cmds.add_parser(name, help=text)
+        q.add_argument("--dataset", required=True, choices=DATASETS)
+        q.add_argument("--root", type=Path, help="dataset root (for multi: the roots file)")
+        if name == "index":
+            q.add_argument("--force", action="store_true", help="overwrite file lists that differ from the data")
+        q.set_defaults(func=func)
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def cmd_ste(args) -> int:
+    from bench.cli import default_root
+    from bench.scenarios import ste
+
+    root = args.root or default_root(args.dataset)
+    out = args.out or Path(f"outputs/{args.dataset}/scenarios")
+    methods = _csv(args.methods) or ste.default_methods()
+    skipped = [m for m in ste.STE_METHODS if m not in methods]
+    if skipped and not args.methods:
+        print(f"note: {', '.join(skipped)} not implemented yet; the STE table covers {', '.join(methods)}")
+    configs = ste.plan(args.dataset, root, methods, backbone=args.backbone, weights=args.weights,
+                       image_size=args.image_size, batch_size=args.batch_size, seed=args.seed, device=args.device,
+                       workers=args.workers)
+    runs_dir = out / "runs"
+    if not args.collect_only:
+        # A cluster submission (bench.hpc) would hand these same configs to a job array here instead.
+        ste.run_local(configs, runs_dir, progress=not args.no_progress)
+    table = ste.collect(configs, runs_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "ste.csv", index=False)
+    print(f"STE table: {out / 'ste.csv'} ({len(table)} rows: {table['concept'].nunique()} concepts × "
+          f"{table['method'].nunique()} methods)")
+    return 0
+
+
+def cmd_rank(args) -> int:
+    from bench.features import file_sha256
+
+    ste = ranking.read_ste(args.ste)
+    rankings = ranking.rank_ste(ste, args.backbone, str(args.ste))
+    out = args.out or args.ste.parent
+    ranking.write_tables(rankings, out)
+    for dataset, r in rankings.items():
+        m = {"schema": manifest.SCHEMA_VERSION, "dataset": dataset, "tasks": sorted(r.hard_to_easy),
+             "orderings": r.orderings(args.seed),
+             "source": {"kind": "ste", "file": str(args.ste), "sha256": file_sha256(args.ste),
+                        "backbone": args.backbone or ste.loc[ste["dataset"] == dataset, "backbone"].iloc[0],
+                        "methods": r.methods},
+             "difficulty": r.difficulty()}
+        path = install(m, args.force)
+        print(f"{dataset} hard-to-easy: {', '.join(r.hard_to_easy)}\nmanifest: {path}")
+    if any(len(r.methods) > 1 for r in rankings.values()):
+        print("\nSpearman correlation between the methods' concept ROC-AUCs:\n"
+              + ranking.markdown(ranking.spearman_table(rankings), default_digits=3))
+    print(f"\ntables: {out}/")
+    return 0
+
+
+def install(m: dict, force: bool) -> Path:
+    """Write a manifest into the scenarios folder. A manifest from another kind of source (the published ones)
+    is only replaced with `force`; file lists of an identical task set are kept."""
+    path = manifest.manifest_path(m["dataset"])
+    old = None
+    if path.is_file():
+        try:
+            old = manifest.read(path)
+        except ConfigError:
+            if not force:
+                raise
+        if old is not None and old["source"]["kind"] != m["source"]["kind"] and not force:
+            raise ConfigError(f"{path}: holds orderings from a {old['source']['kind']} source; pass --force "
+                              f"(make ... FORCE=1) to replace it with this {m['source']['kind']} one")
+    if old is not None and old.get("files") and sorted(old["tasks"]) == sorted(m["tasks"]):
+        m["files"] = old["files"]
+    return manifest.write(m, path)
+
+
+def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
+    from bench.features import file_sha256
+
+    rankings = ranking.rank_ste(ranking.read_ste(args.ste), args.backbone, str(args.ste))
+    wanted = _csv(args.datasets) or sorted(rankings)
+    unknown = sorted(set(wanted) - set(rankings))
+    if unknown:
+        raise ConfigError(f"{args.ste}: no STE rows for {unknown} (it has: {', '.join(sorted(rankings))})")
+    rows = []
+    for dataset in wanted:
+        r = rankings[dataset]
+        rows += [{"dataset": dataset, "concept": d["task"], "avg_roc_auc": d["avg_roc_auc"], "avg_rank": d["avg_rank"],
+                  "roc_auc": d["roc_auc"], "hard_position": i} for i, d in enumerate(r.difficulty())]
+    return pd.DataFrame(rows), {"kind": "ste", "file": str(args.ste), "sha256": file_sha256(args.ste)}
+
+
+def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:
+    rows, derived = [], {}
+    for dataset in _csv(args.datasets) or INCLAD_DATASETS:
+        m = manifest.load(dataset)
+        if m is None or "difficulty" not in m or "hard_to_easy" not in m["orderings"]:
+            raise ConfigError(f"{manifest.manifest_path(dataset)}: no manifest with a difficulty section and a "
+                              f"hard_to_easy ordering for {dataset} (run `make scenarios DATASET={dataset}`)")
+        position = {t: i for i, t in enumerate(m["orderings"]["hard_to_easy"]["tasks"])}
+        rows += [{"dataset": dataset, "concept": d["task"], "avg_roc_auc": d["avg_roc_auc"], "avg_rank": d["avg_rank"],
+                  "roc_auc": d["roc_auc"], "hard_position": position[d["task"]]} for d in m["difficulty"]]
+        derived[dataset] = {k: v for k, v in m["source"].items() if k in ("kind", "reference", "file", "sha256")}
+    kinds = {d["kind"] for d in derived.values()}
+    kind = "publication" if kinds == {"publication"} else "manifests"
+    source = {"kind": kind, "reference": "average ROC-AUC columns of the datasets' manifests"
+              + (" (InCLAD Appendix E, Tables 9-13)" if kind == "publication" else ""), "derived_from": derived}
+    return pd.DataFrame(rows), source
+
+
+def cmd_multi(args) -> int:
+    frame, source = _difficulty_from_ste(args) if args.ste else _difficulty_from_manifests(args)
+    selected = multi_stream.select(frame, args.criterion)
+    m = {"schema": manifest.SCHEMA_VERSION, "dataset": manifest.MULTI, "tasks": sorted(selected["task"]),
+         "orderings": multi_stream.orderings(selected), "source": source,
+         "selection": {"rule": multi_stream.RULE, "criterion": args.criterion,
+                       "max_per_dataset": multi_stream.MAX_PER_DATASET,
+                       "roles": dict(zip(selected["task"], selected["role"]))},
+         "difficulty": [{"task": r.task, "avg_roc_auc": r.avg_roc_auc, "avg_rank": r.avg_rank, "roc_auc": r.roc_auc}
+                        for r in selected.itertuples()]}
+    path = install(m, args.force)
+    table = pd.DataFrame({"Rank": range(1, len(selected) + 1), "Task": selected["task"], "Role": selected["role"],
+                          "Avg. ROC-AUC": selected["avg_roc_auc"].astype(float)})
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "multi_ordering.csv", index=False)
+    (args.out / "multi_ordering.md").write_text("Multi-dataset stream, hard-to-easy (easy-to-hard is its reverse)\n\n"
+                                                + ranking.markdown(table) + "\n")
+    counts = selected.groupby("dataset").size()
+    print(f"multi-dataset stream: {len(selected)} tasks ({', '.join(f'{d} {n}' for d, n in counts.items())})")
+    print(ranking.markdown(table))
+    print(f"manifest: {path}\ntable: {args.out / 'multi_ordering.md'}")
+    return 0
+
+
+def _indexed_files(args) -> tuple[dict, dict, Path, int]:
+    from bench.cli import default_root
+    from bench.data import read_index
+
+    m = manifest.load(args.dataset)
+    if m is None:
+        raise ConfigError(f"{manifest.manifest_path(args.dataset)}: no manifest for {args.dataset} "
+                          f"(make one with `make scenarios DATASET={args.dataset}`)")
+    root = args.root or default_root(args.dataset)
+    index = read_index(args.dataset, root)
+    missing = sorted(set(m["tasks"]) - set(index["task"]))
+    if missing:
+        raise DatasetError(f"{root}: tasks {missing} of {manifest.manifest_path(args.dataset)} are not in the data")
+    index = index[index["task"].isin(m["tasks"])]
+    return m, manifest.file_lists(index), root, len(index)
+
+
+def cmd_index(args) -> int:
+    m, files, root, n_images = _indexed_files(args)
+    path = manifest.manifest_path(args.dataset)
+    if m.get("files") and not args.force:
+        differ = [r for r in manifest.compare_files(m["files"], files) if not r["ok"]]
+        if differ:
+            raise DatasetError(f"{root}: {len(differ)} task splits differ from the file lists in {path} (see "
+                               f"`python -m bench scenarios check --dataset {args.dataset}`); --force overwrites them")
+    m["files"] = {t: files[t] for t in m["tasks"]}
+    manifest.write(m, path)
+    print(f"{path}: file lists of {len(m['tasks'])} tasks ({n_images} images) from {root}")
+    published = m["source"].get("table1", {}).get("samples")
+    if published is not None and published != n_images:
+        print(f"note: {n_images} images indexed; the publication's Table 1 counts {published}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    m, files, root, _ = _indexed_files(args)
+    path = manifest.manifest_path(args.dataset)
+    if not m.get("files"):
+        raise ConfigError(f"{path}: no file lists yet (write them with `python -m bench scenarios index`)")
+    report = manifest.compare_files(m["files"], files)
+    for r in report:
+        detail = "" if r["ok"] else (f"  missing {len(r['missing'])}, extra {len(r['extra'])}, changed "
+                                     f"{len(r['changed'])}; e.g. {(r['missing'] + r['extra'] + r['changed'])[:3]}")
+        print(f"{'ok ' if r['ok'] else 'BAD'} {r['task']}/{r['split']}: {r['found']} of {r['n']} images{detail}")
+    bad = [r for r in report if not r["ok"]]
+    if bad:
+        raise DatasetError(f"{root}: {len(bad)} of {len(report)} task splits differ from {path}")
+    print(f"{root}: all {len(report)} task splits match {path}")
+    return 0
+

@@ -1,0 +1,84 @@
+"""Single-task experts (InCLAD §3): one run per concept × method (tasks=[concept], protocol ncl), collected into
+the STE table (CSV: dataset, concept, method, backbone, roc_auc, then provenance columns).
+
+The jobs are ordinary RunConfigs, so the local loop (`run_local`) and a cluster array run the same thing and write
+the same result files; `collect` then reads those files, wherever they were made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench import results
+from bench.config import RunConfig
+from bench.continual.runner import execute, prepare
+from bench.data import read_index
+from bench.errors import ConfigError, DatasetError
+from bench.models import ALL_MODELS, implemented
+from bench.scenarios.rank import STE_COLUMNS
+
+STE_METHODS = ("patchcore", "padim", "cfa")  # InCLAD's three single-task experts
+
+
+def default_methods() -> list[str]:
+    """The STE methods implemented so far (all three once PaDiM and CFA land)."""
+    return [m for m in STE_METHODS if m in implemented()]
+
+
+def check_methods(methods: list[str]) -> list[str]:
+    for m in methods:
+        if m not in ALL_MODELS:
+            raise ConfigError(f"unknown method {m!r} (valid: {', '.join(ALL_MODELS)})")
+        if m not in implemented():
+            raise ConfigError(f"method {m!r} is not implemented yet (implemented: {', '.join(implemented())})")
+    if not methods:
+        raise ConfigError(f"no STE method is implemented yet (need one of {', '.join(STE_METHODS)})")
+    return methods
+
+
+def plan(dataset: str, root, methods: list[str], *, backbone: str = "resnet18", weights: str = "imagenet",
+         image_size: int = 224, batch_size: int = 32, seed: int = 0, device: str = "auto",
+         workers: int = 4) -> list[RunConfig]:
+    """One single-task NCL run per method × concept (every concept the dataset's reader finds)."""
+    if dataset == "multi":
+        raise ConfigError("the multi-dataset stream is selected from the per-dataset STE results: run "
+                          "`python -m bench scenarios multi` (or `make scenarios DATASET=multi`)")
+    concepts = sorted(read_index(dataset, root)["task"].unique())
+    return [RunConfig(dataset=dataset, root=str(root), model=m, tasks=[c], ordering=f"ste-{c}", backbone=backbone,
+                      weights=weights, protocol="ncl", seed=seed, image_size=image_size, batch_size=batch_size,
+                      device=device, workers=workers)
+            for m in check_methods(methods) for c in concepts]
+
+
+def run_local(configs: list[RunConfig], runs_dir: Path, *, progress: bool = True, log=print) -> None:
+    """Run the jobs one after another here (complete result files are skipped, killed ones resume)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for i, cfg in enumerate(configs, start=1):
+        run = prepare(cfg, out_dir=runs_dir)
+        log(f"[STE {i}/{len(configs)}] {cfg.model} on {cfg.dataset}/{cfg.tasks[0]}")
+        execute(run, progress=progress, log=log)
+
+
+def collect(configs: list[RunConfig], runs_dir: Path) -> pd.DataFrame:
+    """The STE table from the jobs' result files; fails listing the jobs whose file is missing or incomplete."""
+    rows, missing = [], []
+    for cfg in configs:
+        run = prepare(cfg, out_dir=runs_dir)
+        if not results.is_complete(run.out, run.run_key):
+            missing.append(f"{cfg.model}/{cfg.tasks[0]}")
+            continue
+        value = float(results.read_run(run.out)["R/image"][0, 0])
+        if not np.isfinite(value):
+            raise DatasetError(f"{run.out}: ROC-AUC of {cfg.dataset}/{cfg.tasks[0]} is NaN (one-class test set); "
+                               f"such a concept cannot be ranked")
+        rows.append({"dataset": cfg.dataset, "concept": cfg.tasks[0], "method": cfg.model, "backbone": cfg.backbone,
+                     "roc_auc": value, "weights": run.weights_id, "image_size": cfg.image_size, "seed": cfg.seed,
+                     "run_file": run.out.name})
+    if missing:
+        raise DatasetError(f"{runs_dir}: {len(missing)} of {len(configs)} STE runs are not complete "
+                           f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run them first")
+    table = pd.DataFrame(rows)
+    return table[STE_COLUMNS + [c for c in table.columns if c not in STE_COLUMNS]]

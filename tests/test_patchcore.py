@@ -1,0 +1,132 @@
+"""PatchCore and its ops: vectorised pieces equal plain references; the detector learns each synthetic task;
+scores are pointwise; the CL adaptation follows InCLAD App. C.1 (budgets, weighted compression, routing)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.ndimage import gaussian_filter
+
+from bench.data import read_index
+from bench.data.tasks import task_splits
+from bench.features import FeatureExtractor
+from bench.metrics import roc_auc
+from bench.models.ops.blur import gaussian_blur
+from bench.models.ops.coreset import greedy_coreset
+from bench.models.ops.knn import nn_distance
+from bench.models.patchcore import PatchCore
+
+
+def reference_greedy(x, k, starts=None, weights=None):
+    """Textbook greedy k-center with explicit pairwise distances (the slow way)."""
+    d = torch.cdist(x.double(), x.double())
+    if weights is None:
+        min_d = d[:, starts].mean(1)
+    else:
+        min_d = torch.full((x.shape[0],), math.inf, dtype=torch.float64)
+    chosen = []
+    for _ in range(k):
+        if weights is None:
+            score = min_d
+        else:  # S empty: min over S is +inf for every z, so the first pick is argmax w(z)
+            score = weights.double() * min_d if chosen else weights.double()
+        j = int(torch.argmax(score))
+        chosen.append(j)
+        min_d = torch.minimum(min_d, d[:, j])
+    return chosen
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_coreset_equals_reference(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(300, 16, generator=g)
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randperm(300, generator=torch.Generator().manual_seed(seed))[:10]
+    assert greedy_coreset(x, 40, generator=gen, n_starts=10).tolist() == reference_greedy(x, 40, starts=starts)
+
+
+def test_weighted_coreset_equals_reference():
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(200, 8, generator=g), torch.rand(200, generator=g) + 0.1
+    assert greedy_coreset(x, 25, weights=w).tolist() == reference_greedy(x, 25, weights=w)
+
+
+def test_coreset_returns_all_rows_when_k_exceeds_n():
+    x = torch.randn(5, 3)
+    assert greedy_coreset(x, 9, generator=torch.Generator().manual_seed(0)).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_nn_distance_equals_cdist():
+    g = torch.Generator().manual_seed(0)
+    q, bank = torch.randn(1000, 32, generator=g), torch.randn(300, 32, generator=g)
+    expected = torch.cdist(q.double(), bank.double()).min(1).values.float()
+    torch.testing.assert_close(nn_distance(q, bank, chunk=128), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_blur_equals_scipy_gaussian_filter():
+    maps = torch.rand(2, 64, 64, generator=torch.Generator().manual_seed(0))
+    ours = gaussian_blur(maps, 4.0).numpy()
+    for m, o in zip(maps.numpy(), ours):  # torch "reflect" padding is scipy's "mirror"
+        np.testing.assert_allclose(o, gaussian_filter(m, sigma=4.0, mode="mirror", truncate=4.0), atol=1e-5)
+
+
+def _fit(root, task, size, seed=0):
+    index = read_index("synthetic", root)
+    train, test = task_splits(index, root, task, size)
+    extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
+    return PatchCore(extractor, image_size=size).fit(train, seed), train, test
+
+
+def test_learns_every_synthetic_task(demo_root):
+    aucs = {}
+    for task in sorted(read_index("synthetic", demo_root)["task"].unique()):
+        model, _, test = _fit(demo_root, task, 96)
+        aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
+    assert min(aucs.values()) >= 0.9, aucs
+
+
+def test_scores_are_pointwise(tiny_root):
+    model, _, test = _fit(tiny_root, "disc", 64)
+    idx = np.arange(len(test))
+    batch = model.predict(test, idx)
+    for i in (0, 5, len(test) - 1):
+        alone = model.predict(test, np.array([i]))
+        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
+        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-6)
+
+
+def test_cl_banks_follow_the_budget_and_route_to_their_task(tiny_root):
+    index = read_index("synthetic", tiny_root)
+    tasks = ["disc", "stripes", "checker"]
+    extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
+    protocol = PatchCore(extractor, image_size=64).continual(seed=0)
+    splits = {t: task_splits(index, tiny_root, t, 64) for t in tasks}
+    for step, task in enumerate(tasks):
+        protocol.learn(splits[task][0], step)
+    native = protocol.banks_[-1].shape[0]
+    assert native == int(16 * 8 * 8 * 0.1)  # 16 train images × 8×8 patches × ratio 0.1
+    b_t = max(1, math.floor(0.25 * native / 2))  # ρ|C_t| / (t−1) with t = 3
+    assert [b.shape[0] for b in protocol.banks_[:-1]] == [b_t, b_t]
+    for j, task in enumerate(tasks):
+        test = splits[task][1]
+        pred = protocol.predict(test, np.arange(len(test)))
+        assert (pred.routed == j).mean() >= 0.9, (task, pred.routed)
+    # pointwise with routing too
+    test = splits["stripes"][1]
+    both = protocol.predict(test, np.arange(4))
+    alone = protocol.predict(test, np.array([2]))
+    np.testing.assert_allclose(alone.scores[0], both.scores[2], rtol=1e-5)
+    assert alone.routed[0] == both.routed[2]
+
+
+def test_weighted_compression_keeps_patches_far_from_the_current_task():
+    """App. C.1: with equal spread, the compressed bank favours patches far from the current task."""
+    g = torch.Generator().manual_seed(0)
+    near = torch.randn(100, 4, generator=g) * 0.1
+    far = torch.randn(100, 4, generator=g) * 0.1 + 5.0
+    bank, current = torch.cat([near, far]), torch.randn(50, 4, generator=g) * 0.1
+    chosen = greedy_coreset(bank, 20, weights=nn_distance(bank, current))
+    assert (chosen >= 100).float().mean() > 0.5
