@@ -96,6 +96,7 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
         return run.out
     device = resolve_device(cfg.device)
+    run.out.parent.mkdir(parents=True, exist_ok=True)
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                  seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
     protocol = make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),

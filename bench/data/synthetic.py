@@ -34,13 +34,13 @@ PRESETS: dict[str, dict] = {
     "visa-scale": {"n_tasks": 12, "image_size": 224, "n_train": 722, "n_test": 180, "anomaly_fraction": 5 / 9},
 }
 
-# (name, family, palette RGB, family parameter). The order mixes textures and objects so that every preset's
-# first tasks (tiny: 5, demo: 6) already contain both.
+# (name, family, palette RGB, the family's scale as a fraction of the image side: period, cell, radius...).
+# The order mixes textures and objects so that every preset's first tasks (tiny: 5, demo: 6) contain both.
 TASKS = (
     ("stripes", "stripes", ((205, 205, 210), (55, 60, 70)), 0.125),
     ("checker", "checker", ((235, 225, 200), (125, 60, 40)), 0.2),
     ("disc", "disc", ((70, 85, 75), (225, 215, 190), (150, 140, 120)), 0.3),
-    ("grain", "grain", ((85, 105, 140), (175, 195, 215)), 0.0),
+    ("grain", "grain", ((85, 105, 140), (175, 195, 215)), 0.5),
     ("chip", "chip", ((30, 110, 60), (40, 40, 45), (200, 200, 205)), 0.25),
     ("dots", "dots", ((40, 40, 120), (230, 200, 60)), 0.18),
     ("rings", "rings", ((205, 155, 95), (120, 70, 30)), 0.09),
@@ -52,7 +52,8 @@ TASKS = (
 )
 OBJECT_FAMILIES = frozenset({"disc", "chip", "capsule", "nut"})
 
-# Stain and contamination colours are picked per task from these: the ones farthest from the task's palette.
+# Stain and contamination colours are picked per task from these: the two farthest, in colour and brightness,
+# from the task's palette.
 _DEFECT_CANDIDATES = np.array([(230, 30, 30), (30, 200, 40), (30, 60, 230), (220, 40, 220), (30, 210, 220),
                                (240, 220, 30), (250, 130, 20)], dtype=np.float32) / 255
 
@@ -235,7 +236,7 @@ def _checker(rng, x, y, size, pal, scale):
 
 def _grain(rng, x, y, size, pal, scale):
     # Brushed metal: noise that varies fast across rows and slowly along them gives horizontal streaks.
-    streaks = _noise(rng, size, max(8, size // 2), 3)
+    streaks = _noise(rng, size, max(8, round(scale * size)), 3)
     fine = _noise(rng, size, size // 4, size // 4)
     v = (0.65 * streaks + 0.35 * fine - 0.5) * 1.8 + 0.5
     return _mix(pal[0], pal[1], v), _everywhere(size)
@@ -368,11 +369,13 @@ def _add_defect(rng, clean: np.ndarray, region: np.ndarray, kind: str, colours: 
         mask = _scratch_mask(rng, region, size)
         image[mask] = colours["extreme"]
         return image, mask
-    cx, cy = _centre(rng, region, size, margin=0.2)
+    # An irregular blob of radius 0.12-0.16 (up to 0.21 with the wobble) of the side: 4-8% of the image, inside it.
+    cx, cy = _centre(rng, region, size, margin=0.21)
     c = np.arange(size, dtype=np.float32) + 0.5
     x, y = np.meshgrid(c, c)
     angle = np.arctan2(y - cy, x - cx)
-    wobble = 1 + 0.2 * np.sin(2 * angle + rng.uniform(0, 2 * np.pi)) + 0.1 * np.sin(3 * angle + rng.uniform(0, 2 * np.pi))
+    phase = rng.uniform(0, 2 * np.pi, 2)
+    wobble = 1 + 0.2 * np.sin(2 * angle + phase[0]) + 0.1 * np.sin(3 * angle + phase[1])
     mask = np.hypot(x - cx, y - cy) < rng.uniform(0.12, 0.16) * size * wobble
     if kind == "stain":
         image[mask] = 0.1 * clean[mask] + 0.9 * colours["stain"]

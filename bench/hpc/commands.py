@@ -137,7 +137,7 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
 
     workdir = grids.REPO
     container = Path(args.container).resolve() if args.container else None
-    binds = [workdir, root, weights_dir(), outputs]
+    binds = [workdir, root, weights_dir(), outputs, *_data_roots(grid.dataset, root)]
     python = executors.container_python(container, binds, workdir) if container else (
         args.python or executors.default_python())
     parallelism = args.parallelism or profile.array_parallelism
@@ -154,38 +154,63 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
         raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
                           f"your site's values (see docs/cluster.md, Profiles)")
     logs = outputs / grid.dataset / "logs"
-    executor = executors.make_executor(cluster, logs, python)
     submitted, debug_jobs = [], []
-    for resources, runs in groups.items():
-        if cluster == "slurm":
-            params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
-            for chunk in executors.chunks(runs, array_size):
-                done = executors.submit_array(executor, chunk, params, workdir)
-                submitted += done
-                print(f"submitted array {done[0].job_id.split('_')[0]}: {len(chunk)} runs ({resources.label()})")
-        elif cluster == "local":
-            slots = args.parallelism or 1
-            done = executors.submit_local(executor, runs, slots, resources, workdir, env)
-            submitted += done
-            pids = sorted({d.job_id for d in done})
-            print(f"started {len(pids)} local process(es) {', '.join(pids)}: {len(runs)} runs")
-        else:
-            for p in runs:
-                job = executor.submit(executors.job_for(p, workdir))
-                debug_jobs.append((p, job))
-                submitted.append(executors.Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
     meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
             "profile": profile.name, "cluster": cluster, "container": str(container) if container else None,
             "python": python, "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
             "selection": selection.as_dict(), "argv": sys.argv}
-    record = recs.write_record(outputs, grid.dataset, meta, submitted)
+    try:
+        for resources, runs in groups.items():
+            executor = executors.make_executor(cluster, logs, python)  # fresh: no parameter leaks between groups
+            if cluster == "slurm":
+                params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
+                for chunk in executors.chunks(runs, array_size):
+                    done = _sbatch(executor, chunk, params, workdir, resources)
+                    submitted += done
+                    # submitit sends a lone run as a plain job (id "123", logs 123_0_log.*), not as an array
+                    kind = "array" if "_" in done[0].job_id else "job"
+                    print(f"submitted {kind} {done[0].job_id.split('_')[0]}: {_runs(len(chunk))} "
+                          f"({resources.label()})")
+            elif cluster == "local":
+                done = executors.submit_local(executor, runs, args.parallelism or 1, resources, workdir, env)
+                submitted += done
+                pids = sorted({d.job_id for d in done})
+                print(f"started {len(pids)} local process(es) {', '.join(pids)}: {_runs(len(runs))}")
+            else:
+                for p in runs:
+                    job = executor.submit(executors.job_for(p, workdir))
+                    debug_jobs.append((p, job))
+                    submitted.append(executors.Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
+    finally:  # what went out is recorded even when a later array is refused: a second submit must skip it
+        record = recs.write_record(outputs, grid.dataset, meta, submitted) if submitted else None
     for p, job in debug_jobs:
         print(f"running {p.name} in this process (debug executor)")
         job.result()
-    print(f"{len(submitted)} runs {'ran' if cluster == 'debug' else 'submitted'}; logs: {logs}/; record: {record}")
+    print(f"{_runs(len(submitted))} {'ran' if cluster == 'debug' else 'submitted'}; logs: {logs}/; record: {record}")
     if cluster != "debug":
         print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
     return 0
+
+
+def _sbatch(executor, chunk, params, workdir, resources) -> list:
+    try:
+        return executors.submit_array(executor, chunk, params, workdir)
+    except Exception as e:  # sbatch's refusal (bad partition, too much memory...) as one line, not a traceback
+        lines = [x.strip() for x in str(e).splitlines() if "sbatch: error" in x] or str(e).strip().splitlines()
+        raise BenchError(f"sbatch refused an array of {_runs(len(chunk))} ({resources.label()}): "
+                         f"{lines[-1] if lines else type(e).__name__}") from None
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
+def _data_roots(dataset: str, root: Path) -> list[Path]:
+    """Directories a container must see besides `root`: the member datasets' roots of the multi stream."""
+    from bench.data.multi import split_roots
+
+    roots = split_roots(dataset, root)
+    return list(roots.values()) if isinstance(roots, dict) else []
 
 
 def _counts(statuses) -> str:
@@ -200,13 +225,13 @@ def _print_plan(groups, cluster, profile, python, parallelism, array_size, name,
         if cluster == "slurm":
             params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
             for i, chunk in enumerate(executors.chunks(runs, array_size)):
-                print(f"array {i + 1} ({resources.label()}, {len(chunk)} runs):")
+                print(f"array {i + 1} ({resources.label()}, {_runs(len(chunk))}):")
                 print("  sbatch " + " ".join(executors.sbatch_flags(params, len(chunk))))
                 for line in params["setup"]:
                     print(f"  setup: {line}")
                 for p in chunk:
                     print(f"    {p.name}")
         else:
-            print(f"{len(runs)} runs ({resources.label()}) on the {cluster} executor:")
+            print(f"{_runs(len(runs))} ({resources.label()}) on the {cluster} executor:")
             for p in runs:
                 print(f"    {p.name}")

@@ -48,7 +48,6 @@ class RunJob(submitit.helpers.Checkpointable):
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         where = f"SLURM job {slurm}" + (f"_{task}" if task else "") if slurm else "no SLURM"
         print(f"run {run.out.stem} (key {run.run_key[:12]}) on {socket.gethostname()}, {where}", flush=True)
-        run.out.parent.mkdir(parents=True, exist_ok=True)  # the runner checkpoints before its first write
         execute(run, progress=False, log=lambda msg: print(msg, flush=True))
         return str(run.out)
 
@@ -183,15 +182,4 @@ def submit_local(executor, planned: list[PlannedRun], slots: int, resources: Res
     for group in groups:
         job = executor.submit(RunSequence([job_for(p, workdir) for p in group]))
         out += [Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr) for p in group]
-    return out
-
-
-def run_debug(executor, planned: list[PlannedRun], workdir: Path, log=print) -> list[Submitted]:
-    """submitit's debug executor: the runs execute here, one after the other, before this returns."""
-    out = []
-    for p in planned:
-        job = executor.submit(job_for(p, workdir))
-        log(f"running {p.name} in this process (debug executor)")
-        job.result()
-        out.append(Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
     return out

@@ -142,6 +142,11 @@ def _resources(data: dict, base: Resources, path: Path, where: str) -> Resources
     return res
 
 
+def _positive_int(value, path: Path, where: str, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{path}: {where} must be an integer >= {minimum}, got {value!r}")
+
+
 def grid_path(dataset: str) -> Path:
     return JOBS_DIR / f"{dataset}.yaml"
 
@@ -178,7 +183,16 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
                 seeds=_list_of(data["seeds"], int, path, "seeds"),
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 **{k: data[k] for k in SHARED_KEYS if k in data})
+    for key in ("image_size", "batch_size", "workers"):
+        _positive_int(getattr(grid, key), path, key, minimum=0 if key == "workers" else 1)
+    if not isinstance(grid.weights, str):
+        raise ConfigError(f"{path}: weights must be imagenet, none or a path, got {grid.weights!r}")
     for model, overrides in models.items():
+        for key in ("image_size", "batch_size"):
+            if key in overrides:
+                _positive_int(overrides[key], path, f"{key} of model {model!r}")
+        if not isinstance(overrides.get("hparams") or {}, dict):
+            raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
         for axis, kind in (("backbones", str), ("orderings", str), ("protocols", str), ("seeds", int)):
             if axis in overrides:
                 _list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
@@ -204,6 +218,10 @@ def load_profile(name: str, path: Path | None = None) -> Profile:
         raise ConfigError(f"{path}: 'setup' must be a list of shell lines and 'sbatch' a mapping")
     if not isinstance(profile.array_parallelism, int) or profile.array_parallelism < 1:
         raise ConfigError(f"{path}: array_parallelism must be a positive integer")
+    try:
+        (profile.gres or "").format(gpus=1)
+    except (KeyError, IndexError, ValueError):
+        raise ConfigError(f"{path}: gres may only use the field {{gpus}}, got {profile.gres!r}") from None
     if profile.device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"{path}: device must be auto, cpu or cuda, got {profile.device!r}")
     return profile
@@ -237,15 +255,16 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
            log=print) -> list[PlannedRun]:
     """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
     from bench.cli import config_from_args
-    from bench.models import check_model
+    from bench.models import check_model, implemented
 
     models = _filter(list(grid.models), selection.models, "models", grid)
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
             check_model(model)
         except BenchError as e:
-            raise ConfigError(f"{grid.path}: {e}; restrict the grid, e.g. MODELS=patchcore "
-                              f"(--models patchcore)") from None
+            ready = ",".join(m for m in grid.models if m in implemented()) or "<none yet>"
+            raise ConfigError(f"{grid.path}: {e}; restrict the grid to implemented models: MODELS={ready} "
+                              f"(--models {ready})") from None
     planned = []
     runs_dir = outputs / grid.dataset / "runs"
     for model in models:

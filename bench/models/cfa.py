@@ -159,15 +159,17 @@ class Cfa(Detector):
 
     # --- scoring ----------------------------------------------------------------------------------
     @torch.no_grad()
-    def score_maps(self, split, idx, banks) -> tuple[torch.Tensor, torch.Tensor]:
-        """Image scores [T, B] and maps [T, B, S, S] of rows `idx` against each of T banks."""
+    def patch_maps(self, split, idx, banks) -> torch.Tensor:
+        """Patch scores [T, B, h, w] of rows `idx` against each of T banks (one descriptor pass)."""
         feats = self.extractor(split, idx)
-        b, (h, w) = len(idx), feats[0].shape[-2:]
+        shape = (len(idx), *feats[0].shape[-2:])
         phi = self.embed(feats)
-        patch = torch.stack([patch_scores(phi, bank, self.k_neighbors).view(b, h, w) for bank in banks])
-        maps = anomaly_maps(patch.flatten(0, 1), self.image_size, self.blur_sigma)
-        maps = maps.view(len(banks), b, self.image_size, self.image_size)
-        return maps.flatten(2).max(2).values, maps
+        return torch.stack([patch_scores(phi, bank, self.k_neighbors).view(shape) for bank in banks])
+
+    def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """[B, h, w] patch scores → (image scores = max of the blurred map, maps [B, S, S])."""
+        maps = anomaly_maps(patch, self.image_size, self.blur_sigma)
+        return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Cfa":
@@ -178,8 +180,7 @@ class Cfa(Detector):
         return self
 
     def predict(self, split, idx) -> Prediction:
-        scores, maps = self.score_maps(split, idx, [self.bank_])
-        return Prediction(scores[0].double().cpu().numpy(), maps[0].cpu().numpy())
+        return Prediction(*self.finish(self.patch_maps(split, idx, [self.bank_])[0]))
 
     def model_state(self) -> dict:
         return {"descriptor": {k: v.cpu() for k, v in self.descriptor_.state_dict().items()},
@@ -206,7 +207,8 @@ class CfaTaskBanks(Protocol):
     """InCLAD App. C.3. At task t: keep X_t for later bank rebuilds; U_t = X_t ∪ R_t (replay of earlier tasks);
     training bank from the previous descriptor on U_t; train the descriptor on U_t; rebuild every per-task
     inference bank B_j = Bank(g_θt(X_j)) from cached features; then add X_t to the replay buffer. Each test image
-    is routed to the bank that gives it the lowest image score, whose score and map are reported."""
+    is routed to the bank with the lowest image-level aggregate, the mean patch score (App. C.1's rule: the max
+    would send anomalous images away from their own bank); score and map come from that bank."""
 
     routes = True
 
@@ -239,11 +241,10 @@ class CfaTaskBanks(Protocol):
         self.image_feature_bytes_ = tensor_bytes(det.extractor(split, np.array([0])))
 
     def predict(self, split, idx) -> Prediction:
-        scores, maps = self.detector.score_maps(split, idx, self.banks_)  # [T, B], [T, B, S, S]
-        routed = scores.argmin(0)  # j*(x) = argmin_j A(x; B_j, g_θt)
-        rows = torch.arange(scores.shape[1], device=routed.device)
-        return Prediction(scores[routed, rows].double().cpu().numpy(), maps[routed, rows].cpu().numpy(),
-                          routed.cpu().numpy())
+        patch = self.detector.patch_maps(split, idx, self.banks_)  # [T, B, h, w]
+        routed = patch.flatten(2).mean(2).argmin(0)  # j*(x) = argmin_j A(x; B_j, g_θt)
+        chosen = patch[routed, torch.arange(patch.shape[1], device=routed.device)]
+        return Prediction(*self.detector.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
         return {**self.detector.model_state(), "banks": [b.cpu() for b in self.banks_],

@@ -29,6 +29,11 @@ def fit_gaussians(sums: torch.Tensor, outer: torch.Tensor, n: int, eps: float) -
     return mean.float(), torch.linalg.inv(cov).float()
 
 
+def moments(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σz [L, d], Σzzᵀ [L, d, d]) over the images of z [L, B, d]: sufficient statistics, summed batch by batch."""
+    return z.sum(1), torch.bmm(z.transpose(1, 2), z)
+
+
 def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> torch.Tensor:
     """Mahalanobis distances [B, L] of embeddings z [B, L, d] to per-location Gaussians, as one batched matmul."""
     delta = (z - mean[None]).transpose(0, 1)  # [L, B, d]: the location is the batch dimension of bmm
@@ -70,15 +75,15 @@ class Padim(Detector):
         """(mean, inverse covariance) of one task's training images, accumulated batch by batch in float64."""
         sums = outer = None
         n = 0
-        for _idx, feats in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=False):
+        for idx, feats in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=False):
             self._select_features(feats, seed)
-            z = self.embed(feats).double().transpose(0, 1)  # [L, B, d]
+            s, o = moments(self.embed(feats).double().transpose(0, 1))
             if sums is None:
-                sums, outer = z.sum(1), torch.bmm(z.transpose(1, 2), z)
+                sums, outer = s, o
             else:
-                sums += z.sum(1)
-                outer += torch.bmm(z.transpose(1, 2), z)
-            n += z.shape[1]
+                sums += s
+                outer += o
+            n += len(idx)
         return fit_gaussians(sums, outer, n, self.eps)
 
     # --- scoring ----------------------------------------------------------------------------------
@@ -86,13 +91,14 @@ class Padim(Detector):
         feats = self.extractor(split, idx)
         return self.embed(feats), tuple(feats[0].shape[-2:])
 
-    def score_maps(self, z: torch.Tensor, grid, gaussians) -> tuple[torch.Tensor, torch.Tensor]:
-        """Image scores [T, B] and maps [T, B, S, S] of embeddings z under each of T (mean, inv_cov) models."""
-        b = z.shape[0]
-        patch = torch.stack([mahalanobis(z, mean, inv).view(b, *grid) for mean, inv in gaussians])
-        maps = anomaly_maps(patch.flatten(0, 1), self.image_size, self.blur_sigma)
-        maps = maps.view(len(gaussians), b, self.image_size, self.image_size)
-        return maps.flatten(2).max(2).values, maps
+    def patch_maps(self, z: torch.Tensor, grid, gaussians) -> torch.Tensor:
+        """Mahalanobis maps [T, B, h, w] of embeddings z under each of T (mean, inverse covariance) models."""
+        return torch.stack([mahalanobis(z, mean, inv).view(z.shape[0], *grid) for mean, inv in gaussians])
+
+    def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """[B, h, w] Mahalanobis maps → (image scores = max of the blurred map, maps [B, S, S])."""
+        maps = anomaly_maps(patch, self.image_size, self.blur_sigma)
+        return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Padim":
@@ -102,8 +108,7 @@ class Padim(Detector):
     @torch.no_grad()
     def predict(self, split, idx) -> Prediction:
         z, grid = self._embedding(split, idx)
-        scores, maps = self.score_maps(z, grid, [(self.mean_, self.inv_cov_)])
-        return Prediction(scores[0].double().cpu().numpy(), maps[0].cpu().numpy())
+        return Prediction(*self.finish(self.patch_maps(z, grid, [(self.mean_, self.inv_cov_)])[0]))
 
     def state_dict(self) -> dict:
         return {"feature_idx": self.feature_idx_, "mean": self.mean_.cpu(), "inv_cov": self.inv_cov_.cpu()}
@@ -119,7 +124,9 @@ class Padim(Detector):
 
 class PadimTaskModels(Protocol):
     """InCLAD App. C.2: one Gaussian model G_t per task; each test image is scored under every G_j and routed
-    to the one with the lowest image score, whose score and map are reported."""
+    to the one with the lowest image-level aggregate A_j(x), here the mean Mahalanobis distance over locations
+    (App. C.1's rule; the max would send anomalous images away from their own task, whose model their defect
+    fits worst). Score and map come from the chosen model."""
 
     routes = True
 
@@ -134,11 +141,10 @@ class PadimTaskModels(Protocol):
     def predict(self, split, idx) -> Prediction:
         det = self.detector
         z, grid = det._embedding(split, idx)
-        scores, maps = det.score_maps(z, grid, self.models_)  # [T, B], [T, B, S, S]
-        routed = scores.argmin(0)  # j*(x) = argmin_j A_j(x)
-        rows = torch.arange(scores.shape[1], device=routed.device)
-        return Prediction(scores[routed, rows].double().cpu().numpy(), maps[routed, rows].cpu().numpy(),
-                          routed.cpu().numpy())
+        patch = det.patch_maps(z, grid, self.models_)  # [T, B, h, w]
+        routed = patch.flatten(2).mean(2).argmin(0)  # j*(x) = argmin_j A_j(x)
+        chosen = patch[routed, torch.arange(patch.shape[1], device=routed.device)]
+        return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
         return {"feature_idx": self.detector.feature_idx_,

@@ -34,6 +34,7 @@ class Heatmap:
     tasks: list
     mean: np.ndarray  # [N, N], NaN above the diagonal and where no run has a value
     n_runs: np.ndarray  # [N, N] runs with a finite value behind each cell
+    n_methods: int
 
 
 def _average(runs: pd.DataFrame, details: dict, level: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +82,8 @@ def heatmaps(runs: pd.DataFrame, details: dict, multi_models: list[str] | None =
                     for level in LEVELS:
                         mean, n_runs = _average(sub, details, level, len(tasks))
                         out.append(Heatmap(f"{base}_{protocol}_{level}{method_suffix}", dataset, ordering, protocol,
-                                           level, model, backbone, weights, list(tasks), mean, n_runs))
+                                           level, model, backbone, weights, list(tasks), mean, n_runs,
+                                           sub.groupby(list(METHOD)).ngroups))
     return out
 
 
@@ -115,7 +117,9 @@ def figure(h: Heatmap) -> Figure:
     ax.set_yticks(range(n), h.tasks, fontsize=7)
     ax.set_xlabel("evaluated task j")
     ax.set_ylabel("after learning task i")
-    who = "mean over methods" if h.model == ALL else f"{label('model', h.model)} {h.backbone} ({h.weights})"
+    runs = f"{h.n_runs.max()} run{'s' * (h.n_runs.max() != 1)}"
+    who = (f"mean over {h.n_methods} method{'s' * (h.n_methods != 1)}, {runs}" if h.model == ALL
+           else f"{label('model', h.model)} {h.backbone} ({h.weights}), {runs}")
     ax.set_title(f"{label('dataset', h.dataset)} · {label('ordering', h.ordering)} · {h.protocol.upper()} · "
                  f"{h.level} ROC-AUC\n{who}", fontsize=9)
     fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)

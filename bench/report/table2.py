@@ -122,11 +122,11 @@ def to_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
         counts.append(shown + [f"{r['n_runs']} ({r['n_methods']})" + (f" [{r['n_nan']} NaN]" if r["n_nan"] else "")
                                if r else "0" for r in recs])
     header = ["Dataset", "Ordering", "Metric", *COLUMN_LABELS]
-    n_runs = long["n_runs"]
+    lo, hi = (int(long["n_runs"].min()), int(long["n_runs"].max())) if len(long) else (0, 0)
     lines = ["## Table 2: ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
         "", f"Cells: mean ± population std across methods (model × backbone × weights; a method's seeds are averaged "
-            f"first) over {int(n_runs.min()) if len(n_runs) else 0}–{int(n_runs.max()) if len(n_runs) else 0} "
-            "complete run(s) each; `[k NaN]`: runs whose value is undefined (NaN), counted, not averaged.",
+            f"first), {lo if lo == hi else f'{lo}–{hi}'} complete run(s) per cell; `[k NaN]`: runs whose value is "
+            "undefined (NaN), counted, not averaged.",
         "", "Runs (methods) behind each cell:", ""] + markdown_table(header, counts)
     multi = long[long["dataset"] == MULTI]
     if len(multi):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -9,14 +10,13 @@ import pandas as pd
 from bench.errors import ConfigError, DatasetError
 from bench.scenarios import manifest
 from bench.scenarios import multi as multi_stream
-from bench.scenarios import rank as ranking
 
 INCLAD_DATASETS = ("btad", "dagm", "mpdd", "mvtec", "visa")
 
 
 def register(sub) -> None:
+    # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
     from bench.cli import DATASETS
-    from bench.features import BACKBONES
 
     p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
                                          "Spearman agreement, the multi-dataset stream, manifests")
@@ -27,7 +27,7 @@ def register(sub) -> None:
     q.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET>, data/roots.yaml, "
                                               "data/raw/<dataset>)")
     q.add_argument("--methods", help="comma-separated (default: those of patchcore,padim,cfa implemented)")
-    q.add_argument("--backbone", default="resnet18", choices=BACKBONES)
+    q.add_argument("--backbone", default="resnet18")
     q.add_argument("--weights", default="imagenet", help="imagenet | none | PATH")
     q.add_argument("--image-size", type=int, default=224)
     q.add_argument("--batch-size", type=int, default=32)
@@ -44,7 +44,7 @@ def register(sub) -> None:
     q.add_argument("--ste", type=Path, required=True, help="STE table CSV: dataset,concept,method,backbone,roc_auc")
     q.add_argument("--out", type=Path, help="folder for the tables (default: the STE table's folder)")
     q.add_argument("--backbone", help="the backbone to rank when the table holds several")
-    q.add_argument("--seed", type=int, default=ranking.RANDOM_SEED, help="seed of the random ordering")
+    q.add_argument("--seed", type=int, help="seed of the random ordering (default 0)")
     q.add_argument("--force", action="store_true", help="replace a manifest that came from another source")
     q.set_defaults(func=cmd_rank)
 
@@ -98,8 +98,12 @@ def cmd_ste(args) -> int:
     return 0
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def cmd_rank(args) -> int:
-    from bench.features import file_sha256
+    from bench.scenarios import rank as ranking
 
     ste = ranking.read_ste(args.ste)
     rankings = ranking.rank_ste(ste, args.backbone, str(args.ste))
@@ -107,8 +111,8 @@ def cmd_rank(args) -> int:
     ranking.write_tables(rankings, out)
     for dataset, r in rankings.items():
         m = {"schema": manifest.SCHEMA_VERSION, "dataset": dataset, "tasks": sorted(r.hard_to_easy),
-             "orderings": r.orderings(args.seed),
-             "source": {"kind": "ste", "file": str(args.ste), "sha256": file_sha256(args.ste),
+             "orderings": r.orderings(ranking.RANDOM_SEED if args.seed is None else args.seed),
+             "source": {"kind": "ste", "file": str(args.ste), "sha256": _sha256(args.ste),
                         "backbone": args.backbone or ste.loc[ste["dataset"] == dataset, "backbone"].iloc[0],
                         "methods": r.methods},
              "difficulty": r.difficulty()}
@@ -141,7 +145,7 @@ def install(m: dict, force: bool) -> Path:
 
 
 def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
-    from bench.features import file_sha256
+    from bench.scenarios import rank as ranking
 
     rankings = ranking.rank_ste(ranking.read_ste(args.ste), args.backbone, str(args.ste))
     wanted = _csv(args.datasets) or sorted(rankings)
@@ -153,7 +157,7 @@ def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
         r = rankings[dataset]
         rows += [{"dataset": dataset, "concept": d["task"], "avg_roc_auc": d["avg_roc_auc"], "avg_rank": d["avg_rank"],
                   "roc_auc": d["roc_auc"], "hard_position": i} for i, d in enumerate(r.difficulty())]
-    return pd.DataFrame(rows), {"kind": "ste", "file": str(args.ste), "sha256": file_sha256(args.ste)}
+    return pd.DataFrame(rows), {"kind": "ste", "file": str(args.ste), "sha256": _sha256(args.ste)}
 
 
 def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:
@@ -175,6 +179,8 @@ def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:
 
 
 def cmd_multi(args) -> int:
+    from bench.scenarios.rank import markdown
+
     frame, source = _difficulty_from_ste(args) if args.ste else _difficulty_from_manifests(args)
     selected = multi_stream.select(frame, args.criterion)
     m = {"schema": manifest.SCHEMA_VERSION, "dataset": manifest.MULTI, "tasks": sorted(selected["task"]),
@@ -190,10 +196,10 @@ def cmd_multi(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "multi_ordering.csv", index=False)
     (args.out / "multi_ordering.md").write_text("Multi-dataset stream, hard-to-easy (easy-to-hard is its reverse)\n\n"
-                                                + ranking.markdown(table) + "\n")
+                                                + markdown(table) + "\n")
     counts = selected.groupby("dataset").size()
     print(f"multi-dataset stream: {len(selected)} tasks ({', '.join(f'{d} {n}' for d, n in counts.items())})")
-    print(ranking.markdown(table))
+    print(markdown(table))
     print(f"manifest: {path}\ntable: {args.out / 'multi_ordering.md'}")
     return 0
 

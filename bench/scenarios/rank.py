@@ -85,7 +85,7 @@ class Ranking:
 
     dataset: str
     methods: list[str]
-    table: pd.DataFrame  # index: concept; avg_roc_auc, avg_rank, max_rank, <method> (ROC-AUC), rank_<method>
+    table: pd.DataFrame  # index concept; <method> (ROC-AUC), rank_<method>, avg_rank, max_rank, avg/median_roc_auc
 
     @property
     def hard_to_easy(self) -> list[str]:
@@ -128,10 +128,11 @@ def rank_concepts(scores: pd.DataFrame, dataset: str = "", where: str = "STE tab
     table["avg_rank"] = ranks.mean(axis=1)
     table["max_rank"] = ranks.max(axis=1)
     table["avg_roc_auc"] = scores.to_numpy().mean(axis=1)
-    median = np.median(scores.to_numpy(), axis=1)
-    # Averages of the same rank sum are bit-identical; rounding only guards against a future float path.
-    order = sorted(range(len(table)), key=lambda i: (round(table["avg_rank"].iloc[i], 9), table["max_rank"].iloc[i],
-                                                     median[i], table.index[i]))
+    table["median_roc_auc"] = np.median(scores.to_numpy(), axis=1)
+    # rounded so that equal rank sums compare equal whatever the summation order
+    key = table["avg_rank"].round(9)
+    order = sorted(range(len(table)), key=lambda i: (key.iloc[i], table["max_rank"].iloc[i],
+                                                     table["median_roc_auc"].iloc[i], table.index[i]))
     table = table.iloc[order]
     table.index.name = "concept"
     return Ranking(dataset, methods, table)

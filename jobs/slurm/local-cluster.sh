@@ -20,6 +20,10 @@ MUNGE_PID=/run/munge/munged.pid
 LOG_DIR=/var/log/slurm
 HOST=$(hostname -s)
 
+case "${1:-}" in
+  start | stop | status) ;;
+  *) echo "usage: bash jobs/slurm/local-cluster.sh start|stop|status" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" -eq 0 ]; then
   SUDO=()
 elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
@@ -210,9 +214,4 @@ status() {
   return "$rc"
 }
 
-case "${1:-}" in
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  *) echo "usage: bash jobs/slurm/local-cluster.sh start|stop|status" >&2; exit 2 ;;
-esac
+"$1"

@@ -1,0 +1,125 @@
+"""PaDiM: the batched Gaussian fit and Mahalanobis distance equal a per-location loop; the detector learns each
+synthetic task; scores are pointwise; the feature subset is seeded and shared by every task model; the CL
+variant keeps one Gaussian per task and routes by the mean Mahalanobis distance (InCLAD App. C.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.data import read_index
+from bench.data.tasks import task_splits
+from bench.errors import ConfigError
+from bench.features import FeatureExtractor
+from bench.metrics import roc_auc
+from bench.models.padim import Padim, mahalanobis
+from bench.perf_models import padim_batched, padim_reference
+
+LAYERS = ("layer1", "layer2", "layer3")
+
+
+def _extractor(batch_size=8):
+    return FeatureExtractor("resnet18", "none", LAYERS, torch.device("cpu"), batch_size=batch_size, progress=False)
+
+
+def _splits(root, task, size=64):
+    return task_splits(read_index("synthetic", root), root, task, size)
+
+
+@pytest.mark.parametrize("batch_size", [4, 64])
+def test_batched_mahalanobis_equals_per_location_loop(batch_size):
+    """Correlated features with unequal scales, so the covariance, not just the mean, decides the distances."""
+    g = torch.Generator().manual_seed(0)
+    mix = torch.randn(12, 7, 7, generator=g) * torch.linspace(0.1, 3, 7)  # per-location linear mixing
+    train = torch.einsum("nld,lde->nle", torch.randn(40, 12, 7, generator=g), mix) + 5
+    test = torch.einsum("nld,lde->nle", torch.randn(9, 12, 7, generator=g), mix) * 1.5 + 5
+    expected = padim_reference(train.double().numpy(), test.double().numpy(), eps=0.01)
+    ours = padim_batched(train, test, eps=0.01, batch_size=batch_size).numpy()
+    np.testing.assert_allclose(ours, expected, rtol=1e-4)
+    # a reference that ignored the covariance would not match: the test can fail
+    assert not np.allclose(expected, np.linalg.norm(test.numpy() - train.numpy().mean(0), axis=2), rtol=0.1)
+
+
+def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
+    train, test = _splits(tiny_root, "disc")
+    model = Padim(_extractor(), image_size=64).fit(train, seed=0)
+    z_train = model.embed(model.extractor(train, np.arange(len(train)), keep=False))
+    z_test = model.embed(model.extractor(test, np.arange(4)))
+    expected = padim_reference(z_train.double().numpy(), z_test.double().numpy(), eps=0.01)
+    np.testing.assert_allclose(mahalanobis(z_test, model.mean_, model.inv_cov_).numpy(), expected, rtol=1e-3)
+
+
+def test_learns_every_synthetic_task(tiny_root):
+    aucs = {}
+    extractor = _extractor()
+    for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
+        train, test = _splits(tiny_root, task)
+        model = Padim(extractor, image_size=64).fit(train, seed=0)
+        aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
+    assert min(aucs.values()) >= 0.85, aucs
+
+
+def test_scores_are_pointwise(tiny_root):
+    train, test = _splits(tiny_root, "chip")
+    model = Padim(_extractor(), image_size=64).fit(train, seed=0)
+    batch = model.predict(test, np.arange(len(test)))
+    for i in (0, 7, len(test) - 1):
+        alone = model.predict(test, np.array([i]))
+        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
+        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-5)
+
+
+def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
+    disc, chip = _splits(tiny_root, "disc")[0], _splits(tiny_root, "chip")[0]
+    extractor = _extractor()
+    a = Padim(extractor, image_size=64).fit(disc, seed=3)
+    b = Padim(extractor, image_size=64).fit(disc, seed=3)
+    c = Padim(extractor, image_size=64).fit(disc, seed=4)
+    assert torch.equal(a.feature_idx_, b.feature_idx_) and not torch.equal(a.feature_idx_, c.feature_idx_)
+    assert len(a.feature_idx_) == 100 and len(set(a.feature_idx_.tolist())) == 100
+    first = a.feature_idx_.clone()
+    a.fit(chip, seed=99)  # NCL: refits the Gaussian on the new task, in the same feature space
+    assert torch.equal(a.feature_idx_, first)
+    assert a.mean_.shape == (16 * 16, 100) and a.inv_cov_.shape == (16 * 16, 100, 100)
+
+
+def test_too_many_features_is_a_config_error(tiny_root):
+    with pytest.raises(ConfigError, match="n_features=500 must be in 1..448"):
+        Padim(_extractor(), image_size=64, n_features=500).fit(_splits(tiny_root, "disc")[0], seed=0)
+
+
+def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
+    tasks = ["chip", "disc", "checker"]
+    protocol = Padim(_extractor(), image_size=64).continual(seed=0)
+    splits = {t: _splits(tiny_root, t) for t in tasks}
+    for step, task in enumerate(tasks):
+        protocol.learn(splits[task][0], step)
+    assert len(protocol.models_) == 3
+    per_model = 16 * 16 * (100 + 100 * 100) * 4  # mean + inverse covariance per location, float32
+    assert protocol.state_bytes() == 3 * per_model
+    for j, task in enumerate(tasks):
+        test = splits[task][1]
+        pred = protocol.predict(test, np.arange(len(test)))
+        assert (pred.routed == j).mean() >= 0.9, (task, pred.routed)
+        # score and map come from the chosen model: equal to that task's model alone
+        alone = Padim(protocol.detector.extractor, image_size=64)
+        alone.feature_idx_ = protocol.detector.feature_idx_
+        alone.mean_, alone.inv_cov_ = protocol.models_[j]
+        solo = alone.predict(test, np.arange(len(test)))
+        own = pred.routed == j
+        np.testing.assert_allclose(pred.scores[own], solo.scores[own], rtol=1e-5)
+    both = protocol.predict(splits["disc"][1], np.arange(6))
+    one = protocol.predict(splits["disc"][1], np.array([4]))
+    np.testing.assert_allclose(one.scores[0], both.scores[4], rtol=1e-5)
+    assert one.routed[0] == both.routed[4]
+
+
+def test_cl_state_round_trips(tiny_root):
+    train, test = _splits(tiny_root, "chip")
+    protocol = Padim(_extractor(), image_size=64).continual(seed=0)
+    protocol.learn(train, 0)
+    expected = protocol.predict(test, np.arange(len(test))).scores
+    fresh = Padim(_extractor(), image_size=64).continual(seed=0)
+    fresh.load_state_dict(protocol.state_dict())
+    np.testing.assert_array_equal(fresh.predict(test, np.arange(len(test))).scores, expected)
