@@ -16,7 +16,7 @@ export HF_HUB_OFFLINE := 1
 .PHONY: help venv test demo data perf weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)

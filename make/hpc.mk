@@ -11,7 +11,7 @@ HPC_FILTERS = $(if $(MODELS),--models $(MODELS)) $(if $(BACKBONES),--backbones $
 HPC_SUBMIT = $(if $(CONTAINER),--container $(CONTAINER)) $(if $(PARALLELISM),--parallelism $(PARALLELISM)) \
   $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
 
-submit: $(STAMP) ## submit jobs/$(DATASET).yaml as job arrays, skipping complete/queued runs (PROFILE= CLUSTER= MODELS= DRY_RUN=1 ...)
+submit: $(STAMP) ## submit jobs/<DATASET>.yaml as job arrays, skipping complete/queued runs (PROFILE= CLUSTER= MODELS= DRY_RUN=1 ...)
 	$(PY) -m bench submit --dataset $(DATASET) --profile $(PROFILE) --cluster $(CLUSTER) $(HPC_FILTERS) $(HPC_SUBMIT)
 
 status: $(STAMP) ## one line per run of the grid: complete / running / pending / failed (log, error) / not submitted
@@ -21,7 +21,7 @@ resubmit: $(STAMP) ## resubmit the failed and missing runs only (settings of the
 	$(PY) -m bench resubmit --dataset $(DATASET) $(if $(call given,PROFILE),--profile $(PROFILE)) \
 	  $(if $(call given,CLUSTER),--cluster $(CLUSTER)) $(HPC_FILTERS) $(HPC_SUBMIT)
 
-image: ## build the Apptainer image $(IMAGE) from apptainer/bench.def (needs apptainer; IMAGE=path.sif)
+image: ## build the Apptainer image bench.sif from apptainer/bench.def (needs apptainer; IMAGE=path.sif)
 	@command -v apptainer >/dev/null 2>&1 || { echo "make image: apptainer is not installed on this machine; build \
 	$(IMAGE) where it is (apptainer build $(IMAGE) apptainer/bench.def), or build docker/Dockerfile and convert \
 	it with apptainer build $(IMAGE) docker-daemon://bench:latest" >&2; exit 2; }

@@ -2,5 +2,5 @@
 aggregate: $(STAMP) ## tables + heatmaps + manifest from outputs/$(DATASET)/runs (DATASET=name|all; AGGREGATE_ARGS=...)
 	$(PY) -m bench aggregate --dataset $(DATASET) --outputs $(or $(OUTPUTS),outputs) $(AGGREGATE_ARGS)
 
-verify: $(STAMP) ## recompute every published cell of outputs/$(DATASET)/tables from the run files (exit 1 on a mismatch)
+verify: $(STAMP) ## recompute every published cell of outputs/$(DATASET)/tables from the run files (exit 1: mismatch)
 	$(PY) -m bench verify --dataset $(DATASET) --outputs $(or $(OUTPUTS),outputs)

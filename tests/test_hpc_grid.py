@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -190,7 +191,7 @@ def test_runs_group_by_resources_and_chunk_below_max_array_size():
 def fake_command(bin_dir: Path, name: str, script: str) -> None:
     bin_dir.mkdir(exist_ok=True)
     path = bin_dir / name
-    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.write_text(script if script.startswith("#!") else f"#!/bin/sh\n{script}\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
@@ -372,9 +373,35 @@ def test_debug_executor_runs_here_then_submit_and_resubmit_are_no_ops(grid_file,
     assert code == 0 and "nothing to submit" in out
 
 
+FAKE_APPTAINER = """#!/bin/bash
+# Stands in for `apptainer exec`: logs the call, applies --pwd/--env, runs the command after the image here.
+echo "$*" >> "$(dirname "$0")/calls.log"
+shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nv) shift ;;
+    -B) shift 2 ;;
+    --pwd) cd "$2" && shift 2 ;;
+    --env) IFS=, read -ra pairs <<< "$2"; for p in "${pairs[@]}"; do export "$p"; done; shift 2 ;;
+    *.sif) shift; break ;;
+    *) echo "fake apptainer: unexpected argument $1" >&2; exit 64 ;;
+  esac
+done
+[ "$1" = python ] || exit 65
+shift
+exec PYTHON "$@"
+"""
+
+
 @pytest.mark.slow
-def test_local_executor_runs_in_the_background(grid_file, small_root, tmp_path, capsys):
-    code, out, _ = cli(capsys, *_submit_args(grid_file, small_root, tmp_path, "--cluster", "local"))
+def test_local_executor_runs_in_the_background_inside_the_container(grid_file, small_root, tmp_path, capsys,
+                                                                    monkeypatch):
+    fake_command(tmp_path / "bin", "apptainer", FAKE_APPTAINER.replace("PYTHON", sys.executable))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    image = tmp_path / "bench.sif"
+    image.write_bytes(b"sif")
+    code, out, _ = cli(capsys, *_submit_args(grid_file, small_root, tmp_path, "--cluster", "local",
+                                             "--container", image))
     assert code == 0 and "started 1 local process(es)" in out
     pid = re.search(r"process\(es\) (\d+)", out).group(1)
     code, out, _ = cli(capsys, "status", "--dataset", "synthetic", "--outputs", tmp_path)
@@ -386,6 +413,8 @@ def test_local_executor_runs_in_the_background(grid_file, small_root, tmp_path, 
     assert out.splitlines()[-1] == "total 2 runs: 2 complete, 0 running, 0 pending, 0 failed, 0 not submitted", out
     log = (tmp_path / "synthetic" / "logs" / f"{pid}_0_log.out").read_text()
     assert log.count("[step 3/3]") == 2  # both runs, one after the other, in the one local process
+    call = (tmp_path / "bin" / "calls.log").read_text()
+    assert call.startswith("exec --nv -B ") and f"{image} python -u -m submitit.core._submit" in call
 
 
 # --- Makefile and the local cluster script ------------------------------------------------------------------------

@@ -354,6 +354,7 @@ def _one_error_line(capsys) -> str:
     ({"attrs": {"schema_version": 99}}, "unknown schema version 99"),
     ({"attrs": {"config_sha256": "0" * 64}}, "config does not match its recorded config_sha256"),
     ({"attrs": {"run_key": "0" * 64}}, "run_key does not match its config"),
+    ({"attrs": {"steps_done": 2}}, "status complete but steps_done=2 of 4"),
 ])
 def test_untraceable_files_are_refused(tmp_path, capsys, damage, message):
     outputs = tmp_path / "outputs"
@@ -385,6 +386,14 @@ def test_conflicting_duplicates_are_refused_identical_ones_collapsed(tmp_path, c
     assert "same run key" in err and "different results" in err and "R/image[2,1]" in err and copy.name in err
 
 
+def test_a_run_filed_under_another_dataset_is_refused(tmp_path, capsys):
+    outputs = tmp_path / "outputs"
+    write(outputs)
+    write(outputs, dataset="mvtec", path=outputs / "synthetic/runs/misplaced.h5")
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
+    assert "misplaced.h5: holds a 'mvtec' run but lies under synthetic/runs" in _one_error_line(capsys)
+
+
 def test_unknown_dataset_lists_the_ones_with_results(tmp_path, capsys):
     outputs = tmp_path / "outputs"
     write(outputs)
@@ -411,7 +420,8 @@ def test_incomplete_and_failed_runs_are_listed_missing_never_averaged(tmp_path):
     cell = table[(table["metric"] == "roc_auc_cl") & (table["level"] == "image") & (table["protocol"] == "cl")]
     assert cell["mean"].item() == pytest.approx(eq1(done)) and cell["n_runs"].item() == 1
     assert "2 run(s) missing" in (outputs / "synthetic/tables/table2.md").read_text()
-    roles = {e["path"]: e["role"] for e in json.loads((outputs / "synthetic/tables/manifest.json").read_text())["inputs"]}
+    manifest = json.loads((outputs / "synthetic/tables/manifest.json").read_text())
+    roles = {e["path"]: e["role"] for e in manifest["inputs"]}
     assert roles["synthetic/runs/stale.h5"] == "superseded"
 
 
@@ -496,6 +506,21 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible(tmp_path):
     assert (lo, hi) == roc_auc_cl_interval(run, 400, seed=1)
     samples = roc_auc_cl_samples(run, 400, seed=1)
     assert samples.shape == (400,) and abs(np.median(samples) - eq1(image)) < 0.1
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_weighted_auc_equals_the_auc_of_the_expanded_resample(ties):
+    from bench.metrics import roc_auc
+    from bench.report.bootstrap import weighted_auc
+
+    rng = np.random.default_rng(int(ties))
+    labels = rng.random(40) < 0.4
+    scores = rng.integers(0, 4, 40).astype(float) if ties else rng.normal(size=40) + labels
+    weights = rng.integers(0, 3, (40, 25)).astype(float)  # [image, resample]
+    weights[np.flatnonzero(labels)[0]] += 1  # every resample keeps both classes
+    weights[np.flatnonzero(~labels)[0]] += 1
+    expected = [roc_auc(np.repeat(labels, w.astype(int)), np.repeat(scores, w.astype(int))) for w in weights.T]
+    assert weighted_auc(scores, labels, weights) == pytest.approx(expected, abs=1e-12)
 
 
 def test_bootstrap_of_a_perfect_separation_is_degenerate(tmp_path):

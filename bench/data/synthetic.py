@@ -171,7 +171,9 @@ def _write_tree(out: Path, params: dict) -> None:
 def _save(array: np.ndarray, path: Path) -> None:
     """[H,W,3] -> RGB PNG, [H,W] -> greyscale PNG; values in [0,1]."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.clip(np.rint(array * 255), 0, 255).astype(np.uint8)).save(path, format="PNG")
+    pixels = np.clip(np.rint(array * 255), 0, 255).astype(np.uint8)
+    # Sensor noise makes these images hard to compress: level 1 saves ~a quarter of the time for ~15% more bytes.
+    Image.fromarray(pixels).save(path, format="PNG", compress_level=1)
 
 
 # --- normal appearance -------------------------------------------------------------------------------------------
@@ -190,8 +192,9 @@ def _finish(rng, image: np.ndarray) -> np.ndarray:
     c = (np.arange(size, dtype=np.float32) + 0.5) / size - 0.5
     phi = rng.uniform(0, 2 * np.pi)
     light = 1 + rng.uniform(0, 0.08) * (np.cos(phi) * c[None, :] + np.sin(phi) * c[:, None])
-    image = image * rng.uniform(0.96, 1.04) * light[..., None] + rng.normal(0, 0.015, 3)
-    return np.clip(image + rng.normal(0, 0.012, image.shape), 0, 1).astype(np.float32)
+    gain, cast = np.float32(rng.uniform(0.96, 1.04)), rng.normal(0, 0.015, 3).astype(np.float32)
+    image = image * gain * light[..., None] + cast
+    return np.clip(image + 0.012 * rng.standard_normal(image.shape, dtype=np.float32), 0, 1)
 
 
 def _mix(c0, c1, v):

@@ -28,7 +28,7 @@ from bench.errors import BenchError
 from bench.report import heatmaps as hm
 from bench.report.bootstrap import roc_auc_cl_interval
 from bench.report.collect import Collection, collect, file_sha256
-from bench.report.render import MULTI, provenance_lines
+from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,
                                  selection_markdown, table2, to_latex, to_markdown)
@@ -94,7 +94,7 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
                         else sorted(runs.loc[runs["dataset"] == MULTI, "model"].unique()))
         selection_record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
                             "rule_applied": bool(len(selection))}
-        sel_footer = provenance_lines(source, 0)[:1] if len(source) else []
+        sel_footer = [provenance_lines(source, 0)[0].replace("Rests on", "The ranking rests on")] if len(source) else []
         items += [Item("tables/multi_selection.csv", _csv(selection)),
                   Item("tables/multi_selection.md",
                        selection_markdown(selection, options.select_by, options.select_top, multi_models)
@@ -102,6 +102,11 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
 
     in_table2 = runs if multi_models is None else runs[(runs["dataset"] != MULTI) | runs["model"].isin(multi_models)]
     t2_footer = provenance_lines(in_table2, n_missing)
+    if multi_models is not None:
+        names = ", ".join(label("model", m) for m in multi_models)
+        t2_footer.insert(0, f"MultiDataset rows pool {names}, selected by InCLAD's rule (multi_selection.md)."
+                         if selection_record["rule_applied"] else f"MultiDataset rows pool every method present "
+                         f"({names}): no single-dataset results to apply InCLAD's selection rule to.")
     long = table2(runs, multi_models or [])
     items += [Item("tables/table2.csv", _csv(long)), Item("tables/table2.md", to_markdown(long, t2_footer)),
               Item("tables/table2.tex", to_latex(long, t2_footer))]
@@ -140,7 +145,10 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
     out = Path(outputs) / dataset
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
+    try:
+        previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
+    except BenchError:
+        previous = None  # an unreadable old manifest is about to be replaced
     if previous:  # files published last time and not now would look current: remove them
         names = {i.name for i in items}
         for name in previous.get("outputs", {}):
@@ -162,7 +170,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
     _write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     n_fig = len(figures)
     log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
-        f"{sum(i.text is not None for i in items)} tables to {out / 'tables'} and {n_fig} heatmap(s) "
+        f"{sum(i.text is not None for i in items)} table files to {out / 'tables'} and {n_fig} heatmap(s) "
         f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}")
     for m in c.missing.to_dict("records"):
         log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"

@@ -13,51 +13,53 @@ import numpy as np
 from bench.errors import BenchError
 
 
-def _midranks(x: np.ndarray) -> np.ndarray:
-    """Row-wise ranks 1..n of `x` [B, n], tied values sharing their mean rank (scipy's rankdata, row by row,
-    without importing scipy.stats, which alone takes seconds)."""
-    order = np.argsort(x, axis=1, kind="stable")
-    s = np.take_along_axis(x, order, 1)
-    n = s.shape[1]
-    idx = np.broadcast_to(np.arange(n), s.shape)
-    starts = np.ones(s.shape, bool)
-    starts[:, 1:] = s[:, 1:] != s[:, :-1]
-    ends = np.ones(s.shape, bool)
-    ends[:, :-1] = starts[:, 1:]
-    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=1)
-    last = np.minimum.accumulate(np.where(ends, idx, n - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty(s.shape)
-    np.put_along_axis(ranks, order, (first + last) / 2 + 1, 1)
-    return ranks
+def weighted_auc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """ROC-AUC (ties ½) of `scores` [n] for every column of `weights` [n, B]: how many times each image is in
+    that resample. As in bench.metrics: per anomalous image, the (drawn) normal images below and equal to it; one
+    sort of the normal scores serves all B resamples."""
+    neg = np.flatnonzero(~positive)
+    neg = neg[np.argsort(scores[neg], kind="stable")]
+    cum = np.zeros((neg.size + 1, weights.shape[1]))
+    np.cumsum(weights[neg], axis=0, out=cum[1:])  # cum[k]: drawn normals among the k lowest
+    pos = np.flatnonzero(positive)
+    left = np.searchsorted(scores[neg], scores[pos], "left")
+    right = np.searchsorted(scores[neg], scores[pos], "right")
+    w = weights[pos]
+    return (w * (cum[left] + cum[right])).sum(0) / (2 * w.sum(0) * cum[-1])
 
 
-def _auc_rows(scores: np.ndarray, n_pos: int) -> np.ndarray:
-    """ROC-AUC of each row of `scores` [B, n] whose first n_pos columns are the anomalous images (ties ½)."""
-    ranks = _midranks(scores)
-    n_neg = scores.shape[1] - n_pos
-    return (ranks[:, :n_pos].sum(1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+def _blocks(run: dict) -> dict[tuple[int, int], np.ndarray]:
+    """{(step, task): positions of that evaluation's scores, in test-set order}."""
+    step, task = run["scores/step"].astype(np.int64), run["scores/task"].astype(np.int64)
+    keys = step * (int(task.max()) + 1) + task
+    order = np.argsort(keys, kind="stable")
+    uniq, first = np.unique(keys[order], return_index=True)
+    return {(int(step[order[a]]), int(task[order[a]])): order[a:b]
+            for a, b in zip(first, [*first[1:], len(order)])}
 
 
 def roc_auc_cl_samples(run: dict, n_boot: int, seed: int = 0) -> np.ndarray | None:
     """[n_boot] bootstrap replicates of image ROC-AUC_CL (InCLAD Eq. 1), or None when the file holds no scores."""
     if "scores/value" not in run or n_boot <= 0:
         return None
-    step, task = run["scores/step"].astype(int), run["scores/task"].astype(int)
     labels, values = run["scores/label"].astype(bool), run["scores/value"].astype(float)
+    blocks = _blocks(run)
     done = int(run["attrs"]["steps_done"])
     rng = np.random.default_rng(seed)
     total, count = np.zeros(n_boot), 0
     for j in range(done):
-        first = (step == j) & (task == j)
-        pos, neg = np.flatnonzero(labels[first]), np.flatnonzero(~labels[first])
+        y = labels[blocks[(j, j)]]
+        pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
         if not pos.size or not neg.size:
             continue  # one-class test set: its cells are NaN and Eq. 1 skips them
-        draws = np.concatenate([rng.choice(pos, (n_boot, pos.size)), rng.choice(neg, (n_boot, neg.size))], axis=1)
+        weights = np.zeros((y.size, n_boot))
+        weights[pos] = rng.multinomial(pos.size, np.full(pos.size, 1 / pos.size), size=n_boot).T
+        weights[neg] = rng.multinomial(neg.size, np.full(neg.size, 1 / neg.size), size=n_boot).T
         for i in range(j, done):
-            cell = (step == i) & (task == j)
-            if not np.array_equal(labels[cell], labels[first]):
+            block = blocks[(i, j)]
+            if not np.array_equal(labels[block], y):
                 raise BenchError(f"{run['attrs']['run_name']}: scores of task {j} differ between steps {j} and {i}")
-            total += _auc_rows(values[cell][draws], pos.size)
+            total += weighted_auc(values[block], y, weights)
             count += 1
     return total / count if count else None
 

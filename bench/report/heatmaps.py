@@ -117,7 +117,8 @@ def figure(h: Heatmap) -> Figure:
     ax.set_yticks(range(n), h.tasks, fontsize=7)
     ax.set_xlabel("evaluated task j")
     ax.set_ylabel("after learning task i")
-    runs = f"{h.n_runs.max()} run{'s' * (h.n_runs.max() != 1)}"
+    n_runs = int(h.n_runs.max())
+    runs = f"{n_runs} run{'s' * (n_runs != 1)}"
     who = (f"mean over {h.n_methods} method{'s' * (h.n_methods != 1)}, {runs}" if h.model == ALL
            else f"{label('model', h.model)} {h.backbone} ({h.weights}), {runs}")
     ax.set_title(f"{label('dataset', h.dataset)} · {label('ordering', h.ordering)} · {h.protocol.upper()} · "

@@ -39,7 +39,7 @@ def label(kind: str, value) -> str:
 def rank(kind: str, value) -> tuple:
     """Sort key: the papers' order first, anything else alphabetically after it."""
     order = _ORDERS.get(kind, ())
-    return (order.index(value), "") if value in order else (len(order), str(value))
+    return (order.index(value), "") if value in order else (len(order), value)
 
 
 def sort_frame(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
@@ -117,9 +117,11 @@ def provenance_lines(runs: pd.DataFrame, n_missing: int) -> list[str]:
         return [f"Rests on 0 complete runs; {n_missing} run(s) missing (missing.csv)."]
     commits = []
     for commit, g in runs.groupby("git_commit", sort=True):
-        dirty = int((g["git_dirty"].astype(int) != 0).sum())
+        state = g["git_dirty"].astype(int)
+        dirty, unknown = int((state == 1).sum()), int((state == -1).sum())  # -1: run outside a git checkout
         commits.append(f"{str(commit)[:12]} ({len(g)} run{'s' * (len(g) != 1)}"
-                       + (f", {dirty} from a dirty tree" if dirty else "") + ")")
+                       + (f", {dirty} from a dirty tree" if dirty else "")
+                       + (f", {unknown} with unknown tree state" if unknown else "") + ")")
     configs = sorted(runs["config_sha256"].astype(str).unique())
     if len(configs) <= 8:
         config_text = f"config SHA-256 {', '.join(c[:12] for c in configs)}"

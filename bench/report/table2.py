@@ -50,7 +50,7 @@ def select_methods(single: pd.DataFrame, select_by: str = "image-cl", top: int =
     single = single[np.isfinite(single[column].to_numpy(dtype=float))]
     if single.empty:
         return pd.DataFrame(columns=columns)
-    cells = single.groupby(["model", "dataset", "backbone", "weights", "ordering"], sort=True)[column].agg(["mean", "size"])
+    cells = single.groupby(["model", "dataset", "backbone", "weights", "ordering"])[column].agg(["mean", "size"])
     per_model = cells.groupby("model").agg(score=("mean", "mean"), n_cells=("mean", "size"), n_runs=("size", "sum"))
     per_model = per_model.reset_index().sort_values(["score", "model"], ascending=[False, True], kind="stable")
     per_model["rank"] = np.arange(1, len(per_model) + 1)
@@ -81,8 +81,8 @@ def table2(runs: pd.DataFrame, multi_models: list[str] | None = None) -> pd.Data
 
 
 def per_method(runs: pd.DataFrame) -> pd.DataFrame:
-    """The breakdown Table 2 hides: one row per dataset × model × backbone × weights × ordering × metric × level ×
-    protocol, mean ± population std over seeds."""
+    """The breakdown Table 2 hides: one row per dataset × model × backbone × weights × ordering × metric ×
+    level × protocol, mean ± population std over seeds."""
     runs = _complete(runs)
     rows = []
     for keys, g in runs.groupby(["dataset", *METHOD, "ordering"], sort=True):
@@ -124,13 +124,10 @@ def to_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     header = ["Dataset", "Ordering", "Metric", *COLUMN_LABELS]
     lo, hi = (int(long["n_runs"].min()), int(long["n_runs"].max())) if len(long) else (0, 0)
     lines = ["## Table 2: ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
-        "", f"Cells: mean ± population std across methods (model × backbone × weights; a method's seeds are averaged "
-            f"first), {lo if lo == hi else f'{lo}–{hi}'} complete run(s) per cell; `[k NaN]`: runs whose value is "
-            "undefined (NaN), counted, not averaged.",
+        "", "Cells: mean ± population std across methods (model × backbone × weights; a method's seeds are "
+            f"averaged first), {lo if lo == hi else f'{lo}–{hi}'} complete run(s) per cell; `[k NaN]`: runs whose "
+            "value is undefined (NaN), counted, not averaged.",
         "", "Runs (methods) behind each cell:", ""] + markdown_table(header, counts)
-    multi = long[long["dataset"] == MULTI]
-    if len(multi):
-        lines += ["", "MultiDataset rows pool only the methods selected by InCLAD's rule (multi_selection.md)."]
     return "\n".join(lines + [""] + (footer or [])) + "\n"
 
 

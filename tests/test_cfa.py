@@ -1,0 +1,210 @@
+"""CFA: the soft-boundary loss and softmin scoring equal plain references; training reads cached features and
+lowers the loss; the detector learns each synthetic task; scores are pointwise; the CL variant follows InCLAD
+App. C.3 (replay in U_t, every bank rebuilt with the current descriptor, no backbone re-forward); a killed run
+resumes to the same R; the replay buffer is bounded, balanced and seeded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench import results
+from bench.continual.protocols import step_seed
+from bench.continual.replay import ReplayBuffer, equal_shares, split_from_state, split_state
+from bench.continual.runner import execute, prepare
+from bench.data import read_index
+from bench.data.tasks import task_splits
+from bench.errors import ConfigError
+from bench.features import FeatureExtractor
+from bench.metrics import roc_auc
+from bench.models import cfa as cfa_module
+from bench.models.cfa import MARGIN, NU, Cfa, patch_scores, soft_boundary_loss
+
+LAYERS = ("layer1", "layer2", "layer3")
+
+
+def _extractor(batch_size=8):
+    return FeatureExtractor("resnet18", "none", LAYERS, torch.device("cpu"), batch_size=batch_size, progress=False)
+
+
+def _splits(root, task, size=64):
+    return task_splits(read_index("synthetic", root), root, task, size)
+
+
+def _samples(split):
+    return [(split, i) for i in range(len(split))]
+
+
+# --- the pieces against references --------------------------------------------------------------------
+
+
+def test_soft_boundary_loss_equals_reference():
+    g = torch.Generator().manual_seed(0)
+    phi, bank, radius = torch.randn(2, 5, 4, generator=g), torch.randn(9, 4, generator=g), torch.tensor([2.0])
+    d2 = torch.cdist(phi.double(), bank.double()).pow(2).sort(-1).values
+    r2 = radius.double() ** 2
+    attraction = (d2[..., :3] - r2).clamp_min(0).mean()
+    repulsion = (r2 - d2[..., 3:6] - MARGIN).clamp_min(0).mean()
+    expected = (attraction + repulsion) / NU
+    torch.testing.assert_close(soft_boundary_loss(phi, bank, radius, 3, 3).double(), expected, rtol=1e-5, atol=1e-4)
+    assert attraction > 0 and repulsion > 0  # the case exercises both terms
+
+
+def test_patch_scores_equal_reference_in_any_chunking(monkeypatch):
+    g = torch.Generator().manual_seed(1)
+    phi, bank = torch.randn(5, 12, 6, generator=g), torch.randn(20, 6, generator=g)
+    d = torch.cdist(phi.double(), bank.double()).sort(-1).values[..., :3]
+    expected = torch.softmax(-d, -1)[..., 0] * d[..., 0]
+    torch.testing.assert_close(patch_scores(phi, bank, 3).double(), expected, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(cfa_module, "SCORE_CHUNK", 12 * 20 * 2)  # two images per chunk
+    torch.testing.assert_close(patch_scores(phi, bank, 3).double(), expected, rtol=1e-5, atol=1e-5)
+
+
+# --- the detector -------------------------------------------------------------------------------------
+
+
+def test_learns_every_synthetic_task(tiny_root):
+    aucs = {}
+    extractor = _extractor()
+    for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
+        train, test = _splits(tiny_root, task)
+        model = Cfa(extractor, image_size=64, epochs=2).fit(train, seed=0)
+        aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
+    assert min(aucs.values()) >= 0.85, aucs
+
+
+def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
+    """A small learning rate: with lr 1e-3 Adam's first steps overshoot on the tiny random-init features (the
+    loss rises for ~10 epochs before falling below its start), which says nothing about the gradient."""
+    train, _ = _splits(tiny_root, "disc")
+    model = Cfa(_extractor(), image_size=64, epochs=4, lr=1e-4)
+    samples = model.cache(train)
+    model.init_descriptor(samples, seed=0)
+    bank = model.bank(samples)
+
+    def loss():
+        with torch.no_grad():
+            phi = model.embed(model._features(samples))
+            return float(soft_boundary_loss(phi, bank, model.radius_, 3, 3))
+
+    before = loss()
+    model.train(samples, bank, seed=0)
+    assert loss() < 0.99 * before
+    assert model.radius_.item() > cfa_module.RADIUS_INIT  # the soft boundary's radius is learned
+    assert model.extractor.forward_images == len(train)  # 4 epochs, each image through the backbone once
+
+
+def test_scores_are_pointwise(tiny_root):
+    train, test = _splits(tiny_root, "chip")
+    model = Cfa(_extractor(), image_size=64, epochs=1).fit(train, seed=0)
+    batch = model.predict(test, np.arange(len(test)))
+    for i in (0, 9, len(test) - 1):
+        alone = model.predict(test, np.array([i]))
+        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
+        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-5)
+
+
+# --- the continual variant (App. C.3) ------------------------------------------------------------------
+
+
+def test_cl_rebuilds_every_bank_with_the_current_descriptor(tiny_root):
+    (chip, chip_test), (disc, _) = _splits(tiny_root, "chip"), _splits(tiny_root, "disc")
+    protocol = Cfa(_extractor(), image_size=64, epochs=2).continual(seed=0)
+    protocol.learn(chip, 0)
+    after_first = protocol.banks_[0].clone()
+    protocol.learn(disc, 1)
+    det = protocol.detector
+    assert len(protocol.banks_) == 2
+    torch.testing.assert_close(protocol.banks_[0], det.bank(_samples(chip)))  # current descriptor on X_1
+    torch.testing.assert_close(protocol.banks_[1], det.bank(_samples(disc)))
+    assert not torch.allclose(protocol.banks_[0], after_first, atol=1e-3)  # a stale bank would be this one
+    assert det.extractor.forward_images == len(chip) + len(disc)  # rebuilds reuse cached backbone features
+    # pointwise with routing, too
+    both, one = protocol.predict(chip_test, np.arange(5)), protocol.predict(chip_test, np.array([3]))
+    np.testing.assert_allclose(one.scores[0], both.scores[3], rtol=1e-5)
+    assert one.routed[0] == both.routed[3]
+
+
+def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_root, monkeypatch):
+    (chip, _), (disc, _), (grain, _) = (_splits(tiny_root, t) for t in ("chip", "disc", "grain"))
+    protocol = Cfa(_extractor(), image_size=64, epochs=1, replay_size=6).continual(seed=0)
+    det, seen = protocol.detector, []
+    original = det.train
+
+    def spy(samples, bank, seed):
+        torch.testing.assert_close(bank, det.bank(samples))  # B_train = Bank(g_θ(t−1)(U_t)), before training
+        seen.append([(s.task, i) for s, i in samples])
+        original(samples, bank, seed)
+
+    monkeypatch.setattr(det, "train", spy)
+    for step, split in enumerate((chip, disc, grain)):
+        protocol.learn(split, step)
+    assert [len(u) for u in seen] == [16, 16 + 6, 16 + 6]
+    tasks_replayed = [t for t, _ in seen[2][16:]]
+    assert tasks_replayed == ["chip"] * 3 + ["disc"] * 3  # the buffer is split equally between past tasks
+    assert all(t == "grain" for t, _ in seen[2][:16])
+
+
+def test_cl_first_step_equals_ncl(tiny_root):
+    train, test = _splits(tiny_root, "disc")
+    extractor = _extractor()
+    ncl = Cfa(extractor, image_size=64, epochs=2).fit(train, seed=step_seed(0, 0))
+    cl = Cfa(extractor, image_size=64, epochs=2).continual(seed=0)
+    cl.learn(train, 0)
+    idx = np.arange(len(test))
+    np.testing.assert_array_equal(cl.predict(test, idx).scores, ncl.predict(test, idx).scores)
+
+
+def test_kill_and_resume_gives_the_same_r(tiny_root, tmp_path, make_config):
+    tasks = ["chip", "disc", "checker"]
+    cfg = lambda: make_config(tiny_root, tasks, model="cfa", hparams={"epochs": 2})  # noqa: E731
+    whole = execute(prepare(cfg(), out=tmp_path / "whole.h5"), progress=False, log=lambda *_: None)
+    run = prepare(cfg(), out=tmp_path / "killed.h5")
+    execute(run, progress=False, max_steps=1, log=lambda *_: None)
+    assert run.checkpoint_path.is_file() and not results.is_complete(run.out)
+    execute(run, progress=False, log=lambda *_: None)  # a fresh protocol: resumes from the checkpoint
+    a, b = results.read_run(whole), results.read_run(run.out)
+    for key in ("R/image", "R/pixel", "routing/counts", "memory/state_bytes", "scores/value"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+# --- the replay buffer ---------------------------------------------------------------------------------
+
+
+def test_equal_shares_fill_the_capacity_fairly():
+    assert equal_shares([50, 50], 10) == [5, 5]
+    assert equal_shares([50, 50, 50], 10) == [4, 3, 3]
+    assert equal_shares([2, 50, 50], 10) == [2, 4, 4]  # a small task leaves its share to the others
+    assert equal_shares([3, 4], 10) == [3, 4]
+
+
+def test_replay_buffer_is_bounded_balanced_seeded_and_only_drops():
+    buffer = ReplayBuffer(capacity=9)
+    buffer.add("a", list(range(100)), seed=1)
+    first_a = list(buffer.items_["a"])
+    assert len(buffer) == 9 and first_a != list(range(9))  # a seeded sample, not the first rows
+    buffer.add("b", [f"b{i}" for i in range(100)], seed=2)
+    buffer.add("c", [f"c{i}" for i in range(2)], seed=3)
+    assert [len(v) for v in buffer.items_.values()] == [4, 3, 2] and len(buffer) == 9
+    assert buffer.items_["a"] == first_a[:4]  # later tasks only cut earlier ones back
+    again = ReplayBuffer(capacity=9)
+    for task, items, seed in (("a", list(range(100)), 1), ("b", [f"b{i}" for i in range(100)], 2),
+                              ("c", ["c0", "c1"], 3)):
+        again.add(task, items, seed)
+    assert again.items() == buffer.items()
+    restored = ReplayBuffer(capacity=0)
+    restored.load_state_dict(buffer.state_dict())
+    assert restored.items() == buffer.items() and restored.capacity == 9
+
+
+def test_replay_buffer_rejects_a_bad_capacity():
+    with pytest.raises(ConfigError, match="capacity must be a non-negative integer"):
+        ReplayBuffer(capacity=-1)
+
+
+def test_split_state_round_trips_and_reroots(tiny_root, tmp_path):
+    train, _ = _splits(tiny_root, "disc")
+    back = split_from_state(split_state(train))
+    assert back.keys == train.keys and back.root == train.root and back.labels.tolist() == train.labels.tolist()
+    assert split_from_state(split_state(train), root=tmp_path).root == tmp_path
