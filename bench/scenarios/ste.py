@@ -55,7 +55,6 @@ def plan(dataset: str, root, methods: list[str], *, backbone: str = "resnet18", 
 
 def run_local(configs: list[RunConfig], runs_dir: Path, *, progress: bool = True, log=print) -> None:
     """Run the jobs one after another here (complete result files are skipped, killed ones resume)."""
-    runs_dir.mkdir(parents=True, exist_ok=True)
     for i, cfg in enumerate(configs, start=1):
         run = prepare(cfg, out_dir=runs_dir)
         log(f"[STE {i}/{len(configs)}] {cfg.model} on {cfg.dataset}/{cfg.tasks[0]}")
