@@ -31,7 +31,7 @@ test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: $(STAMP) ## synthetic benchmark + PatchCore NCL/CL over three orderings + summary (CPU, < 10 min)
-	$(PY) -m bench demo --out outputs/synthetic
+	$(PY) -m bench demo
 
 data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md
 	$(PY) -m bench data --dataset $(DATASET) $(if $(PRESET),--preset $(PRESET),)

@@ -41,7 +41,7 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.features import BACKBONES
+    from bench.config import BACKBONES
     from bench.models import ALL_MODELS
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
@@ -128,7 +128,7 @@ def cmd_weights(args) -> int:
 def cmd_demo(args) -> int:
     from bench.demo import demo
 
-    return demo(Path(args.out), preset=args.preset, progress=not args.no_progress)
+    return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_weights)
 
     p = sub.add_parser("demo", help="the main job on the built-in synthetic benchmark")
-    p.add_argument("--out", default="outputs/synthetic")
-    p.add_argument("--preset", default="demo")
+    p.add_argument("--outputs", default="outputs", help="results go to OUTPUTS/synthetic/ (default outputs)")
+    p.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
 

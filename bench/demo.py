@@ -2,7 +2,7 @@
 
 Generates the synthetic benchmark, runs PatchCore NCL and CL over three orderings (random-init resnet18:
 weights=none, since this machine cannot download ImageNet weights), writes one HDF5 file per run and a
-Table-2-style summary under outputs/synthetic/.
+Table 2 (via `make aggregate`'s code) under outputs/synthetic/tables/.
 """
 
 from __future__ import annotations
@@ -10,21 +10,22 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench import results
 from bench.cli import default_root
 from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.data.stream import resolve_tasks
 from bench.data.synthetic import PRESETS, generate
-from bench.report.table2 import table2, to_markdown
+from bench.report.aggregate import aggregate
 
 ORDERINGS = ("easy_to_hard", "hard_to_easy", "random")
 MODELS = ("patchcore",)
 
 
-def demo(out: Path, preset: str = "demo", progress: bool = True) -> int:
+def demo(outputs: Path, preset: str = "demo", progress: bool = True) -> int:
+    """Everything lands in outputs/synthetic/: runs/*.h5, tables/, figures/."""
     t_start = time.perf_counter()
+    out = outputs / "synthetic"
     root = default_root("synthetic")
     generate(root, preset=preset, seed=0)
     image_size = PRESETS[preset]["image_size"]
@@ -43,11 +44,11 @@ def demo(out: Path, preset: str = "demo", progress: bool = True) -> int:
                 run = prepare(cfg, out_dir=runs_dir)
                 print(f"\n== {model} {protocol.upper()} {ordering}: {' → '.join(tasks)}")
                 execute(run, progress=progress)
-    frame = results.load(runs_dir)
-    summary = to_markdown(table2(frame))
-    (out / "summary.md").write_text(summary + "\n")
-    frame.to_csv(out / "runs.csv", index=False)
-    print("\n" + summary)
-    print(f"\nresults: {runs_dir}/ ({len(frame)} HDF5 files)\nsummary: {out / 'summary.md'}\n"
-          f"per-run table: {out / 'runs.csv'}\ntook {time.perf_counter() - t_start:.0f}s")
+    # The same aggregation as `make aggregate`: provenance checked, every cell traceable to its run files.
+    aggregate(outputs, "synthetic", log=lambda *_: None)
+    tables = out / "tables"
+    print("\n" + (tables / "table2.md").read_text())
+    print(f"results: {runs_dir}/\nTable 2: {tables / 'table2.md'} (also .tex, .csv)\n"
+          f"per-run table: {tables / 'runs.csv'}\nheatmaps: {out / 'figures'}/\n"
+          f"took {time.perf_counter() - t_start:.0f}s")
     return 0

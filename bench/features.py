@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from bench.config import BACKBONES
 from bench.errors import WeightsError, choice_error
 
-BACKBONES = ("resnet18", "wide_resnet50_2")
 LAYERS = ("layer1", "layer2", "layer3", "layer4")
 IMAGENET_TAG = "tv_in1k"  # torchvision's weights: the ones the papers' numbers come from (timm's default differs)
 

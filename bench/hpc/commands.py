@@ -85,9 +85,7 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     root = Path(args.root or last.get("root") or default_root(args.dataset)).resolve()
     selection = _selection(args, records if reuse else [])
     planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
-    entries = recs.latest_entries(records)
-    queue = st.slurm_queue() if st.needs_queue(planned, entries) else None
-    return grid, profile, root, selection, planned, st.collect(planned, entries, queue)
+    return grid, profile, root, selection, planned, plan_status(planned, records)
 
 
 def cmd_status(args) -> int:
@@ -115,9 +113,6 @@ def cmd_resubmit(args) -> int:
 
 
 def _submit(args, records: list[dict], resubmit: bool) -> int:
-    from bench.features import weights_dir
-    from bench.results import provenance
-
     profile_name = args.profile or DEFAULT_PROFILE
     cluster = args.cluster or DEFAULT_CLUSTER
     grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
@@ -135,35 +130,66 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
         print("nothing to submit")
         return 0
 
+    meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
+            "profile": profile.name, "cluster": cluster, "container": None, "python": None,
+            "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
+            "selection": selection.as_dict(), "argv": sys.argv}
+    submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
+                             logs=outputs / grid.dataset / "logs", name=f"bench-{grid.dataset}", cluster=cluster,
+                             profile=profile, root=root, outputs=outputs, meta=meta, container=args.container,
+                             python=args.python, parallelism=args.parallelism, max_array_size=args.max_array_size,
+                             dry_run=args.dry_run)
+    if submission is not None and cluster != "debug":
+        print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
+    return 0
+
+
+def plan_status(planned: list, records: list[dict]) -> list:
+    """The state of every planned run (complete / queued / failed / not submitted) from its result file, the
+    submission records and, when a run went to SLURM, the queue."""
+    entries = recs.latest_entries(records)
+    queue = st.slurm_queue() if st.needs_queue(planned, entries) else None
+    return st.collect(planned, entries, queue)
+
+
+def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs: Path, name: str, cluster: str,
+                profile: grids.Profile, root: Path, outputs: Path, meta: dict, container: Path | None = None,
+                python: str | None = None, parallelism: int | None = None, max_array_size: int | None = None,
+                dry_run: bool = False) -> tuple[list, Path | None] | None:
+    """Submit planned runs (grid.PlannedRun) the way `make submit` does: one job array per resource group on
+    SLURM (chunked below MaxArraySize), background processes (local) or this process (debug, run to the end
+    here). The submission record goes to `records.records_dir(*records_at)`: `records_at` = (outputs, key), the
+    key keeping the records of different run sets (a dataset's grid, its STE runs) apart. `meta` is stored in
+    the record, with the profile, cluster, container and python used. Returns (submitted, record path), or None
+    for a dry run (which prints the sbatch parameters and the runs and submits nothing)."""
+    from bench.features import weights_dir
+    from bench.results import provenance
+
     workdir = grids.REPO
-    container = Path(args.container).resolve() if args.container else None
-    binds = [workdir, root, weights_dir(), outputs, *_data_roots(grid.dataset, root)]
+    container = Path(container).resolve() if container else None
+    binds = [workdir, root, weights_dir(), outputs, *_data_roots(dataset, root)]
     python = executors.container_python(container, binds, workdir) if container else (
-        args.python or executors.default_python())
-    parallelism = args.parallelism or profile.array_parallelism
+        python or executors.default_python())
+    slots = parallelism or profile.array_parallelism
     # Absolute weights dir: jobs start in the repo root; the commit: a container may have no git to ask.
     env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": provenance()["git_commit"]}
     groups = executors.group_by_resources(todo)
-    array_size = args.max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
-    name = f"bench-{grid.dataset}"
+    array_size = max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
 
-    if args.dry_run:
-        _print_plan(groups, cluster, profile, python, parallelism, array_size, name, env)
-        return 0
+    if dry_run:
+        _print_plan(groups, cluster, profile, python, slots, array_size, name, env)
+        return None
     if cluster == "slurm" and profile.placeholders():
         raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
                           f"your site's values (see docs/cluster.md, Profiles)")
-    logs = outputs / grid.dataset / "logs"
-    submitted, debug_jobs = [], []
-    meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
-            "profile": profile.name, "cluster": cluster, "container": str(container) if container else None,
-            "python": python, "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
-            "selection": selection.as_dict(), "argv": sys.argv}
+    submitted, debug_jobs, record = [], [], None
+    meta = {**meta, "profile": profile.name, "cluster": cluster, "container": str(container) if container else None,
+            "python": python}
     try:
         for resources, runs in groups.items():
             executor = executors.make_executor(cluster, logs, python)  # fresh: no parameter leaks between groups
             if cluster == "slurm":
-                params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
+                params = executors.slurm_parameters(resources, profile, name=name, parallelism=slots, env=env)
                 for chunk in executors.chunks(runs, array_size):
                     done = _sbatch(executor, chunk, params, workdir, resources)
                     submitted += done
@@ -172,7 +198,7 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
                     print(f"submitted {kind} {done[0].job_id.split('_')[0]}: {_runs(len(chunk))} "
                           f"({resources.label()})")
             elif cluster == "local":
-                done = executors.submit_local(executor, runs, args.parallelism or 1, resources, workdir, env)
+                done = executors.submit_local(executor, runs, parallelism or 1, resources, workdir, env)
                 submitted += done
                 pids = sorted({d.job_id for d in done})
                 print(f"started {len(pids)} local process(es) {', '.join(pids)}: {_runs(len(runs))}")
@@ -182,14 +208,12 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
                     debug_jobs.append((p, job))
                     submitted.append(executors.Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
     finally:  # what went out is recorded even when a later array is refused: a second submit must skip it
-        record = recs.write_record(outputs, grid.dataset, meta, submitted) if submitted else None
+        record = recs.write_record(*records_at, meta, submitted) if submitted else None
     for p, job in debug_jobs:
         print(f"running {p.name} in this process (debug executor)")
         job.result()
     print(f"{_runs(len(submitted))} {'ran' if cluster == 'debug' else 'submitted'}; logs: {logs}/; record: {record}")
-    if cluster != "debug":
-        print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
-    return 0
+    return submitted, record
 
 
 def _sbatch(executor, chunk, params, workdir, resources) -> list:

@@ -17,7 +17,6 @@ from pathlib import Path
 import yaml
 
 from bench.config import RunConfig
-from bench.continual import runner
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +68,7 @@ class Profile:
 
 @dataclass
 class PlannedRun:
-    run: runner.Run
+    run: "runner.Run"  # bench.continual.runner.Run (imported lazily: it loads torch)
     resources: Resources
 
     @property
@@ -154,7 +153,7 @@ def grid_path(dataset: str) -> Path:
 def load_grid(dataset: str, path: Path | None = None) -> Grid:
     """Parse and validate a grid file; every problem names the file and what was expected."""
     from bench.cli import DATASETS
-    from bench.features import BACKBONES
+    from bench.config import BACKBONES
 
     path = Path(path or grid_path(dataset))
     data = _load_yaml(path, "grid")
@@ -255,6 +254,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
            log=print) -> list[PlannedRun]:
     """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
     from bench.cli import config_from_args
+    from bench.continual.runner import prepare
     from bench.models import check_model, implemented
 
     models = _filter(list(grid.models), selection.models, "models", grid)
@@ -281,7 +281,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                             workers=grid.workers, device=_device(profile, resources))
             config: RunConfig = config_from_args(args)
             config.hparams = dict(grid.models[model].get("hparams") or {})
-            planned.append(PlannedRun(runner.prepare(config, out_dir=runs_dir), resources))
+            planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     keys = [p.key for p in planned]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{grid.path}: two grid points give the same run key (duplicate values in an axis?)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +13,8 @@ from bench.scenarios import manifest
 from bench.scenarios import multi as multi_stream
 
 INCLAD_DATASETS = ("btad", "dagm", "mpdd", "mvtec", "visa")
+STE_CLUSTERS = ("inprocess", "slurm", "local", "debug")
+PENDING = "ste.pending"  # in the STE folder while submitted STE jobs are outstanding (make scenarios stops there)
 
 
 def register(sub) -> None:
@@ -38,6 +41,20 @@ def register(sub) -> None:
     q.add_argument("--collect-only", action="store_true",
                    help="run nothing; build ste.csv from the result files (after a cluster array made them)")
     q.add_argument("--no-progress", action="store_true")
+    q.add_argument("--cluster", choices=STE_CLUSTERS, default="inprocess",
+                   help="inprocess (default: one run after another in this process) | slurm (a job array per "
+                        "resource group, as `make submit`) | local (background processes) | debug (submitit's "
+                        "debug executor, here, to the end); slurm/local return once submitted: rerun with "
+                        "--collect-only (or the same command) when the jobs are done")
+    q.add_argument("--profile", default="cpu", help="jobs/profiles/<name>.yaml for --cluster slurm|local|debug: "
+                                                     "h100 | l40 | cpu (default cpu)")
+    q.add_argument("--grid", type=Path, help="grid file whose per-model resources the jobs ask for "
+                                              "(default jobs/<dataset>.yaml)")
+    q.add_argument("--container", type=Path, help="run every job inside this Apptainer .sif (cluster jobs only)")
+    q.add_argument("--parallelism", type=int, help="array tasks running at once (SLURM %%N; local: processes); "
+                                                   "default: the profile's (local: 1)")
+    q.add_argument("--dry-run", action="store_true",
+                   help="with --cluster slurm|local|debug: print the sbatch parameters and the runs; submit nothing")
     q.set_defaults(func=cmd_ste)
 
     q = cmds.add_parser("rank", help="orderings, ordering tables (Tables 9-13), Spearman (Table 8), manifest")
@@ -77,6 +94,8 @@ def cmd_ste(args) -> int:
     from bench.cli import default_root
     from bench.scenarios import ste
 
+    if args.dry_run and args.cluster == "inprocess":
+        raise ConfigError("--dry-run prints a cluster submission: give --cluster slurm, local or debug")
     root = args.root or default_root(args.dataset)
     out = args.out or Path(f"outputs/{args.dataset}/scenarios")
     methods = _csv(args.methods) or ste.default_methods()
@@ -88,14 +107,73 @@ def cmd_ste(args) -> int:
                        workers=args.workers)
     runs_dir = out / "runs"
     if not args.collect_only:
-        # A cluster submission (bench.hpc) would hand these same configs to a job array here instead.
-        ste.run_local(configs, runs_dir, progress=not args.no_progress)
+        if args.cluster == "inprocess":
+            ste.run_local(configs, runs_dir, progress=not args.no_progress)
+        elif not _submit_ste(args, configs, Path(root), out, methods):
+            return 0  # dry run, or jobs still to finish: nothing to collect yet
     table = ste.collect(configs, runs_dir)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "ste.csv", index=False)
+    (out / PENDING).unlink(missing_ok=True)
     print(f"STE table: {out / 'ste.csv'} ({len(table)} rows: {table['concept'].nunique()} concepts × "
           f"{table['method'].nunique()} methods)")
     return 0
+
+
+def _submit_ste(args, configs, root: Path, out: Path, methods: list[str]) -> bool:
+    """Send the STE runs through `make submit`'s machinery (bench.hpc): complete runs and runs still queued or
+    running are skipped, failed and new ones submitted. Records go to <out>/submissions/, logs to <out>/logs/,
+    apart from the dataset grid's. True when every run is complete (the table can be collected now)."""
+    from bench.hpc import commands as hpc, grid as grids, records as recs
+    from bench.scenarios import ste
+
+    out = out.resolve()
+    records_at = (out.parent, out.name)  # records_dir(*records_at) == <out>/submissions
+    profile = grids.load_profile(args.profile)
+    planned = ste.planned_runs(configs, out / "runs", profile, args.grid)
+    statuses = hpc.plan_status(planned, recs.load_records(*records_at))
+    todo = [p for p, s in zip(planned, statuses) if s.state in hpc.TODO]
+    print(f"STE ({args.cluster}): {len(planned)} runs; " + hpc._counts(statuses))
+    for s in statuses:
+        if s.state == "failed":
+            print(f"  failed: {s.name}  job {s.job_id}: {s.detail}")
+    if todo:
+        meta = {"command": "scenarios ste", "dataset": args.dataset,
+                "grid": str(args.grid or grids.grid_path(args.dataset)), "profile": None, "cluster": None,
+                "container": None, "python": None, "parallelism": args.parallelism, "root": str(root.resolve()),
+                "outputs": str(out), "methods": methods, "argv": sys.argv}
+        submission = hpc.submit_runs(todo, dataset=args.dataset, records_at=records_at, logs=out / "logs",
+                                     name=f"bench-ste-{args.dataset}", cluster=args.cluster, profile=profile,
+                                     root=root.resolve(), outputs=out, meta=meta, container=args.container,
+                                     parallelism=args.parallelism, dry_run=args.dry_run)
+        if submission is None:
+            return False
+        if args.cluster == "debug":
+            return True  # ran to the end here (a failed run raised)
+    elif args.dry_run:
+        print("nothing to submit")
+        return False
+    if not todo and all(s.state == "complete" for s in statuses):
+        return True
+    out.mkdir(parents=True, exist_ok=True)
+    (out / PENDING).write_text("".join(f"{p.name}\n" for p in planned))
+    print(f"STE jobs outstanding; once they finish, build the STE table with\n  {_collect_command(args)}\n"
+          f"(rerunning this command resubmits failed runs, and collects once every run is complete)")
+    return False
+
+
+def _collect_command(args) -> str:
+    """`python -m bench scenarios ste` with the options that select the runs, and --collect-only."""
+    import shlex
+
+    parts = ["python", "-m", "bench", "scenarios", "ste", "--dataset", args.dataset]
+    for flag, value, default in (("--root", args.root, None), ("--out", args.out, None),
+                                 ("--methods", args.methods, None), ("--backbone", args.backbone, "resnet18"),
+                                 ("--weights", args.weights, "imagenet"), ("--image-size", args.image_size, 224),
+                                 ("--batch-size", args.batch_size, 32), ("--seed", args.seed, 0)):
+        if value is not None and value != default:
+            parts += [flag, str(value)]
+    return shlex.join(parts + ["--collect-only"])
 
 
 def _sha256(path: Path) -> str:

@@ -81,3 +81,28 @@ def collect(configs: list[RunConfig], runs_dir: Path) -> pd.DataFrame:
                            f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run them first")
     table = pd.DataFrame(rows)
     return table[STE_COLUMNS + [c for c in table.columns if c not in STE_COLUMNS]]
+
+
+def planned_runs(configs: list[RunConfig], runs_dir: Path, profile, grid_file: Path | None = None) -> list:
+    """The jobs as bench.hpc planned runs (what `make submit` sends): each prepared into `runs_dir`, asking for
+    its model's resources in the dataset's grid file (jobs/<dataset>.yaml; a model the grid does not list gets
+    the grid's default resources). As in grid expansion, a cpu profile drops GPU requests and `device=auto`
+    becomes the profile's device (cuda when the run asks for a GPU, else cpu); the device is not part of the run
+    key, so the result files are those of `run_local`."""
+    from dataclasses import replace
+
+    from bench.hpc import grid as grids
+
+    planned = []
+    grid = None
+    for cfg in configs:
+        if grid is None:
+            grid = grids.load_grid(cfg.dataset, grid_file)
+        resources = grid.model_resources(cfg.model) if cfg.model in grid.models else grid.resources
+        if not profile.use_gpus:
+            resources = replace(resources, gpus=0)
+        if cfg.device == "auto":
+            cfg = replace(cfg, device=profile.device if profile.device != "auto" else
+                          ("cuda" if resources.gpus else "cpu"))
+        planned.append(grids.PlannedRun(prepare(cfg, out_dir=runs_dir), resources))
+    return planned
