@@ -46,7 +46,16 @@ def run_isolated(fn, *args):
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MB (10^6 bytes)."""
+    """Peak resident memory of this process so far, in MB (10^6 bytes).
+
+    Linux: VmHWM from /proc, which belongs to this process image; getrusage's ru_maxrss can carry the parent's
+    peak into a spawned child (it survives fork + exec), which made children's deltas meaninglessly small.
+    """
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6  # bytes on macOS, KiB on Linux
 
