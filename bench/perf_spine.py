@@ -61,7 +61,7 @@ def _patchcore_task_child(quick: bool) -> dict:
     from bench.metrics import roc_auc
     from bench.models.patchcore import PatchCore
 
-    size, n_train, n_test = (96, 40, 30) if quick else (224, 200, 60)
+    size, n_train, n_test = (96, 40, 30) if quick else (224, 60, 40)
     with tempfile.TemporaryDirectory() as tmp:
         root = generate(Path(tmp) / "syn", preset="visa-scale", seed=0, n_tasks=1, image_size=size,
                         n_train=n_train, n_test=n_test)
