@@ -30,7 +30,7 @@ test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
 	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-demo: $(STAMP) ## synthetic benchmark + PatchCore NCL/CL over three orderings + summary (CPU, < 10 min)
+demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA, NCL/CL, three orderings + Table 2 (CPU, weights=none)
 	$(PY) -m bench demo
 
 data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md

@@ -120,7 +120,7 @@ def _format(value) -> str:
 
 
 # Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
-BENCHMARK_MODULES = ("bench.perf_spine",)
+BENCHMARK_MODULES = ("bench.perf_spine", "bench.perf_models")
 
 
 def main(argv=None) -> int:

@@ -35,13 +35,14 @@ def test_batched_mahalanobis_equals_per_location_loop(batch_size):
     """Correlated features with unequal scales, so the covariance, not just the mean, decides the distances."""
     g = torch.Generator().manual_seed(0)
     mix = torch.randn(12, 7, 7, generator=g) * torch.linspace(0.1, 3, 7)  # per-location linear mixing
-    train = torch.einsum("nld,lde->nle", torch.randn(40, 12, 7, generator=g), mix) + 5
-    test = torch.einsum("nld,lde->nle", torch.randn(9, 12, 7, generator=g), mix) * 1.5 + 5
+    train = torch.bmm(torch.randn(12, 40, 7, generator=g), mix) + 5  # [locations, images, features]
+    test = torch.bmm(torch.randn(12, 9, 7, generator=g), mix) * 1.5 + 5
     expected = padim_reference(train.double().numpy(), test.double().numpy(), eps=0.01)
     ours = padim_batched(train, test, eps=0.01, batch_size=batch_size).numpy()
     np.testing.assert_allclose(ours, expected, rtol=1e-4)
     # a reference that ignored the covariance would not match: the test can fail
-    assert not np.allclose(expected, np.linalg.norm(test.numpy() - train.numpy().mean(0), axis=2), rtol=0.1)
+    assert not np.allclose(expected, np.linalg.norm(test.numpy() - train.numpy().mean(1, keepdims=True), axis=2).T,
+                           rtol=0.1)
 
 
 def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
@@ -50,7 +51,7 @@ def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
     z_train = model.embed(model.extractor(train, np.arange(len(train)), keep=False))
     z_test = model.embed(model.extractor(test, np.arange(4)))
     some = slice(0, 256, 17)  # every 17th of the 16×16 locations keeps the loop short
-    expected = padim_reference(z_train[:, some].double().numpy(), z_test[:, some].double().numpy(), eps=0.01)
+    expected = padim_reference(z_train[some].double().numpy(), z_test[some].double().numpy(), eps=0.01)
     ours = mahalanobis(z_test, model.mean_, model.inv_cov_)[:, some].numpy()
     np.testing.assert_allclose(ours, expected, rtol=1e-3)
 

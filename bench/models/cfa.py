@@ -144,12 +144,11 @@ class Cfa(Detector):
         radius = nn.Parameter(self.radius_.clone())
         params = [*self.descriptor_.parameters(), radius]
         optimizer = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, amsgrad=True)
-        bs = self.extractor.batch_size
         for _epoch in range(self.epochs):
             order = torch.randperm(len(samples), generator=gen).tolist()
-            for s in range(0, len(samples), bs):
+            for batch in self._batches([samples[i] for i in order]):
                 with torch.no_grad():
-                    feats = self._features([samples[i] for i in order[s : s + bs]])
+                    feats = self._features(batch)
                 loss = soft_boundary_loss(self.embed(feats), bank, radius, self.k_neighbors,
                                           self.repulsion_neighbors)
                 optimizer.zero_grad(set_to_none=True)

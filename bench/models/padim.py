@@ -18,25 +18,45 @@ from bench.errors import ConfigError
 from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
 
 
-def fit_gaussians(sums: torch.Tensor, outer: torch.Tensor, n: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-location (mean [L, d], inverse covariance [L, d, d]) from Σz [L, d] and Σzzᵀ [L, d, d] over n images.
+class GaussianMoments:
+    """Per-location sums Σ(z − k) and Σ(z − k)(z − k)ᵀ over images, batch by batch, around a shift k (the first
+    batch's mean): the shifted-data algorithm, so float32 products stay accurate (no large mean to cancel) at
+    half the time and memory traffic of float64."""
 
-    Unbiased covariance (n − 1, as PaDiM's np.cov) plus ε·I; one batched inverse over all L locations.
-    """
-    mean = sums / n
-    cov = (outer - n * mean[:, :, None] * mean[:, None, :]) / max(n - 1, 1)
-    cov = cov + eps * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
-    return mean.float(), torch.linalg.inv(cov).float()
+    def __init__(self):
+        self.n = 0
+        self.shift = self.sums = self.outer = None
 
+    def update(self, z: torch.Tensor) -> None:
+        """Add the images of z [L, B, d]."""
+        if self.shift is None:
+            self.shift = z.mean(1)
+        c = z - self.shift[:, None]
+        if self.sums is None:
+            self.sums, self.outer = c.sum(1), torch.bmm(c.transpose(1, 2), c)
+        else:
+            self.sums += c.sum(1)
+            self.outer.baddbmm_(c.transpose(1, 2), c)
+        self.n += z.shape[1]
 
-def moments(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(Σz [L, d], Σzzᵀ [L, d, d]) over the images of z [L, B, d]: sufficient statistics, summed batch by batch."""
-    return z.sum(1), torch.bmm(z.transpose(1, 2), z)
+    def gaussians(self, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-location (mean [L, d], inverse covariance [L, d, d]), float32.
+
+        Unbiased covariance (n − 1, as PaDiM's np.cov) plus ε·I, then one batched inverse over all L locations,
+        in float64 because ε·I is the only floor under the smallest eigenvalue when there are fewer images than
+        features (~25% slower than float32 on CPU).
+        """
+        n = self.n
+        centred = (self.sums / n).double()
+        cov = self.outer.double().baddbmm_(centred[:, :, None], centred[:, None, :], alpha=-n).div_(max(n - 1, 1))
+        cov.diagonal(dim1=-2, dim2=-1).add_(eps)
+        return (self.shift.double() + centred).float(), torch.linalg.inv(cov).float()
 
 
 def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> torch.Tensor:
-    """Mahalanobis distances [B, L] of embeddings z [B, L, d] to per-location Gaussians, as one batched matmul."""
-    delta = (z - mean[None]).transpose(0, 1)  # [L, B, d]: the location is the batch dimension of bmm
+    """Mahalanobis distances [B, L] of embeddings z [L, B, d] to per-location Gaussians, as one batched matmul
+    (the location is bmm's batch dimension)."""
+    delta = z - mean[:, None]
     m2 = (torch.bmm(delta, inv_cov) * delta).sum(-1)
     return m2.clamp_min_(0).sqrt_().T
 
@@ -54,11 +74,12 @@ class Padim(Detector):
 
     # --- embedding -------------------------------------------------------------------------------
     def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
-        """Selected features [B, L, d] on the grid of the first layer (L = h·w locations)."""
+        """Selected features [L, B, d] on the grid of the first layer (L = h·w locations), location-major and
+        contiguous: the per-location products run about twice as fast as on a strided view."""
         size = feats[0].shape[-2:]
         full = torch.cat([feats[0]] + [F.interpolate(f, size=size, mode="nearest") for f in feats[1:]], dim=1)
         z = full[:, self.feature_idx_.to(full.device)]
-        return z.flatten(2).transpose(1, 2)
+        return z.flatten(2).permute(2, 0, 1).contiguous()
 
     def _select_features(self, feats: list[torch.Tensor], seed: int) -> None:
         if self.feature_idx_ is not None:
@@ -72,19 +93,12 @@ class Padim(Detector):
 
     @torch.no_grad()
     def gaussian(self, split, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, inverse covariance) of one task's training images, accumulated batch by batch in float64."""
-        sums = outer = None
-        n = 0
-        for idx, feats in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=False):
+        """(mean, inverse covariance) of one task's training images."""
+        acc = GaussianMoments()
+        for _idx, feats in self.extractor.batches(split, desc=f"features {split.name} (train)", keep=False):
             self._select_features(feats, seed)
-            s, o = moments(self.embed(feats).double().transpose(0, 1))
-            if sums is None:
-                sums, outer = s, o
-            else:
-                sums += s
-                outer += o
-            n += len(idx)
-        return fit_gaussians(sums, outer, n, self.eps)
+            acc.update(self.embed(feats))
+        return acc.gaussians(self.eps)
 
     # --- scoring ----------------------------------------------------------------------------------
     def _embedding(self, split, idx) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -93,7 +107,7 @@ class Padim(Detector):
 
     def patch_maps(self, z: torch.Tensor, grid, gaussians) -> torch.Tensor:
         """Mahalanobis maps [T, B, h, w] of embeddings z under each of T (mean, inverse covariance) models."""
-        return torch.stack([mahalanobis(z, mean, inv).view(z.shape[0], *grid) for mean, inv in gaussians])
+        return torch.stack([mahalanobis(z, mean, inv).view(z.shape[1], *grid) for mean, inv in gaussians])
 
     def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """[B, h, w] Mahalanobis maps → (image scores = max of the blurred map, maps [B, S, S])."""
