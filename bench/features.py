@@ -7,7 +7,6 @@ contacted while running: missing weights fail in milliseconds with the staging c
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import torch
 from tqdm import tqdm
 
 from bench.config import BACKBONES
+from bench.results import file_sha256
 from bench.errors import WeightsError, choice_error
 
 LAYERS = ("layer1", "layer2", "layer3", "layer4")
@@ -50,14 +50,6 @@ def resolve_weights(backbone: str, weights: str) -> tuple[Path | None, str]:
     if not path.is_file():
         raise WeightsError(f"{path}: weights file not found (expected imagenet, none, or a state-dict file)")
     return path, f"file:{file_sha256(path)[:16]}"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _load_state_dict(path: Path) -> dict:

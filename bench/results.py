@@ -21,6 +21,7 @@ Files are opened with locking=False (NFS/Lustre) and replaced atomically (write 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -40,6 +41,15 @@ from bench.metrics import summarize
 
 PACKAGES = ("numpy", "pandas", "scikit-learn", "pyod", "torch", "torchvision", "timm", "submitit", "h5py")
 REPO = Path(__file__).resolve().parents[1]
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (weights files and result files can be large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def now() -> str:

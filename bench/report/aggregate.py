@@ -27,7 +27,8 @@ from bench import results
 from bench.errors import BenchError
 from bench.report import heatmaps as hm
 from bench.report.bootstrap import roc_auc_cl_interval
-from bench.report.collect import Collection, collect, file_sha256
+from bench.report.collect import Collection, collect
+from bench.results import file_sha256
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,

@@ -46,14 +46,6 @@ class Collection:
     reference: pd.DataFrame = field(default_factory=pd.DataFrame)  # single-dataset runs (MultiDataset selection)
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def result_dirs(outputs: Path, dataset: str) -> dict[str, Path]:
     """{dataset: outputs/<dataset>/runs} of every dataset with results; `dataset` picks one or "all"."""
     found = {p.parent.name: p for p in sorted(Path(outputs).glob("*/runs")) if p.is_dir()}
@@ -128,7 +120,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
     for dataset, runs_dir in dirs.items():
         for path, run in _read_dir(dataset, runs_dir):
             a = run["attrs"]
-            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": file_sha256(path),
+            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": results.file_sha256(path),
                      "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
             inputs.append(entry)
             if a["status"] != "complete":
