@@ -17,6 +17,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,10 @@ def benchmark(name: str):
 
 def run_isolated(fn, *args):
     """fn(*args) in a fresh spawned process, so its peak memory is its own and not that of earlier benchmarks."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(fn, args)
+    # An executor, not a Pool: its shutdown lets the child exit normally, where Pool.__exit__ terminates it and
+    # the resource tracker then warns about the semaphores torch had open in it.
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def peak_rss_mb() -> float:

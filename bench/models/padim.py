@@ -19,9 +19,9 @@ from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
 
 
 class GaussianMoments:
-    """Per-location sums Σ(z − k) and Σ(z − k)(z − k)ᵀ over images, batch by batch, around a shift k (the first
-    batch's mean): the shifted-data algorithm, so float32 products stay accurate (no large mean to cancel) at
-    half the time and memory traffic of float64."""
+    """Per-location sums Σ(z − k) and Σ(z − k)(z − k)ᵀ over images, batch by batch, around a shift k (the
+    first batch's mean): the shifted-data algorithm, so float32 products stay accurate (no large mean to
+    cancel) at half the time and memory traffic of float64."""
 
     def __init__(self):
         self.n = 0
@@ -43,8 +43,8 @@ class GaussianMoments:
         """Per-location (mean [L, d], inverse covariance [L, d, d]), float32.
 
         Unbiased covariance (n − 1, as PaDiM's np.cov) plus ε·I, then one batched inverse over all L locations,
-        in float64 because ε·I is the only floor under the smallest eigenvalue when there are fewer images than
-        features (~25% slower than float32 on CPU).
+        in float64 (hardly slower than float32 on CPU) because ε·I is the only floor under the smallest
+        eigenvalue when there are fewer images than features.
         """
         n = self.n
         centred = (self.sums / n).double()
