@@ -154,6 +154,35 @@ def test_expansion_gives_the_run_keys_and_paths_of_bench_run(grid_file, small_ro
         assert p.resources == Resources(gpus=0, cpus=1, mem_gb=2, time_min=10)  # cpu profile drops the GPU
 
 
+def test_expansion_reads_the_index_once_and_each_file_header_once(grid_file, small_root, tmp_path, monkeypatch):
+    import bench.data as data
+    import bench.data.tasks as tasks
+
+    reads, headers = [], []
+    real_reader, real_header = data._READERS["synthetic"], tasks.header_size
+    monkeypatch.setitem(data._READERS, "synthetic", lambda root: reads.append(root) or real_reader(root))
+    monkeypatch.setattr(tasks, "header_size", lambda path, what: headers.append(path) or real_header(path, what))
+    grid = grids.load_grid("synthetic", grid_file)
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), small_root, tmp_path)
+    assert len(planned) == 4 and len(reads) == 1
+    n_files = len(set(headers))
+    assert n_files == len(data.read_index("synthetic", small_root).query("mask_path != ''")) + len(
+        data.read_index("synthetic", small_root)) and len(headers) == n_files
+    # outside an expansion nothing is remembered: a changed dataset is read afresh
+    assert len(reads) == 3
+
+
+def test_a_bad_file_still_fails_the_expansion(grid_file, tmp_path):
+    from bench.data.synthetic import generate
+
+    root = generate(tmp_path / "syn", preset="tiny", n_tasks=TASKS, seed=0)
+    victim = sorted(root.rglob("*.png"))[0]
+    victim.write_bytes(b"not a png")
+    with pytest.raises(BenchError, match=re.escape(victim.name)):
+        grids.expand(grids.load_grid("synthetic", grid_file), grids.load_profile("cpu"), grids.Selection(), root,
+                     tmp_path / "out")
+
+
 def test_filters_select_a_subset_and_reject_values_outside_the_grid(grid_file, small_root, tmp_path):
     grid = grids.load_grid("synthetic", grid_file)
     cpu = grids.load_profile("cpu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.data import readers
+from bench.data import readers, reuse
 from bench.data.index import validate_index
 from bench.errors import choice_error
 
@@ -30,7 +30,14 @@ _READERS = {
 
 
 def read_index(dataset: str, root) -> pd.DataFrame:
-    """The sample index of `dataset` staged at `root` (paths in it are relative to `root`)."""
+    """The sample index of `dataset` staged at `root` (paths in it are relative to `root`); read once per
+    `reuse_reads()` block (bench/data/reuse.py), afresh otherwise."""
     if dataset not in _READERS:
         raise choice_error("dataset", dataset, DATASETS)
-    return validate_index(_READERS[dataset](root), str(root))
+    memo, key = reuse.indexes(), (dataset, str(root))
+    if memo is not None and key in memo:
+        return memo[key].copy()
+    index = validate_index(_READERS[dataset](root), str(root))
+    if memo is not None:
+        memo[key] = index.copy()
+    return index

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bench.data import reuse
 from bench.data.images import header_size, load_image, load_mask
 from bench.errors import DatasetError, choice_error
 
@@ -70,11 +71,17 @@ class TaskSplit:
 
     def check_files(self) -> None:
         """Read every image and mask header: an unreadable file or a mask of the wrong size fails here,
-        before any work, instead of after hours of a run."""
-        for image, mask in zip(self.rows["image_path"], self.rows["mask_path"]):
+        before any work, instead of after hours of a run. Inside `reuse_reads()` a split is checked once."""
+        done = reuse.checked()
+        key = (self.root, tuple(self.rows["image_path"]), tuple(self.rows["mask_path"]))
+        if done is not None and key in done:
+            return
+        for image, mask in zip(key[1], key[2]):
             size = header_size(self.root / image, "image")
             if mask and header_size(self.root / mask, "mask") != size:
                 load_mask(self.root / mask, self.image_size, self.root / image)  # raises the size-mismatch error
+        if done is not None:
+            done.add(key)
 
     def batches(self, batch_size: int) -> Iterator[np.ndarray]:
         """Consecutive row-index arrays of at most `batch_size` rows, in order."""

@@ -255,6 +255,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
     from bench.cli import config_from_args
     from bench.continual.runner import prepare
+    from bench.data.reuse import reuse_reads
     from bench.models import check_model, implemented
 
     models = _filter(list(grid.models), selection.models, "models", grid)
@@ -267,21 +268,22 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                               f"(--models {ready})") from None
     planned = []
     runs_dir = outputs / grid.dataset / "runs"
-    for model in models:
-        resources = grid.model_resources(model)
-        if not profile.use_gpus:
-            resources = replace(resources, gpus=0)
-        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
-                for a in ("backbones", "orderings", "protocols", "seeds")]
-        for backbone, ordering, protocol, seed in itertools.product(*axes):
-            args = _RunArgs(dataset=grid.dataset, root=root, model=model, backbone=backbone, ordering=ordering,
-                            protocol=protocol, seed=seed, weights=grid.weights,
-                            image_size=grid.models[model].get("image_size", grid.image_size),
-                            batch_size=grid.models[model].get("batch_size", grid.batch_size),
-                            workers=grid.workers, device=_device(profile, resources))
-            config: RunConfig = config_from_args(args)
-            config.hparams = dict(grid.models[model].get("hparams") or {})
-            planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
+    with reuse_reads():  # one index read and one header check per split for the whole grid
+        for model in models:
+            resources = grid.model_resources(model)
+            if not profile.use_gpus:
+                resources = replace(resources, gpus=0)
+            axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+                    for a in ("backbones", "orderings", "protocols", "seeds")]
+            for backbone, ordering, protocol, seed in itertools.product(*axes):
+                args = _RunArgs(dataset=grid.dataset, root=root, model=model, backbone=backbone, ordering=ordering,
+                                protocol=protocol, seed=seed, weights=grid.weights,
+                                image_size=grid.models[model].get("image_size", grid.image_size),
+                                batch_size=grid.models[model].get("batch_size", grid.batch_size),
+                                workers=grid.workers, device=_device(profile, resources))
+                config: RunConfig = config_from_args(args)
+                config.hparams = dict(grid.models[model].get("hparams") or {})
+                planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     keys = [p.key for p in planned]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{grid.path}: two grid points give the same run key (duplicate values in an axis?)")
