@@ -24,6 +24,22 @@ ORDERINGS = ("easy_to_hard", "hard_to_easy", "random")
 MODELS = {"patchcore": {}, "padim": {}, "cfa": {"epochs": 3}}
 
 
+def demo_configs(root: Path, preset: str = "demo") -> list[RunConfig]:
+    """The demo's runs: model × ordering × protocol on the synthetic benchmark at `root` (also jobs/synthetic.yaml's
+    grid, so `make submit DATASET=synthetic` finds a demo's results done)."""
+    available = sorted(read_index("synthetic", root)["task"].unique())
+    configs = []
+    for model, hparams in MODELS.items():
+        for ordering in ORDERINGS:
+            _, tasks = resolve_tasks("synthetic", root, available, ordering=ordering)
+            for protocol in ("ncl", "cl"):
+                configs.append(RunConfig(dataset="synthetic", root=str(root), model=model, tasks=tasks,
+                                         ordering=ordering, backbone="resnet18", weights="none", protocol=protocol,
+                                         seed=0, image_size=PRESETS[preset]["image_size"], batch_size=32,
+                                         device="auto", hparams=dict(hparams)))
+    return configs
+
+
 def demo(outputs: Path, preset: str = "demo", progress: bool = True) -> int:
     """Everything lands in outputs/synthetic/: runs/*.h5, tables/, figures/."""
     t_start = time.perf_counter()
@@ -39,15 +55,10 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True) -> int:
     for model, hparams in MODELS.items():
         if hparams:
             print(f"{model}: demo settings {hparams} (defaults otherwise)")
-        for ordering in ORDERINGS:
-            _, tasks = resolve_tasks("synthetic", root, available, ordering=ordering)
-            for protocol in ("ncl", "cl"):
-                cfg = RunConfig(dataset="synthetic", root=str(root), model=model, tasks=tasks, ordering=ordering,
-                                backbone="resnet18", weights="none", protocol=protocol, seed=0,
-                                image_size=image_size, batch_size=32, device="auto", hparams=dict(hparams))
-                run = prepare(cfg, out_dir=runs_dir)
-                print(f"\n== {model} {protocol.upper()} {ordering}: {' → '.join(tasks)}")
-                execute(run, progress=progress)
+    for cfg in demo_configs(root, preset):
+        run = prepare(cfg, out_dir=runs_dir)
+        print(f"\n== {cfg.model} {cfg.protocol.upper()} {cfg.ordering}: {' → '.join(cfg.tasks)}")
+        execute(run, progress=progress)
     # The same aggregation as `make aggregate`: provenance checked, every cell traceable to its run files.
     aggregate(outputs, "synthetic", log=lambda *_: None)
     tables = out / "tables"
