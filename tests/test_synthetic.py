@@ -108,6 +108,25 @@ def test_a_killed_generation_leaves_the_previous_tree_intact(tmp_path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["syn"]
 
 
+def test_a_sigkilled_generations_temp_tree_is_removed_by_the_next_one(tmp_path):
+    """SIGKILL skips generate's cleanup; the next generation on the same host removes the orphan, but never the
+    temp tree of a live process or of another host (shared file systems)."""
+    import subprocess
+    import sys
+
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.kill()
+    killed.wait()
+    host = synthetic._owner().rsplit("-", 1)[0]
+    orphan = tmp_path / f".syn.tmp-{host}-{killed.pid}-0badc0de"
+    live = tmp_path / f".syn.tmp-{synthetic._owner()}-0123abcd"
+    elsewhere = tmp_path / f".syn.tmp-other_node-{killed.pid}-00ff00ff"
+    for path in (orphan, live, elsewhere):
+        (path / "stripes").mkdir(parents=True)
+    generate(tmp_path / "syn", "tiny", seed=0, **SMALL)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["syn", live.name, elsewhere.name])
+
+
 def test_refuses_to_overwrite_a_folder_that_is_not_a_generation(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.tex").write_text("precious")

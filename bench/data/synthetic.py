@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,8 @@ def generate(root, preset: str = "demo", seed: int = 0, **overrides) -> Path:
     if root.is_dir() and any(root.iterdir()) and not (root / "synthetic.json").is_file():
         raise DatasetError(f"{root}: not empty and not a synthetic benchmark; refusing to overwrite it")
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f".{root.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    _remove_orphans(root)
+    tmp = root.parent / f".{root.name}.tmp-{_owner()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
         _write_tree(tmp, params)
@@ -115,11 +117,34 @@ def _is_complete(root: Path, params: dict) -> bool:
         return False
 
 
+def _owner() -> str:
+    """`<host>-<pid>` of this process, in the name of its temp trees: which host's process made a tree, so that
+    only that host decides whether it is an orphan (datasets live on file systems shared by many nodes)."""
+    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def _remove_orphans(root: Path) -> None:
+    """Delete temp trees next to `root` left by a generation on this host whose process is gone (SIGKILL, OOM,
+    node reboot skip the cleanup in `generate`). Trees of live processes and of other hosts are left alone."""
+    host = socket.gethostname().replace("-", "_")
+    for path in root.parent.glob(f".{root.name}.*-{host}-*-*"):
+        kind, _, rest = path.name[len(root.name) + 2:].partition("-")
+        pid = rest[len(host) + 1:].split("-")[0]
+        if kind not in ("tmp", "old") or not rest.startswith(host + "-") or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # alive, someone else's
+            pass
+
+
 def _swap_in(tmp: Path, root: Path) -> None:
     # A directory cannot be renamed over a non-empty one: move the old tree aside first, then drop it.
     old = None
     if root.exists():
-        old = root.parent / f".{root.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        old = root.parent / f".{root.name}.old-{_owner()}-{secrets.token_hex(4)}"
         os.replace(root, old)
     os.replace(tmp, root)
     if old is not None:
