@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -111,20 +109,6 @@ def test_debug_cluster_runs_the_jobs_collects_and_a_rerun_skips_them(two_concept
     pd.testing.assert_frame_equal(check_table(out, entries), first)
 
 
-def _slurm_unreachable() -> str | None:
-    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
-        return "sinfo/sbatch not found"
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return "sinfo timed out"
-    if out.returncode != 0:
-        return f"sinfo failed: {out.stderr.strip() or out.returncode}"
-    if not set(out.stdout.split()) & {"idle", "mixed", "allocated", "completing"}:
-        return f"no node can run jobs (node states: {out.stdout.split()})"
-    return None
-
-
 def _queued(job_id: str) -> bool:
     out = subprocess.run(["squeue", "-h", "-r", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
     return out.stdout.strip() in st.RUNNING | st.PENDING
@@ -132,13 +116,7 @@ def _queued(job_id: str) -> bool:
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_slurm_array_of_ste_runs_is_collected(two_concepts, tmp_path):
-    reason = _slurm_unreachable()
-    if reason:
-        message = f"no reachable SLURM ({reason}); start one with `bash jobs/slurm/local-cluster.sh start`"
-        if os.environ.get("BENCH_REQUIRE_SLURM") == "1":
-            pytest.fail(f"BENCH_REQUIRE_SLURM=1 but {message}")
-        pytest.skip(message)
+def test_slurm_array_of_ste_runs_is_collected(require_slurm, two_concepts, tmp_path):
     grid = tmp_path / "grid.yaml"  # one CPU per run, so both fit a small node at once
     grid.write_text(json.dumps({
         "dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,

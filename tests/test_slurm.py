@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -30,29 +28,8 @@ N_TASKS = 5  # the tiny preset's tasks: a killed run has steps left to resume
 WAIT_S = 300
 
 
-def _unreachable() -> str | None:
-    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
-        return "sinfo/sbatch not found"
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return "sinfo timed out"
-    if out.returncode != 0:
-        return f"sinfo failed: {out.stderr.strip() or out.returncode}"
-    states = set(out.stdout.split())
-    if not states & {"idle", "mixed", "allocated", "completing"}:
-        return f"no node can run jobs (node states: {', '.join(sorted(states)) or 'none'})"
-    return None
-
-
 @pytest.fixture(scope="module")
-def slurm():
-    reason = _unreachable()
-    if reason:
-        message = f"no reachable SLURM ({reason}); start one with `bash jobs/slurm/local-cluster.sh start`"
-        if os.environ.get("BENCH_REQUIRE_SLURM") == "1":
-            pytest.fail(f"BENCH_REQUIRE_SLURM=1 but {message}")
-        pytest.skip(message)
+def slurm(require_slurm):
     submitted: list[Path] = []
     yield submitted
     for outputs in submitted:  # never leave this module's jobs behind, whatever failed
