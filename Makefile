@@ -36,7 +36,7 @@ demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA, NCL/CL, three order
 data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md
 	$(PY) -m bench data --dataset $(DATASET) $(if $(PRESET),--preset $(PRESET),)
 
-perf: $(STAMP) ## performance benchmark (coreset, PatchCore per task, passes per image, pixel ROC-AUC)
+perf: $(STAMP) ## performance benchmarks (coreset, PatchCore task, passes/image, pixel ROC-AUC, PaDiM, CFA, CL growth)
 	$(PY) -m bench perf $(PERF_ARGS)
 
 weights: $(STAMP) ## stage torchvision-style ImageNet weights into data/weights/ (needs internet)
