@@ -13,7 +13,7 @@ export HDF5_USE_FILE_LOCKING := FALSE
 export HF_HUB_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo data perf weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
+.PHONY: help venv test demo data perf device-check weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=de
 
 perf: $(STAMP) ## performance benchmarks (coreset, PatchCore task, passes/image, pixel ROC-AUC, PaDiM, CFA, CL growth)
 	$(PY) -m bench perf $(PERF_ARGS)
+
+device-check: $(STAMP) ## on a GPU node: CPU vs CUDA agreement of every model + GPU throughput (outputs/device/)
+	$(PY) -m bench.device_check $(DEVICE_CHECK_ARGS)
 
 weights: $(STAMP) ## stage torchvision-style ImageNet weights into data/weights/ (needs internet)
 	HF_HUB_OFFLINE=0 $(PY) -m bench weights --stage

@@ -1,0 +1,39 @@
+"""`make device-check`, the CPU-vs-GPU agreement check run when a GPU is lent: on the CPU against itself every
+run repeats exactly (the check's own machinery, and CPU determinism), a missing device exits 2 in seconds, and a
+cell NaN on one device only counts as a disagreement."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bench import device_check
+
+
+def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
+    out = tmp_path / "check.json"
+    assert device_check.main(["--device", "cpu", "--quick", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    rows = report["agreement"]
+    assert [(r["model"], r["protocol"]) for r in rows] == [(m, p) for m in device_check.MODELS for p in ("ncl", "cl")]
+    assert all(r["ok"] and r["max_abs_dR"] == 0 and r["max_rel_dscore"] == 0 for r in rows)
+    assert all(r["routing_equal"] for r in rows if r["protocol"] == "cl")
+    assert report["ok"] is True and "all agree" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_missing_device_exits_2_without_a_report(tmp_path, capsys):
+    out = tmp_path / "check.json"
+    assert device_check.main(["--device", "cuda", "--out", str(out)]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_cell_defined_on_one_device_only_is_a_disagreement():
+    a = np.array([[0.9, np.nan], [0.8, 0.7]])
+    assert device_check._r_difference(a, a + 0.01) == pytest.approx(0.01)
+    b = a.copy()
+    b[0, 1] = 0.5
+    assert device_check._r_difference(a, b) == float("inf")
