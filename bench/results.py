@@ -2,9 +2,9 @@
 
 Schema (version 1), everything a table needs to be traced back to the run that made it:
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
-            config (JSON), config_sha256, index_sha256, weights_id, seed, git_commit, git_dirty,
-            packages (JSON), python, host, device, slurm_job_id, slurm_array_job_id, slurm_array_task_id,
-            started_at, finished_at (ISO 8601 UTC), error (failed runs),
+            config (JSON), config_sha256, index_sha256 (+ synthetic.json for the synthetic benchmark),
+            weights_id, seed, git_commit, git_dirty, packages (JSON), python, host, device, slurm_job_id,
+            slurm_array_job_id, slurm_array_task_id, started_at, finished_at (ISO 8601 UTC), error (failed runs),
             backbone_forward_images (images the frozen backbone processed in the last process of the run)
   tasks               [N] task names in stream order
   R/image, R/pixel    [N, N] ROC-AUC after learning task i (row) on the test set of task j (column);

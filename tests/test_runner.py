@@ -85,6 +85,25 @@ def test_complete_run_is_not_rerun(ncl_cl_runs, tiny_root):
     assert path.stat().st_mtime_ns == before and "already complete" in messages[0]
 
 
+def test_other_synthetic_pixels_under_the_same_names_are_another_run(tmp_path, make_config):
+    """A new generator version rewrites the images under the same file names: the index is unchanged, but the
+    generation record (synthetic.json) is not, so the run key changes and old results are not taken as done."""
+    import json
+
+    from bench.data import read_index
+    from bench.data.index import index_sha256
+    from bench.data.synthetic import generate
+
+    root = generate(tmp_path / "syn", "tiny", seed=0, n_train=2, n_test=4)
+    cfg = make_config(root, ["chip", "disc"])
+    before, index_before = prepare(cfg).run_key, index_sha256(read_index("synthetic", root))
+    record = json.loads((root / "synthetic.json").read_text())
+    record["tasks"][0]["defect_contrast"]["mean"] += 0.1  # what the generator measured on other pixels
+    (root / "synthetic.json").write_text(json.dumps(record))
+    assert index_sha256(read_index("synthetic", root)) == index_before
+    assert prepare(make_config(root, ["chip", "disc"])).run_key != before
+
+
 def test_stopped_run_resumes_to_identical_r(ncl_cl_runs, tiny_root, tmp_path):
     from conftest import _make_config
 

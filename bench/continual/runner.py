@@ -20,7 +20,7 @@ from tqdm import tqdm
 from bench import results
 from bench.config import RunConfig
 from bench.continual.protocols import make_protocol
-from bench.data import read_index
+from bench.data import generation_record, read_index
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
@@ -82,7 +82,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         data.train.check_files()
         data.test.check_files()
     _, weights_id = resolve_weights(config.backbone, config.weights)
-    index_sha = index_sha256(index)
+    index_sha = index_sha256(index, generation_record(config.dataset, config.root))
     key = config.run_key(index_sha, weights_id)
     if out is None:
         out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from bench.data import readers, reuse
@@ -41,3 +43,12 @@ def read_index(dataset: str, root) -> pd.DataFrame:
     if memo is not None:
         memo[key] = index.copy()
     return index
+
+
+def generation_record(dataset: str, root) -> bytes | None:
+    """The bytes that identify a generated dataset's content beyond its file list (synthetic.json: generator
+    version, parameters and what it measured on the images), or None for datasets read as released."""
+    if dataset != "synthetic":
+        return None
+    path = Path(root) / "synthetic.json"
+    return path.read_bytes() if path.is_file() else None

@@ -24,7 +24,8 @@ from PIL import Image, ImageDraw
 
 from bench.errors import ConfigError, DatasetError, choice_error
 
-GENERATOR_VERSION = 1  # bump when the images change, so existing generations are rewritten
+GENERATOR_VERSION = 2  # bump when the images change, so existing generations are rewritten
+# (2: the images once changed while the version stayed 1; 2 rewrites any generation from before that change)
 DEFECT_KINDS = ("scratch", "stain", "hole", "contamination")
 OVERRIDABLE = ("n_tasks", "image_size", "n_train", "n_test")
 
