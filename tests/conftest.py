@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 
@@ -71,3 +74,32 @@ def require_slurm():
         if os.environ.get("BENCH_REQUIRE_SLURM") == "1":
             pytest.fail(f"BENCH_REQUIRE_SLURM=1 but {message}")
         pytest.skip(message)
+
+
+def cli_stdout(*argv) -> str:
+    """`python -m bench ...` in this process; returns its stdout, fails the test on a non-zero exit."""
+    from bench.cli import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main([str(a) for a in argv])
+    assert code == 0, buffer.getvalue()
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def scen_dir(tmp_path, monkeypatch):
+    """A private scenarios folder, so no test writes into the repository's data/scenarios."""
+    path = tmp_path / "scenarios"
+    path.mkdir()
+    monkeypatch.setenv("BENCH_SCENARIOS_DIR", str(path))
+    return path
+
+
+def assert_scores_pointwise(model, test, rows, atol: float) -> None:
+    """An image's score and map are the same scored alone as in a batch of the whole test split."""
+    batch = model.predict(test, np.arange(len(test)))
+    for i in rows:
+        alone = model.predict(test, np.array([i]))
+        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
+        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=atol)

@@ -20,6 +20,7 @@ from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
 from bench.models import cfa as cfa_module
 from bench.models.cfa import MARGIN, NU, Cfa, patch_scores, soft_boundary_loss
+from conftest import assert_scores_pointwise
 
 LAYERS = ("layer1", "layer2", "layer3")
 
@@ -98,11 +99,7 @@ def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
 def test_scores_are_pointwise(tiny_root):
     train, test = _splits(tiny_root, "chip")
     model = Cfa(_extractor(), image_size=64, epochs=1).fit(train, seed=0)
-    batch = model.predict(test, np.arange(len(test)))
-    for i in (0, 9, len(test) - 1):
-        alone = model.predict(test, np.array([i]))
-        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
-        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-5)
+    assert_scores_pointwise(model, test, (0, 9, len(test) - 1), atol=1e-5)
 
 
 # --- the continual variant (App. C.3) ------------------------------------------------------------------

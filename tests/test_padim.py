@@ -18,6 +18,7 @@ from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
 from bench.models.padim import Padim, mahalanobis
 from bench.perf_models import padim_batched, padim_reference
+from conftest import assert_scores_pointwise
 
 LAYERS = ("layer1", "layer2", "layer3")
 
@@ -69,11 +70,7 @@ def test_learns_every_synthetic_task(tiny_root):
 def test_scores_are_pointwise(tiny_root):
     train, test = _splits(tiny_root, "chip")
     model = Padim(_extractor(), image_size=64).fit(train, seed=0)
-    batch = model.predict(test, np.arange(len(test)))
-    for i in (0, 7, len(test) - 1):
-        alone = model.predict(test, np.array([i]))
-        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
-        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-5)
+    assert_scores_pointwise(model, test, (0, 7, len(test) - 1), atol=1e-5)
 
 
 def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):

@@ -18,6 +18,7 @@ from bench.models.ops.blur import gaussian_blur
 from bench.models.ops.coreset import greedy_coreset
 from bench.models.ops.knn import nn_distance
 from bench.models.patchcore import PatchCore
+from conftest import assert_scores_pointwise
 
 
 def reference_greedy(x, k, starts=None, weights=None):
@@ -90,12 +91,7 @@ def test_learns_every_synthetic_task(demo_root):
 
 def test_scores_are_pointwise(tiny_root):
     model, _, test = _fit(tiny_root, "disc", 64)
-    idx = np.arange(len(test))
-    batch = model.predict(test, idx)
-    for i in (0, 5, len(test) - 1):
-        alone = model.predict(test, np.array([i]))
-        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
-        np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-6)
+    assert_scores_pointwise(model, test, (0, 5, len(test) - 1), atol=1e-6)
 
 
 def test_cl_banks_follow_the_budget_and_route_to_their_task(tiny_root):

@@ -5,8 +5,6 @@ start`); it is skipped otherwise, unless BENCH_REQUIRE_SLURM=1 makes that a fail
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import subprocess
@@ -17,10 +15,10 @@ import pandas as pd
 import pytest
 
 from bench import results
-from bench.cli import main
 from bench.data.synthetic import generate
 from bench.hpc import records
 from bench.hpc import status as st
+from conftest import cli_stdout as bench
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 600
@@ -35,15 +33,6 @@ def ste_args(root, out, *extra) -> list:
     return ["scenarios", "ste", "--dataset", "synthetic", "--root", root, "--out", out, "--methods", "patchcore",
             "--weights", "none", "--image-size", "64", "--batch-size", "16", "--device", "cpu", "--workers", "0",
             "--no-progress", *extra]
-
-
-def bench(*argv) -> str:
-    """`python -m bench ...` in this process; returns its stdout, fails the test on a non-zero exit."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main([str(a) for a in argv])
-    assert code == 0, buffer.getvalue()
-    return buffer.getvalue()
 
 
 def latest(out: Path) -> dict[str, dict]:

@@ -18,15 +18,6 @@ from bench.errors import ConfigError
 from bench.scenarios import manifest
 
 
-@pytest.fixture
-def scen_dir(tmp_path, monkeypatch):
-    """A private scenarios folder, so no test writes into the repository's data/scenarios."""
-    path = tmp_path / "scenarios"
-    path.mkdir()
-    monkeypatch.setenv("BENCH_SCENARIOS_DIR", str(path))
-    return path
-
-
 def entry(rows):
     return {"n": len(rows), "anomalous": sum(r[1] for r in rows), "sha256": manifest.list_sha256(rows), "list": rows}
 

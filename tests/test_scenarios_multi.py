@@ -18,14 +18,6 @@ from bench.scenarios import manifest
 from bench.scenarios.multi import orderings, select
 
 
-@pytest.fixture
-def scen_dir(tmp_path, monkeypatch):
-    path = tmp_path / "scenarios"
-    path.mkdir()
-    monkeypatch.setenv("BENCH_SCENARIOS_DIR", str(path))
-    return path
-
-
 def difficulty(dataset: str, avg: dict[str, float], positions: list[str] | None = None) -> list[dict]:
     order = positions or sorted(avg, key=lambda c: (avg[c], c))
     return [{"dataset": dataset, "concept": c, "avg_roc_auc": v, "hard_position": order.index(c)}

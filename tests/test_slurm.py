@@ -7,8 +7,6 @@ Skipped where `sinfo` cannot reach a controller, unless BENCH_REQUIRE_SLURM=1 (C
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import subprocess
@@ -19,8 +17,8 @@ import numpy as np
 import pytest
 
 from bench import results
-from bench.cli import main
 from bench.hpc import records, status as st
+from conftest import cli_stdout as bench
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -46,15 +44,6 @@ def grid(tmp_path_factory) -> Path:
         "backbones": ["resnet18"], "orderings": ["easy_to_hard"], "protocols": ["ncl", "cl"], "seeds": [0],
         "resources": {"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10}, "models": {"patchcore": {}}}))
     return path
-
-
-def bench(*argv) -> str:
-    """`python -m bench ...` in this process; returns its stdout, fails the test on a non-zero exit."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main([str(a) for a in argv])
-    assert code == 0, buffer.getvalue()
-    return buffer.getvalue()
 
 
 def submit(slurm, grid, root, outputs, *extra) -> str:
