@@ -200,6 +200,17 @@ def test_replay_buffer_rejects_a_bad_capacity():
         ReplayBuffer(capacity=-1)
 
 
+def test_kept_splits_are_rerooted_within_their_own_dataset_only(tiny_root, tmp_path):
+    """A resumed multi-dataset run must not look for one member dataset's images under another's root."""
+    import dataclasses
+
+    disc, chip = _splits(tiny_root, "disc")[0], _splits(tiny_root, "chip")[0]
+    other = dataclasses.replace(chip, dataset="btad", root=tmp_path / "btad")
+    moved = dataclasses.replace(disc, root=tmp_path / "moved")
+    kept = cfa_module.rerooted([disc, other], moved)
+    assert [s.root for s in kept] == [tmp_path / "moved", tmp_path / "btad"]
+
+
 def test_split_state_round_trips_and_reroots(tiny_root, tmp_path):
     train, _ = _splits(tiny_root, "disc")
     back = split_from_state(split_state(train))

@@ -202,6 +202,13 @@ class Cfa(Detector):
         return CfaTaskBanks(self, seed)
 
 
+def rerooted(kept: list, split) -> list:
+    """`kept` with the splits of `split`'s dataset moved to `split`'s root. Only that dataset's: in the
+    multi-dataset stream every member dataset has a root of its own."""
+    return [dataclasses.replace(s, root=split.root) if s.dataset == split.dataset and s.root != split.root else s
+            for s in kept]
+
+
 class CfaTaskBanks(Protocol):
     """InCLAD App. C.3. At task t: keep X_t for later bank rebuilds; U_t = X_t ∪ R_t (replay of earlier tasks);
     training bank from the previous descriptor on U_t; train the descriptor on U_t; rebuild every per-task
@@ -223,7 +230,7 @@ class CfaTaskBanks(Protocol):
         det, seed = self.detector, self.step_seed(step)
         # A resumed run (or a moved dataset) gets the kept splits at today's root, and re-extracts their
         # features in their standard batches, as the uninterrupted run did, so features are bit-identical.
-        self.kept_ = [s if s.root == split.root else dataclasses.replace(s, root=split.root) for s in self.kept_]
+        self.kept_ = rerooted(self.kept_, split)
         if not self._warm:
             for kept in self.kept_:
                 det.cache(kept)
