@@ -9,6 +9,7 @@ DATASET ?= synthetic
 PROFILE ?= cpu
 CLUSTER ?= slurm
 SEED ?= 0
+OUTPUTS ?= outputs
 export HDF5_USE_FILE_LOCKING := FALSE
 export HF_HUB_OFFLINE := 1
 

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from bench.config import DATASETS
 from bench.errors import BenchError, ConfigError
 
-DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")
 # Modules that add their own subcommands through register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands")
 
@@ -87,8 +87,11 @@ def print_summary(path: Path) -> None:
 def cmd_run(args) -> int:
     from bench.continual.runner import execute, prepare
 
-    config = config_from_args(args)
-    run = prepare(config, out=args.out)
+    from bench.data.reuse import reuse_reads
+
+    with reuse_reads():  # config_from_args and prepare both read the index: once is enough
+        config = config_from_args(args)
+        run = prepare(config, out=args.out)
     print(f"run {run.out.stem}: {config.model}/{config.protocol} on {config.dataset} "
           f"({len(config.tasks)} tasks, {config.ordering}: {', '.join(config.tasks)})")
     path = execute(run, progress=not args.no_progress, max_steps=args.max_steps)

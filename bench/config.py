@@ -15,6 +15,7 @@ from bench.errors import ConfigError
 
 SCHEMA_VERSION = 1
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
+DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
 
 
 @dataclass

@@ -14,6 +14,7 @@ from bench.cli import default_root
 from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
+from bench.data.reuse import reuse_reads
 from bench.data.stream import resolve_tasks
 from bench.data.synthetic import PRESETS, generate
 from bench.report.aggregate import aggregate
@@ -28,16 +29,11 @@ def demo_configs(root: Path, preset: str = "demo") -> list[RunConfig]:
     """The demo's runs: model × ordering × protocol on the synthetic benchmark at `root` (also jobs/synthetic.yaml's
     grid, so `make submit DATASET=synthetic` finds a demo's results done)."""
     available = sorted(read_index("synthetic", root)["task"].unique())
-    configs = []
-    for model, hparams in MODELS.items():
-        for ordering in ORDERINGS:
-            _, tasks = resolve_tasks("synthetic", root, available, ordering=ordering)
-            for protocol in ("ncl", "cl"):
-                configs.append(RunConfig(dataset="synthetic", root=str(root), model=model, tasks=tasks,
-                                         ordering=ordering, backbone="resnet18", weights="none", protocol=protocol,
-                                         seed=0, image_size=PRESETS[preset]["image_size"], batch_size=32,
-                                         device="auto", hparams=dict(hparams)))
-    return configs
+    streams = {ordering: resolve_tasks("synthetic", root, available, ordering=ordering)[1] for ordering in ORDERINGS}
+    return [RunConfig(dataset="synthetic", root=str(root), model=model, tasks=list(streams[ordering]),
+                      ordering=ordering, backbone="resnet18", weights="none", protocol=protocol, seed=0,
+                      image_size=PRESETS[preset]["image_size"], batch_size=32, device="auto", hparams=dict(hparams))
+            for model, hparams in MODELS.items() for ordering in ORDERINGS for protocol in ("ncl", "cl")]
 
 
 def demo(outputs: Path, preset: str = "demo", progress: bool = True) -> int:
@@ -46,17 +42,17 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True) -> int:
     out = outputs / "synthetic"
     root = default_root("synthetic")
     generate(root, preset=preset, seed=0)
-    image_size = PRESETS[preset]["image_size"]
-    available = sorted(read_index("synthetic", root)["task"].unique())
-    print(f"synthetic benchmark ({preset}): {len(available)} tasks at {root}, {image_size}px")
+    configs = demo_configs(root, preset)
+    print(f"synthetic benchmark ({preset}): {len(configs[0].tasks)} tasks at {root}, {configs[0].image_size}px")
     print("weights=none: random-init backbones (no ImageNet download here); numbers show the pipeline, "
           "not paper-comparable accuracy")
     runs_dir = out / "runs"
     for model, hparams in MODELS.items():
         if hparams:
             print(f"{model}: demo settings {hparams} (defaults otherwise)")
-    for cfg in demo_configs(root, preset):
-        run = prepare(cfg, out_dir=runs_dir)
+    with reuse_reads():  # every run is validated before any work, reading the dataset once
+        runs = [prepare(cfg, out_dir=runs_dir) for cfg in configs]
+    for cfg, run in zip(configs, runs):
         print(f"\n== {cfg.model} {cfg.protocol.upper()} {cfg.ordering}: {' → '.join(cfg.tasks)}")
         execute(run, progress=progress)
     # The same aggregation as `make aggregate`: provenance checked, every cell traceable to its run files.

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +31,7 @@ from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
+from bench.perf import best_of, figure_line
 
 MODELS = {"patchcore": {}, "padim": {}, "cfa": {"epochs": 2}}
 TASKS = ["chip", "disc", "checker"]
@@ -85,12 +84,7 @@ def backbone_throughput(device: torch.device, batch: int = 32, size: int = 224, 
         with torch.no_grad():
             model(images)  # warm-up: cuDNN autotuning, allocator
             synchronize(device)
-            best = float("inf")
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                model(images)
-                synchronize(device)
-                best = min(best, time.perf_counter() - t0)
+            best = best_of(repeats, lambda: (model(images), synchronize(device)))  # timed up to the GPU's finish
         out[f"{name}_img_per_s"] = round(batch / best, 1)
     return out
 
@@ -131,18 +125,15 @@ def main(argv=None) -> int:
         tiny = generate(tmp / "tiny", preset="tiny", seed=0)
         report["agreement"] = rows = agreement(tiny, tmp / "agree", args.device)
         for row in rows:
-            print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            print(figure_line(row), flush=True)
         if not args.quick:
             big = generate(tmp / "big", preset="demo", seed=0, image_size=224, n_tasks=2)
             report["throughput"] = {d: {**backbone_throughput(torch.device(d)), **run_times(big, tmp / "times", d)}
                                     for d in dict.fromkeys(("cpu", args.device))}
             for d, figures in report["throughput"].items():
-                print(f"{d}: " + "  ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+                print(f"{d}: " + figure_line(figures), flush=True)
     report["ok"] = all(row["ok"] for row in rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_name(args.out.name + ".tmp")
-    tmp_out.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp_out, args.out)
+    results.write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")
     print(f"{'all agree' if report['ok'] else 'DISAGREEMENT: see the rows with ok=False'}; wrote {args.out}")
     return 0 if report["ok"] else 1
 

@@ -8,7 +8,6 @@ contacted while running: missing weights fail in milliseconds with the staging c
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,8 @@ import torch
 from tqdm import tqdm
 
 from bench.config import BACKBONES
-from bench.results import file_sha256
 from bench.errors import WeightsError, choice_error
+from bench.results import file_sha256
 
 LAYERS = ("layer1", "layer2", "layer3", "layer4")
 IMAGENET_TAG = "tv_in1k"  # torchvision's weights: the ones the papers' numbers come from (timm's default differs)
@@ -45,11 +44,24 @@ def resolve_weights(backbone: str, weights: str) -> tuple[Path | None, str]:
                 f"at run time). On a machine with internet run `make weights` and copy data/weights/ here, "
                 f"or pass --weights none / --weights PATH"
             )
-        return path, f"{backbone}.{IMAGENET_TAG}:{file_sha256(path)[:16]}"
+        return path, f"{backbone}.{IMAGENET_TAG}:{_weights_sha256(path)[:16]}"
     path = Path(weights)
     if not path.is_file():
         raise WeightsError(f"{path}: weights file not found (expected imagenet, none, or a state-dict file)")
-    return path, f"file:{file_sha256(path)[:16]}"
+    return path, f"file:{_weights_sha256(path)[:16]}"
+
+
+_WEIGHT_HASHES: dict[tuple, str] = {}
+
+
+def _weights_sha256(path: Path) -> str:
+    """file_sha256 of a weights file, once per file version in this process: planning a grid resolves the
+    same 45-270 MB file for every run. Keyed by (path, size, mtime), so a rewritten file is hashed again."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _WEIGHT_HASHES:
+        _WEIGHT_HASHES[key] = file_sha256(path)
+    return _WEIGHT_HASHES[key]
 
 
 def _load_state_dict(path: Path) -> dict:
@@ -135,7 +147,6 @@ class FeatureExtractor:
         self._model = None
         self._cache: dict[str, tuple[torch.Tensor, ...]] = {}
         self.forward_images = 0  # images pushed through the backbone: the cache's efficiency, tested
-        self.forward_seconds = 0.0
 
     @property
     def model(self) -> torch.nn.Module:
@@ -143,16 +154,10 @@ class FeatureExtractor:
             self._model = create_backbone(self.backbone_name, self.weights, self.layers, self.seed).to(self.device)
         return self._model
 
-    @property
-    def cached_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for feats in self._cache.values() for t in feats)
-
     @torch.no_grad()
     def _forward(self, images: torch.Tensor) -> list[torch.Tensor]:
-        t0 = time.perf_counter()
         feats = self.model(images.to(self.device))
         self.forward_images += images.shape[0]
-        self.forward_seconds += time.perf_counter() - t0
         return feats
 
     def __call__(self, split, idx, keep: bool = True) -> list[torch.Tensor]:

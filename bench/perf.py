@@ -63,6 +63,49 @@ def peak_rss_mb() -> float:
     return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6  # bytes on macOS, KiB on Linux
 
 
+def best_of(repeats: int, fn) -> float:
+    """Least wall seconds of `repeats` calls: the cost of the work, with other processes' noise taken out."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+# Benchmark inputs, shared by the benchmark modules. Imports are local: every child that run_isolated spawns
+# imports this module, so its top-level imports stay light.
+
+
+def synthetic_splits(root: Path, image_size: int, n_tasks: int, n_train: int, n_test: int, preset: str = "tiny"):
+    """{task: (train, test)} splits of a freshly generated synthetic benchmark."""
+    from bench.data import read_index
+    from bench.data.synthetic import generate
+    from bench.data.tasks import task_splits
+
+    generate(root, preset=preset, image_size=image_size, n_tasks=n_tasks, n_train=n_train, n_test=n_test)
+    index = read_index("synthetic", root)
+    return {t: task_splits(index, root, t, image_size) for t in sorted(index["task"].unique())}
+
+
+def cpu_extractor(layers, batch_size: int = 32):
+    """resnet18 (weights=none) on the CPU, no progress bar."""
+    import torch
+
+    from bench.features import FeatureExtractor
+
+    return FeatureExtractor("resnet18", "none", layers, torch.device("cpu"), batch_size=batch_size, progress=False)
+
+
+def cpu_detector(name: str, image_size: int, *, batch_size: int = 32, **hparams):
+    """Detector `name` with its registry defaults (bench.models.DEFAULTS) overridden by `hparams`, on a
+    `cpu_extractor` of the layers it uses."""
+    from bench.models import build_detector, model_layers, resolve_hparams
+
+    params = resolve_hparams(name, hparams)
+    return build_detector(name, cpu_extractor(model_layers(name, params), batch_size), image_size, params)
+
+
 # ---------------------------------------------------------------- pixel_auc
 
 _PIXEL_BATCH = (16, 250, 250)  # 10^6 pixels per update(), like a batch of 16 full-resolution maps
@@ -122,6 +165,11 @@ def _format(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+def figure_line(figures: dict) -> str:
+    """`key=value  key=value ...`, floats to 6 significant digits."""
+    return "  ".join(f"{key}={_format(value)}" for key, value in figures.items())
+
+
 # Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
 BENCHMARK_MODULES = ("bench.perf_spine", "bench.perf_models")
 
@@ -146,8 +194,7 @@ def main(argv=None) -> int:
     width = max(map(len, names), default=0)
     for name in names:
         results[name] = BENCHMARKS[name](args)
-        figures = "  ".join(f"{key}={_format(value)}" for key, value in results[name].items())
-        print(f"{name:<{width}}  {figures}", flush=True)
+        print(f"{name:<{width}}  {figure_line(results[name])}", flush=True)
 
     report = {
         "quick": args.quick,
@@ -157,10 +204,9 @@ def main(argv=None) -> int:
         "numpy": np.__version__,
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, args.out)  # a reader never sees half a file
+    from bench.results import write_text_atomic  # here, not at the top: it imports pandas and h5py
+
+    write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")  # a reader never sees half a file
     print(f"wrote {args.out}")
     return 0
 

@@ -14,36 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.perf import benchmark
+from bench.perf import benchmark, best_of, cpu_detector, synthetic_splits
 
 # --------------------------------------------------------------- shared
-
-
-def _synthetic(root: Path, image_size: int, n_tasks: int, n_train: int, n_test: int):
-    """{task: (train, test)} splits of a freshly generated synthetic benchmark."""
-    from bench.data import read_index
-    from bench.data.synthetic import generate
-    from bench.data.tasks import task_splits
-
-    generate(root, preset="tiny", image_size=image_size, n_tasks=n_tasks, n_train=n_train, n_test=n_test)
-    index = read_index("synthetic", root)
-    return {t: task_splits(index, root, t, image_size) for t in sorted(index["task"].unique())}
-
-
-def _extractor(layers, batch_size: int = 32):
-    from bench.features import FeatureExtractor
-
-    return FeatureExtractor("resnet18", "none", layers, torch.device("cpu"), batch_size=batch_size, progress=False)
-
-
-def _best_of(repeats: int, fn) -> float:
-    """Least wall seconds of `repeats` calls: the cost of the work, with other processes' noise taken out."""
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -87,11 +60,9 @@ def padim_batched(train: torch.Tensor, test: torch.Tensor, eps: float, batch_siz
 
 def _padim_embeddings(image_size: int, n_train: int, n_test: int, n_features: int = 100):
     """Real resnet18 (random-init) layer 1–3 embeddings of one synthetic task: train [L, N, d], test [L, M, d]."""
-    from bench.models.padim import Padim
-
     with tempfile.TemporaryDirectory() as tmp:
-        train, test = next(iter(_synthetic(Path(tmp) / "syn", image_size, 1, n_train, n_test).values()))
-        det = Padim(_extractor(("layer1", "layer2", "layer3")), image_size=image_size, n_features=n_features)
+        train, test = next(iter(synthetic_splits(Path(tmp) / "syn", image_size, 1, n_train, n_test).values()))
+        det = cpu_detector("padim", image_size, n_features=n_features)
         out = []
         for split in (train, test):
             feats = det.extractor(split, np.arange(len(split)), keep=False)
@@ -106,10 +77,11 @@ def padim_task(args) -> dict:
     96 px, 40 / 30 with --quick), batched vs. per-location loop on the same embeddings. Target: ≥ 3× faster."""
     size, n_train, n_test = (96, 40, 30) if args.quick else (224, 100, 50)
     train, test = _padim_embeddings(size, n_train, n_test)
+    train64, test64 = train.double().numpy(), test.double().numpy()  # converted once, outside the timing
     batched = padim_batched(train, test, eps=0.01)
-    reference = padim_reference(train.double().numpy(), test.double().numpy(), eps=0.01)
-    batched_s = _best_of(3, lambda: padim_batched(train, test, eps=0.01))
-    loop_s = _best_of(3, lambda: padim_reference(train.double().numpy(), test.double().numpy(), eps=0.01))
+    reference = padim_reference(train64, test64, eps=0.01)
+    batched_s = best_of(3, lambda: padim_batched(train, test, eps=0.01))
+    loop_s = best_of(3, lambda: padim_reference(train64, test64, eps=0.01))
     rel = np.abs(batched.numpy() - reference) / np.maximum(np.abs(reference), 1e-12)
     return {"image_size": size, "locations": train.shape[0], "features": train.shape[2], "n_train": n_train,
             "n_test": n_test, "batched_s": round(batched_s, 3), "loop_s": round(loop_s, 3),
@@ -123,14 +95,12 @@ def padim_task(args) -> dict:
 def cfa_epoch(args) -> dict:
     """Seconds per CFA descriptor epoch on cached features (40 training images, batch 32, resnet18 layers 1–3)
     at 64, 96 and 224 px (64 only with --quick); the first epoch of each size is a warm-up and not counted."""
-    from bench.models.cfa import Cfa
-
     out = {}
     sizes = (64,) if args.quick else (64, 96, 224)
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            train, _ = next(iter(_synthetic(Path(tmp) / f"syn{size}", size, 1, 40, 4).values()))
-            det = Cfa(_extractor(("layer1", "layer2", "layer3")), image_size=size, epochs=1)
+            train, _ = next(iter(synthetic_splits(Path(tmp) / f"syn{size}", size, 1, 40, 4).values()))
+            det = cpu_detector("cfa", size, epochs=1)
             samples = det.cache(train)
             det.init_descriptor(samples, seed=0)
             bank = det.bank(samples)
@@ -153,7 +123,7 @@ def _growth(protocol, splits, probe) -> tuple[list[float], list[int]]:
     for step, (train, _test) in enumerate(splits):
         protocol.learn(train, step)
         protocol.predict(probe, idx)  # caches the probe's features
-        eval_ms.append(1000 * _best_of(5, lambda: protocol.predict(probe, idx)) / len(probe))
+        eval_ms.append(1000 * best_of(5, lambda: protocol.predict(probe, idx)) / len(probe))
         state.append(int(protocol.state_bytes()))
     return eval_ms, state
 
@@ -173,18 +143,14 @@ def cl_growth(args) -> dict:
 
 
 def _all_growth(n_tasks: int) -> dict:
-    from bench.models.cfa import Cfa
-    from bench.models.padim import Padim
-    from bench.models.patchcore import PatchCore
-
     makers = {
-        "patchcore": lambda: PatchCore(_extractor(("layer2", "layer3")), image_size=64),
-        "padim": lambda: Padim(_extractor(("layer1", "layer2", "layer3")), image_size=64),
-        "cfa": lambda: Cfa(_extractor(("layer1", "layer2", "layer3")), image_size=64, epochs=1),
+        "patchcore": lambda: cpu_detector("patchcore", 64),
+        "padim": lambda: cpu_detector("padim", 64),
+        "cfa": lambda: cpu_detector("cfa", 64, epochs=1),
     }
     out = {"tasks": n_tasks}
     with tempfile.TemporaryDirectory() as tmp:
-        splits = list(_synthetic(Path(tmp) / "syn", 64, n_tasks, 16, 16).values())
+        splits = list(synthetic_splits(Path(tmp) / "syn", 64, n_tasks, 16, 16).values())
         probe = splits[0][1]
         n = np.arange(1, n_tasks + 1)
         for name, make in makers.items():

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from bench.models.ops.coreset import greedy_coreset, random_projection
-from bench.perf import benchmark, peak_rss_mb, run_isolated
+from bench.perf import benchmark, cpu_detector, peak_rss_mb, run_isolated, synthetic_splits
 
 
 def _anomalib_style_steps(x: torch.Tensor, steps: int, gen: torch.Generator) -> float:
@@ -54,22 +54,13 @@ def coreset(args: argparse.Namespace) -> dict:
 
 
 def _patchcore_task_child(quick: bool) -> dict:
-    from bench.data import read_index
-    from bench.data.synthetic import generate
-    from bench.data.tasks import task_splits
-    from bench.features import FeatureExtractor
     from bench.metrics import roc_auc
-    from bench.models.patchcore import PatchCore
 
     size, n_train, n_test = (96, 40, 30) if quick else (224, 60, 40)
     with tempfile.TemporaryDirectory() as tmp:
-        root = generate(Path(tmp) / "syn", preset="visa-scale", seed=0, n_tasks=1, image_size=size,
-                        n_train=n_train, n_test=n_test)
-        index = read_index("synthetic", root)
-        task = index["task"].iloc[0]
-        train, test = task_splits(index, root, task, size)
-        extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
-        model = PatchCore(extractor, image_size=size)
+        splits = synthetic_splits(Path(tmp) / "syn", size, 1, n_train, n_test, preset="visa-scale")
+        train, test = next(iter(splits.values()))
+        model = cpu_detector("patchcore", size)
         t0 = time.perf_counter()
         model.fit(train, seed=0)
         fit_s = time.perf_counter() - t0

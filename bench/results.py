@@ -86,6 +86,15 @@ def provenance() -> dict:
     }
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file atomically (parents created): readers see the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
     """Write one run file atomically: readers see the old file or the new one, never half of one."""
     path = Path(path)

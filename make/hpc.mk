@@ -3,13 +3,14 @@
 #             [CLUSTER=slurm|local|debug] [CONTAINER=bench.sif] [PARALLELISM=N] [DRY_RUN=1] [ROOT=dir] [OUTPUTS=dir]
 # status and resubmit default grid, root, filters, profile, cluster and container to the earlier submissions'.
 IMAGE ?= bench.sif
-OUTPUTS ?= outputs
+# DRY is non-empty when DRY_RUN=1|yes|true (used here and in scenarios.mk).
+DRY := $(filter 1 yes true,$(DRY_RUN))
 given = $(filter command line environment environment override,$(origin $(1)))
 HPC_FILTERS = $(if $(MODELS),--models $(MODELS)) $(if $(BACKBONES),--backbones $(BACKBONES)) \
   $(if $(ORDERINGS),--orderings $(ORDERINGS)) $(if $(PROTOCOLS),--protocols $(PROTOCOLS)) \
   $(if $(SEEDS),--seeds $(SEEDS)) $(if $(ROOT),--root $(ROOT)) $(if $(GRID),--grid $(GRID)) --outputs $(OUTPUTS)
 HPC_SUBMIT = $(if $(CONTAINER),--container $(CONTAINER)) $(if $(PARALLELISM),--parallelism $(PARALLELISM)) \
-  $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
+  $(if $(DRY),--dry-run)
 
 submit: $(STAMP) ## submit jobs/<DATASET>.yaml as job arrays, skipping complete/queued runs (PROFILE= CLUSTER= MODELS= DRY_RUN=1 ...)
 	$(PY) -m bench submit --dataset $(DATASET) --profile $(PROFILE) --cluster $(CLUSTER) $(HPC_FILTERS) $(HPC_SUBMIT)

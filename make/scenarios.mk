@@ -7,26 +7,27 @@
 # stops after submitting; run it again (it prints the runs' states, resubmits failed ones) to collect and rank once all are done.
 SCENARIOS_OUT ?= outputs/$(DATASET)/scenarios
 STE_CLUSTER ?= inprocess
-STE_HPC = $(if $(filter-out inprocess,$(STE_CLUSTER)),--cluster $(STE_CLUSTER) --profile $(PROFILE) \
-  $(if $(PARALLELISM),--parallelism $(PARALLELISM)) $(if $(CONTAINER),--container $(CONTAINER))) \
-  $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
+STE_HPC = $(if $(filter-out inprocess,$(STE_CLUSTER)),--cluster $(STE_CLUSTER) --profile $(PROFILE) $(HPC_SUBMIT),$(if $(DRY),--dry-run))
+# Ranking and indexing, once the STE table is complete (both branches below).
+STE_RANK = $(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(SCENARIOS_OUT) $(if $(FORCE),--force)
+STE_INDEX = $(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force
 
 scenarios: $(STAMP) ## single-task experts per concept × PatchCore/PaDiM/CFA → STE table, orderings, Spearman, manifest (DATASET=name|multi STE_CLUSTER=inprocess|slurm|local|debug)
 ifeq ($(DATASET),multi)
 	$(PY) -m bench scenarios multi --out $(SCENARIOS_OUT) $(if $(FORCE),--force) $(SCENARIOS_ARGS)
 else
 	$(PY) -m bench scenarios ste --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --out $(SCENARIOS_OUT) $(STE_HPC) $(SCENARIOS_ARGS)
-ifneq ($(filter 1 yes true,$(DRY_RUN)),)
+ifneq ($(DRY),)
 	@echo "dry run: nothing submitted, nothing ranked"
 else ifneq ($(filter-out inprocess,$(STE_CLUSTER)),)
 	@if [ -f $(SCENARIOS_OUT)/ste.pending ]; then \
 	  echo "STE runs not all complete: rerun \`make scenarios DATASET=$(DATASET) STE_CLUSTER=$(STE_CLUSTER) ...\` once the jobs finish"; \
 	else \
-	  $(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(SCENARIOS_OUT) $(if $(FORCE),--force) && \
-	  $(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force; \
+	  $(STE_RANK) && \
+	  $(STE_INDEX); \
 	fi
 else
-	$(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(SCENARIOS_OUT) $(if $(FORCE),--force)
-	$(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force
+	$(STE_RANK)
+	$(STE_INDEX)
 endif
 endif

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,3 +105,58 @@ def assert_scores_pointwise(model, test, rows, atol: float) -> None:
         alone = model.predict(test, np.array([i]))
         np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5)
         np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=atol)
+
+
+def _one_error_line(capsys) -> str:
+    """The CLI's stderr: a single `error: ...` line, no traceback; returned for the test to inspect."""
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+MODEL_LAYERS = ("layer1", "layer2", "layer3")
+
+
+def model_extractor(layers=MODEL_LAYERS, batch_size: int | None = 8):
+    """A FeatureExtractor on CPU with a random-init resnet18 and no progress bar; batch_size=None keeps
+    FeatureExtractor's own default."""
+    from bench.features import FeatureExtractor
+
+    kw = {} if batch_size is None else {"batch_size": batch_size}
+    return FeatureExtractor("resnet18", "none", layers, torch.device("cpu"), progress=False, **kw)
+
+
+def task_split_pair(root, task, size=64):
+    """(train, test) splits of one task of a synthetic benchmark at `root`."""
+    from bench.data import read_index
+    from bench.data.tasks import task_splits
+
+    return task_splits(read_index("synthetic", root), root, task, size)
+
+
+def write_grid(path: Path, **overrides) -> Path:
+    """A small synthetic submission grid (patchcore, resnet18, two orderings, NCL and CL); `overrides` replace
+    top-level keys in place, so the key order stays the same."""
+    data = {"dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,
+            "backbones": ["resnet18"], "orderings": ["easy_to_hard", "hard_to_easy"], "protocols": ["ncl", "cl"],
+            "seeds": [0], "resources": {"gpus": 1, "cpus": 1, "mem_gb": 2, "time_min": 10},
+            "models": {"patchcore": {}}}
+    data.update(overrides)
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return path
+
+
+def cancel_recorded_jobs(outputs: Path, dataset: str) -> None:
+    """scancel every job in the submission records of `dataset` under `outputs` (cleanup; errors ignored)."""
+    from bench.hpc import records
+
+    jobs = {e["job_id"].split("_")[0] for r in records.load_records(outputs, dataset) for e in r["runs"]}
+    if jobs:
+        subprocess.run(["scancel", *sorted(jobs)], capture_output=True)
+
+
+def squeue_state(job_id: str) -> str:
+    """A job's SLURM state as squeue prints it (%T), including finished states; empty once SLURM forgot it."""
+    out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True,
+                         text=True)
+    return out.stdout.strip()

@@ -14,24 +14,11 @@ from bench.continual.protocols import step_seed
 from bench.continual.replay import ReplayBuffer, equal_shares, split_from_state, split_state
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
-from bench.data.tasks import task_splits
 from bench.errors import ConfigError
-from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
 from bench.models import cfa as cfa_module
 from bench.models.cfa import MARGIN, NU, Cfa, patch_scores, soft_boundary_loss
-from conftest import assert_scores_pointwise
-
-LAYERS = ("layer1", "layer2", "layer3")
-
-
-def _extractor(batch_size=8):
-    return FeatureExtractor("resnet18", "none", LAYERS, torch.device("cpu"), batch_size=batch_size, progress=False)
-
-
-def _splits(root, task, size=64):
-    return task_splits(read_index("synthetic", root), root, task, size)
-
+from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 def _samples(split):
     return [(split, i) for i in range(len(split))]
@@ -67,9 +54,9 @@ def test_patch_scores_equal_reference_in_any_chunking(monkeypatch):
 
 def test_learns_every_synthetic_task(tiny_root):
     aucs = {}
-    extractor = _extractor()
+    extractor = model_extractor()
     for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
-        train, test = _splits(tiny_root, task)
+        train, test = task_split_pair(tiny_root, task)
         model = Cfa(extractor, image_size=64, epochs=1).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.85, aucs
@@ -78,8 +65,8 @@ def test_learns_every_synthetic_task(tiny_root):
 def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
     """A small learning rate: with lr 1e-3 Adam's first steps overshoot on the tiny random-init features (the
     loss rises for ~10 epochs before falling below its start), which says nothing about the gradient."""
-    train, _ = _splits(tiny_root, "disc")
-    model = Cfa(_extractor(), image_size=64, epochs=4, lr=1e-4)
+    train, _ = task_split_pair(tiny_root, "disc")
+    model = Cfa(model_extractor(), image_size=64, epochs=4, lr=1e-4)
     samples = model.cache(train)
     model.init_descriptor(samples, seed=0)
     bank = model.bank(samples)
@@ -97,8 +84,8 @@ def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
 
 
 def test_scores_are_pointwise(tiny_root):
-    train, test = _splits(tiny_root, "chip")
-    model = Cfa(_extractor(), image_size=64, epochs=1).fit(train, seed=0)
+    train, test = task_split_pair(tiny_root, "chip")
+    model = Cfa(model_extractor(), image_size=64, epochs=1).fit(train, seed=0)
     assert_scores_pointwise(model, test, (0, 9, len(test) - 1), atol=1e-5)
 
 
@@ -106,8 +93,8 @@ def test_scores_are_pointwise(tiny_root):
 
 
 def test_cl_rebuilds_every_bank_with_the_current_descriptor(tiny_root):
-    (chip, chip_test), (disc, _) = _splits(tiny_root, "chip"), _splits(tiny_root, "disc")
-    protocol = Cfa(_extractor(), image_size=64, epochs=2).continual(seed=0)
+    (chip, chip_test), (disc, _) = task_split_pair(tiny_root, "chip"), task_split_pair(tiny_root, "disc")
+    protocol = Cfa(model_extractor(), image_size=64, epochs=2).continual(seed=0)
     protocol.learn(chip, 0)
     after_first = protocol.banks_[0].clone()
     protocol.learn(disc, 1)
@@ -124,8 +111,8 @@ def test_cl_rebuilds_every_bank_with_the_current_descriptor(tiny_root):
 
 
 def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_root, monkeypatch):
-    (chip, _), (disc, _), (grain, _) = (_splits(tiny_root, t) for t in ("chip", "disc", "grain"))
-    protocol = Cfa(_extractor(), image_size=64, epochs=1, replay_size=6).continual(seed=0)
+    (chip, _), (disc, _), (grain, _) = (task_split_pair(tiny_root, t) for t in ("chip", "disc", "grain"))
+    protocol = Cfa(model_extractor(), image_size=64, epochs=1, replay_size=6).continual(seed=0)
     det, seen = protocol.detector, []
     original = det.train
 
@@ -144,8 +131,8 @@ def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_r
 
 
 def test_cl_first_step_equals_ncl(tiny_root):
-    train, test = _splits(tiny_root, "disc")
-    extractor = _extractor()
+    train, test = task_split_pair(tiny_root, "disc")
+    extractor = model_extractor()
     ncl = Cfa(extractor, image_size=64, epochs=2).fit(train, seed=step_seed(0, 0))
     cl = Cfa(extractor, image_size=64, epochs=2).continual(seed=0)
     cl.learn(train, 0)
@@ -204,7 +191,7 @@ def test_kept_splits_are_rerooted_within_their_own_dataset_only(tiny_root, tmp_p
     """A resumed multi-dataset run must not look for one member dataset's images under another's root."""
     import dataclasses
 
-    disc, chip = _splits(tiny_root, "disc")[0], _splits(tiny_root, "chip")[0]
+    disc, chip = task_split_pair(tiny_root, "disc")[0], task_split_pair(tiny_root, "chip")[0]
     other = dataclasses.replace(chip, dataset="btad", root=tmp_path / "btad")
     moved = dataclasses.replace(disc, root=tmp_path / "moved")
     kept = cfa_module.rerooted([disc, other], moved)
@@ -212,7 +199,7 @@ def test_kept_splits_are_rerooted_within_their_own_dataset_only(tiny_root, tmp_p
 
 
 def test_split_state_round_trips_and_reroots(tiny_root, tmp_path):
-    train, _ = _splits(tiny_root, "disc")
+    train, _ = task_split_pair(tiny_root, "disc")
     back = split_from_state(split_state(train))
     assert back.keys == train.keys and back.root == train.root and back.labels.tolist() == train.labels.tolist()
     assert split_from_state(split_state(train), root=tmp_path).root == tmp_path

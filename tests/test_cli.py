@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,15 +12,10 @@ import torch
 from PIL import Image
 
 from bench.cli import main
+from conftest import _one_error_line
 
 RUN = ["run", "--dataset", "synthetic", "--weights", "none", "--image-size", "64", "--device", "cpu",
        "--batch-size", "8", "--workers", "0", "--no-progress"]
-
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    return err
 
 
 @pytest.fixture

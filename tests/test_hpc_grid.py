@@ -5,7 +5,6 @@ local and debug executors run a grid end to end."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -23,19 +22,10 @@ from bench.continual.runner import prepare
 from bench.errors import BenchError, ConfigError
 from bench.hpc import executors, grid as grids, records, status as st
 from bench.hpc.grid import REPO, Resources
+from conftest import write_grid
 
 PROFILES = ("h100", "l40", "cpu")
 TASKS = 3  # the debug/local runs learn the first three tasks of an ordering only
-
-
-def write_grid(path: Path, **overrides) -> Path:
-    data = {"dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,
-            "backbones": ["resnet18"], "orderings": ["easy_to_hard", "hard_to_easy"], "protocols": ["ncl", "cl"],
-            "seeds": [0], "resources": {"gpus": 1, "cpus": 1, "mem_gb": 2, "time_min": 10},
-            "models": {"patchcore": {}}}
-    data.update(overrides)
-    path.write_text(json.dumps(data))  # JSON is YAML
-    return path
 
 
 @pytest.fixture(scope="module")

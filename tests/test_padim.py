@@ -12,24 +12,11 @@ import torch
 from bench import results
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
-from bench.data.tasks import task_splits
 from bench.errors import ConfigError
-from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
 from bench.models.padim import Padim, mahalanobis
 from bench.perf_models import padim_batched, padim_reference
-from conftest import assert_scores_pointwise
-
-LAYERS = ("layer1", "layer2", "layer3")
-
-
-def _extractor(batch_size=8):
-    return FeatureExtractor("resnet18", "none", LAYERS, torch.device("cpu"), batch_size=batch_size, progress=False)
-
-
-def _splits(root, task, size=64):
-    return task_splits(read_index("synthetic", root), root, task, size)
-
+from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 @pytest.mark.parametrize("batch_size", [4, 64])
 def test_batched_mahalanobis_equals_per_location_loop(batch_size):
@@ -47,8 +34,8 @@ def test_batched_mahalanobis_equals_per_location_loop(batch_size):
 
 
 def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
-    train, test = _splits(tiny_root, "disc")
-    model = Padim(_extractor(), image_size=64).fit(train, seed=0)
+    train, test = task_split_pair(tiny_root, "disc")
+    model = Padim(model_extractor(), image_size=64).fit(train, seed=0)
     z_train = model.embed(model.extractor(train, np.arange(len(train)), keep=False))
     z_test = model.embed(model.extractor(test, np.arange(4)))
     some = slice(0, 256, 17)  # every 17th of the 16×16 locations keeps the loop short
@@ -59,23 +46,23 @@ def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
 
 def test_learns_every_synthetic_task(tiny_root):
     aucs = {}
-    extractor = _extractor()
+    extractor = model_extractor()
     for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
-        train, test = _splits(tiny_root, task)
+        train, test = task_split_pair(tiny_root, task)
         model = Padim(extractor, image_size=64).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.85, aucs
 
 
 def test_scores_are_pointwise(tiny_root):
-    train, test = _splits(tiny_root, "chip")
-    model = Padim(_extractor(), image_size=64).fit(train, seed=0)
+    train, test = task_split_pair(tiny_root, "chip")
+    model = Padim(model_extractor(), image_size=64).fit(train, seed=0)
     assert_scores_pointwise(model, test, (0, 7, len(test) - 1), atol=1e-5)
 
 
 def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
-    disc, chip = _splits(tiny_root, "disc")[0], _splits(tiny_root, "chip")[0]
-    extractor = _extractor()
+    disc, chip = task_split_pair(tiny_root, "disc")[0], task_split_pair(tiny_root, "chip")[0]
+    extractor = model_extractor()
     a = Padim(extractor, image_size=64).fit(disc, seed=3)
     feats = [torch.zeros(1, c, 2, 2) for c in (64, 128, 256)]
     same, other = Padim(extractor, image_size=64), Padim(extractor, image_size=64)
@@ -91,13 +78,13 @@ def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
 
 def test_too_many_features_is_a_config_error(tiny_root):
     with pytest.raises(ConfigError, match="n_features=500 must be in 1..448"):
-        Padim(_extractor(), image_size=64, n_features=500).fit(_splits(tiny_root, "disc")[0], seed=0)
+        Padim(model_extractor(), image_size=64, n_features=500).fit(task_split_pair(tiny_root, "disc")[0], seed=0)
 
 
 def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
     tasks = ["chip", "disc", "checker"]
-    protocol = Padim(_extractor(), image_size=64).continual(seed=0)
-    splits = {t: _splits(tiny_root, t) for t in tasks}
+    protocol = Padim(model_extractor(), image_size=64).continual(seed=0)
+    splits = {t: task_split_pair(tiny_root, t) for t in tasks}
     for step, task in enumerate(tasks):
         protocol.learn(splits[task][0], step)
     assert len(protocol.models_) == 3
@@ -121,11 +108,11 @@ def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
 
 
 def test_cl_state_round_trips(tiny_root):
-    train, test = _splits(tiny_root, "chip")
-    protocol = Padim(_extractor(), image_size=64).continual(seed=0)
+    train, test = task_split_pair(tiny_root, "chip")
+    protocol = Padim(model_extractor(), image_size=64).continual(seed=0)
     protocol.learn(train, 0)
     expected = protocol.predict(test, np.arange(len(test))).scores
-    fresh = Padim(_extractor(), image_size=64).continual(seed=0)
+    fresh = Padim(model_extractor(), image_size=64).continual(seed=0)
     fresh.load_state_dict(protocol.state_dict())
     np.testing.assert_array_equal(fresh.predict(test, np.arange(len(test))).scores, expected)
 

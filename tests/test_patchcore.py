@@ -11,14 +11,12 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from bench.data import read_index
-from bench.data.tasks import task_splits
-from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
 from bench.models.ops.blur import gaussian_blur
 from bench.models.ops.coreset import greedy_coreset
 from bench.models.ops.knn import nn_distance
 from bench.models.patchcore import PatchCore
-from conftest import assert_scores_pointwise
+from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 
 def reference_greedy(x, k, starts=None, weights=None):
@@ -75,9 +73,8 @@ def test_blur_equals_scipy_gaussian_filter():
 
 
 def _fit(root, task, size, seed=0):
-    index = read_index("synthetic", root)
-    train, test = task_splits(index, root, task, size)
-    extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
+    train, test = task_split_pair(root, task, size)
+    extractor = model_extractor(("layer2", "layer3"), batch_size=None)
     return PatchCore(extractor, image_size=size).fit(train, seed), train, test
 
 
@@ -95,11 +92,10 @@ def test_scores_are_pointwise(tiny_root):
 
 
 def test_cl_banks_follow_the_budget_and_route_to_their_task(tiny_root):
-    index = read_index("synthetic", tiny_root)
     tasks = ["disc", "stripes", "checker"]
-    extractor = FeatureExtractor("resnet18", "none", ("layer2", "layer3"), torch.device("cpu"), progress=False)
+    extractor = model_extractor(("layer2", "layer3"), batch_size=None)
     protocol = PatchCore(extractor, image_size=64).continual(seed=0)
-    splits = {t: task_splits(index, tiny_root, t, 64) for t in tasks}
+    splits = {t: task_split_pair(tiny_root, t, 64) for t in tasks}
     for step, task in enumerate(tasks):
         protocol.learn(splits[task][0], step)
     native = protocol.banks_[-1].shape[0]

@@ -26,6 +26,7 @@ from bench.report.aggregate import Options, aggregate, verify
 from bench.report.bootstrap import roc_auc_cl_interval, roc_auc_cl_samples
 from bench.report.collect import collect
 from bench.report.timing import format_duration, format_timing
+from conftest import _one_error_line
 
 PROVENANCE = {"git_commit": "0123456789abcdef0123456789abcdef01234567", "git_dirty": 0, "packages": "{}",
               "python": "3.11.7", "host": "node1", "device": "cpu", "slurm_job_id": "", "slurm_array_job_id": "",
@@ -340,12 +341,6 @@ def test_routing_table_from_task_bank_runs(tmp_path):
 
 
 # ------------------------------------------------------------ provenance: refusals and missing runs
-
-def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    return err
-
 
 @pytest.mark.parametrize("damage, message", [
     ({"drop": "git_commit"}, "no provenance: attributes git_commit missing"),

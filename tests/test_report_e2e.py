@@ -13,6 +13,7 @@ from bench.cli import main
 from bench.continual.runner import execute, prepare
 from bench.metrics import roc_auc, summarize
 from bench.report.bootstrap import roc_auc_cl_interval
+from conftest import _make_config
 
 pytestmark = pytest.mark.slow
 TASKS = ("stripes", "checker", "disc")
@@ -21,15 +22,11 @@ TASKS = ("stripes", "checker", "disc")
 @pytest.fixture(scope="module")
 def outputs(tiny_root, tmp_path_factory):
     """PatchCore NCL and CL on a 3-task stream, as `make demo` makes them (one ordering, fewer tasks)."""
-    from bench.config import RunConfig
-
     outputs = tmp_path_factory.mktemp("report") / "outputs"
     runs_dir = outputs / "synthetic" / "runs"
     runs_dir.mkdir(parents=True)
     for protocol in ("ncl", "cl"):
-        cfg = RunConfig(dataset="synthetic", root=str(tiny_root), model="patchcore", tasks=list(TASKS),
-                        ordering="custom", backbone="resnet18", weights="none", protocol=protocol, seed=0,
-                        image_size=64, batch_size=16, device="cpu")
+        cfg = _make_config(tiny_root, TASKS, protocol=protocol, batch_size=16)
         execute(prepare(cfg, out_dir=runs_dir), progress=False, log=lambda *a: None)
     return outputs
 

@@ -10,8 +10,8 @@ import pytest
 
 from bench import results
 from bench.cli import main
-from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
+from conftest import _make_config
 
 MODELS = ("patchcore", "padim", "cfa")
 TASKS = ["chip", "disc", "checker"]
@@ -26,9 +26,7 @@ def runs(tiny_root, tmp_path_factory):
     found = {}
     for model in MODELS:
         for protocol in ("ncl", "cl"):
-            cfg = RunConfig(dataset="synthetic", root=str(tiny_root), model=model, tasks=TASKS, backbone="resnet18",
-                            weights="none", protocol=protocol, seed=0, image_size=64, batch_size=8, device="cpu",
-                            hparams=dict(SMALL[model]))
+            cfg = _make_config(tiny_root, TASKS, protocol=protocol, model=model, hparams=dict(SMALL[model]))
             path = execute(prepare(cfg, out=out_dir / f"{model}_{protocol}.h5"), progress=False, log=lambda *_: None)
             run = results.read_run(path)
             found[model, protocol] = run, results.summary_row(run, path)

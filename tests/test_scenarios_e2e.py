@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,10 +13,9 @@ import pytest
 from bench import results
 from bench.cli import main
 from bench.data.synthetic import generate
+from bench.hpc.grid import REPO
 from bench.models import implemented
 from bench.scenarios import manifest
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow

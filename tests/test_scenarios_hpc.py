@@ -5,7 +5,6 @@ start`); it is skipped otherwise, unless BENCH_REQUIRE_SLURM=1 makes that a fail
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -18,9 +17,10 @@ from bench import results
 from bench.data.synthetic import generate
 from bench.hpc import records
 from bench.hpc import status as st
+from bench.hpc.grid import REPO
+from conftest import cancel_recorded_jobs, squeue_state, write_grid
 from conftest import cli_stdout as bench
 
-REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 600
 
 
@@ -99,18 +99,15 @@ def test_debug_cluster_runs_the_jobs_collects_and_a_rerun_skips_them(two_concept
 
 
 def _queued(job_id: str) -> bool:
-    out = subprocess.run(["squeue", "-h", "-r", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
-    return out.stdout.strip() in st.RUNNING | st.PENDING
+    return squeue_state(job_id) in st.RUNNING | st.PENDING
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_slurm_array_of_ste_runs_is_collected(require_slurm, two_concepts, tmp_path):
-    grid = tmp_path / "grid.yaml"  # one CPU per run, so both fit a small node at once
-    grid.write_text(json.dumps({
-        "dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,
-        "backbones": ["resnet18"], "orderings": ["easy_to_hard"], "protocols": ["ncl"], "seeds": [0],
-        "resources": {"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10}, "models": {"patchcore": {}}}))
+    # one CPU per run, so both fit a small node at once
+    grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"], protocols=["ncl"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10})
     out = tmp_path / "scen"
     submit = ste_args(two_concepts, out, "--cluster", "slurm", "--profile", "cpu", "--grid", grid)
     try:
@@ -140,6 +137,4 @@ def test_slurm_array_of_ste_runs_is_collected(require_slurm, two_concepts, tmp_p
         assert "2 complete" in text and "STE table" in text and "submitted array" not in text
         assert len(records.load_records(out.parent, out.name)) == 1 and not (out / "ste.pending").exists()
     finally:
-        jobs = {e["job_id"].split("_")[0] for r in records.load_records(out.parent, out.name) for e in r["runs"]}
-        if jobs:
-            subprocess.run(["scancel", *sorted(jobs)], capture_output=True)
+        cancel_recorded_jobs(out.parent, out.name)

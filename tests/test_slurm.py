@@ -7,7 +7,6 @@ Skipped where `sinfo` cannot reach a controller, unless BENCH_REQUIRE_SLURM=1 (C
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from bench import results
 from bench.hpc import records, status as st
+from conftest import cancel_recorded_jobs, squeue_state, write_grid
 from conftest import cli_stdout as bench
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -31,19 +31,13 @@ def slurm(require_slurm):
     submitted: list[Path] = []
     yield submitted
     for outputs in submitted:  # never leave this module's jobs behind, whatever failed
-        jobs = {e["job_id"].split("_")[0] for r in records.load_records(outputs, "synthetic") for e in r["runs"]}
-        if jobs:
-            subprocess.run(["scancel", *sorted(jobs)], capture_output=True)
+        cancel_recorded_jobs(outputs, "synthetic")
 
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("slurm_grid") / "grid.yaml"
-    path.write_text(json.dumps({
-        "dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,
-        "backbones": ["resnet18"], "orderings": ["easy_to_hard"], "protocols": ["ncl", "cl"], "seeds": [0],
-        "resources": {"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10}, "models": {"patchcore": {}}}))
-    return path
+    return write_grid(tmp_path_factory.mktemp("slurm_grid") / "grid.yaml", orderings=["easy_to_hard"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10})
 
 
 def submit(slurm, grid, root, outputs, *extra) -> str:
@@ -77,12 +71,6 @@ def wait_all_complete(outputs):
         assert not failed, f"a job failed:\n{out}"
         return complete == total
     wait_until(done, "every run to complete", outputs, poll=1)
-
-
-def squeue_state(job_id: str) -> str:
-    out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True,
-                         text=True)
-    return out.stdout.strip()
 
 
 def first_step_written(entry):

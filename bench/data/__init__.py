@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.config import DATASETS
 from bench.data import readers, reuse
 from bench.data.index import validate_index
 from bench.errors import choice_error
-
-DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")
 
 
 def _read_multi(roots_file) -> pd.DataFrame:

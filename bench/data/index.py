@@ -20,7 +20,17 @@ def make_index(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=COLUMNS)
     df["label"] = df["label"].astype("int64")
     df["mask_path"] = df["mask_path"].fillna("").astype(str)
+    return sort_index(df)
+
+
+def sort_index(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the canonical order (task, split, image path), renumbered 0..n-1."""
     return df.sort_values(["task", "split", "image_path"], kind="stable").reset_index(drop=True)
+
+
+def escapes_root(rel: str) -> bool:
+    """True for a path (relative, '/'-separated) that would leave the dataset root."""
+    return rel.startswith("/") or ".." in rel.split("/")
 
 
 def validate_index(df: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -37,7 +47,7 @@ def validate_index(df: pd.DataFrame, source: str) -> pd.DataFrame:
     if ((df["split"] == "train") & (df["label"] == 1)).any():
         raise DatasetError(f"{source}: anomalous images in a training split (training is on normal images only)")
     for col in ("image_path", "mask_path"):
-        escaping = df[col].map(lambda p: p.startswith("/") or ".." in p.split("/"))
+        escaping = df[col].map(escapes_root)
         if escaping.any():
             raise DatasetError(f"{source}: {col} {df.loc[escaping, col].iloc[0]!r} escapes the dataset root")
     return df

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from bench.data import DATASETS, read_index
-from bench.data.index import COLUMNS
+from bench.data.index import COLUMNS, sort_index
 from bench.errors import ConfigError, DatasetError
 from bench.scenarios import manifest
 
@@ -94,8 +94,7 @@ def read_multi(roots_file) -> pd.DataFrame:
         sub = index[index["task"].isin(by_dataset[dataset])].copy()
         sub["task"] = dataset + "/" + sub["task"]
         parts.append(sub)
-    out = pd.concat(parts, ignore_index=True)[COLUMNS]
-    return out.sort_values(["task", "split", "image_path"], kind="stable").reset_index(drop=True)
+    return sort_index(pd.concat(parts, ignore_index=True)[COLUMNS])
 
 
 def split_roots(dataset: str, root):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.data.index import make_index
+from bench.data.index import escapes_root, make_index
 from bench.errors import DatasetError
 
 IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"})
@@ -183,7 +183,7 @@ def _inside(root: Path, rel: str, where: str) -> Path | None:
     rel = rel.strip().replace("\\", "/")
     if not rel:
         return None
-    if rel.startswith("/") or ".." in rel.split("/"):
+    if escapes_root(rel):
         raise DatasetError(f"{where}: path {rel!r} escapes the dataset root {root}")
     return root / rel
 

@@ -118,16 +118,21 @@ def _is_complete(root: Path, params: dict) -> bool:
         return False
 
 
+def _host() -> str:
+    """This host's name without '-', the separator of temp-tree names."""
+    return socket.gethostname().replace("-", "_")
+
+
 def _owner() -> str:
     """`<host>-<pid>` of this process, in the name of its temp trees: which host's process made a tree, so that
     only that host decides whether it is an orphan (datasets live on file systems shared by many nodes)."""
-    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+    return f"{_host()}-{os.getpid()}"
 
 
 def _remove_orphans(root: Path) -> None:
     """Delete temp trees next to `root` left by a generation on this host whose process is gone (SIGKILL, OOM,
     node reboot skip the cleanup in `generate`). Trees of live processes and of other hosts are left alone."""
-    host = socket.gethostname().replace("-", "_")
+    host = _host()
     for path in root.parent.glob(f".{root.name}.*-{host}-*-*"):
         kind, _, rest = path.name[len(root.name) + 2:].partition("-")
         pid = rest[len(host) + 1:].split("-")[0]

@@ -18,7 +18,7 @@ def _csv(text: str) -> list:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    from bench.cli import DATASETS
+    from bench.config import DATASETS
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--grid", type=Path, help="grid file (default jobs/<dataset>.yaml)")
@@ -117,21 +117,12 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     cluster = args.cluster or DEFAULT_CLUSTER
     grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
     outputs = args.outputs.resolve()
-    todo = [p for p, s in zip(planned, statuses) if s.state in TODO]
-    skipped = [s for s in statuses if s.state not in TODO]
-    print(f"{grid.path}: {len(planned)} runs; " + _counts(statuses))
-    if resubmit:
-        for s in statuses:
-            if s.state == "failed":
-                print(f"  failed: {s.name}  job {s.job_id}: {s.detail}")
-    if any(s.state == "unknown" for s in skipped):
-        print("warning: squeue unavailable, runs of earlier submissions were not resubmitted", file=sys.stderr)
+    todo = triage(planned, statuses, str(grid.path), list_failed=resubmit)
     if not todo:
         print("nothing to submit")
         return 0
 
     meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
-            "profile": profile.name, "cluster": cluster, "container": None, "python": None,
             "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
             "selection": selection.as_dict(), "argv": sys.argv}
     submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
@@ -142,6 +133,19 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     if submission is not None and cluster != "debug":
         print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
     return 0
+
+
+def triage(planned: list, statuses: list, title: str, list_failed: bool = True) -> list:
+    """Print the state counts (and the failed runs), return the runs to submit: failed and never submitted ones;
+    complete, queued and running ones are left alone."""
+    print(f"{title}: {len(planned)} runs; " + _counts(statuses))
+    if list_failed:
+        for s in statuses:
+            if s.state == "failed":
+                print(f"  failed: {s.name}  job {s.job_id}: {s.detail}")
+    if any(s.state == "unknown" for s in statuses):
+        print("warning: squeue unavailable, runs of earlier submissions were not resubmitted", file=sys.stderr)
+    return [p for p, s in zip(planned, statuses) if s.state in TODO]
 
 
 def plan_status(planned: list, records: list[dict]) -> list:

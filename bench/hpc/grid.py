@@ -152,7 +152,7 @@ def grid_path(dataset: str) -> Path:
 
 def load_grid(dataset: str, path: Path | None = None) -> Grid:
     """Parse and validate a grid file; every problem names the file and what was expected."""
-    from bench.cli import DATASETS
+    from bench.config import DATASETS
     from bench.config import BACKBONES
 
     path = Path(path or grid_path(dataset))
@@ -250,8 +250,7 @@ def _filter(values: list, wanted: list | None, axis: str, grid: Grid) -> list:
     return [v for v in values if str(v) in {str(w) for w in wanted}]
 
 
-def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path,
-           log=print) -> list[PlannedRun]:
+def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path) -> list[PlannedRun]:
     """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
     from bench.cli import config_from_args
     from bench.continual.runner import prepare
@@ -280,7 +279,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                                 protocol=protocol, seed=seed, weights=grid.weights,
                                 image_size=grid.models[model].get("image_size", grid.image_size),
                                 batch_size=grid.models[model].get("batch_size", grid.batch_size),
-                                workers=grid.workers, device=_device(profile, resources))
+                                workers=grid.workers, device=run_device(profile, resources))
                 config: RunConfig = config_from_args(args)
                 config.hparams = dict(grid.models[model].get("hparams") or {})
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
@@ -290,7 +289,8 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     return planned
 
 
-def _device(profile: Profile, resources: Resources) -> str:
+def run_device(profile: Profile, resources: Resources) -> str:
+    """`device=auto` on a profile: the profile's device, or cuda when the run asks for a GPU, else cpu."""
     if profile.device != "auto":
         return profile.device
     return "cuda" if resources.gpus else "cpu"

@@ -21,6 +21,8 @@ def records_dir(outputs: Path, dataset: str) -> Path:
 
 def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
     """Write the record of one submission (a list of executors.Submitted) atomically; returns its path."""
+    from bench.results import write_text_atomic  # here: bench.results imports pandas, slow on a login node
+
     stamp = datetime.now(timezone.utc)
     entries = []
     for s in submitted:
@@ -32,10 +34,7 @@ def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Pa
         })
     record = {**meta, "created_at": stamp.isoformat(timespec="seconds"), "runs": entries}
     path = records_dir(outputs, dataset) / f"{stamp:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(record, indent=1) + "\n")
     return path
 
 

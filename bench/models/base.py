@@ -56,6 +56,28 @@ def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> t
     return gaussian_blur(up[:, 0], sigma)
 
 
+def local_patch_features(feats: list[torch.Tensor]) -> torch.Tensor:
+    """Locally aware patch features [B, D, h, w]: each layer averaged over a 3×3 neighbourhood, the later layers
+    upsampled (bilinear) to the first layer's grid, concatenated (PatchCore's embedding, CFA's descriptor input)."""
+    pooled = [F.avg_pool2d(f, kernel_size=3, stride=1, padding=1) for f in feats]
+    size = pooled[0].shape[-2:]
+    up = [F.interpolate(p, size=size, mode="bilinear", align_corners=False) for p in pooled[1:]]
+    return torch.cat([pooled[0], *up], dim=1)
+
+
+def max_of_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """[B, h, w] patch scores → (image scores = max of the blurred map, maps [B, S, S]) as numpy."""
+    maps = anomaly_maps(patch_scores, image_size, sigma)
+    return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
+
+
+def route(per_task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Task routing of the task-bank protocols (InCLAD App. C): per-task patch scores [T, B, h, w] → (each
+    image's patch scores under the task with the lowest mean patch score [B, h, w], that task's index [B])."""
+    routed = per_task.flatten(2).mean(2).argmin(0)
+    return per_task[routed, torch.arange(per_task.shape[1], device=routed.device)], routed
+
+
 def tensor_bytes(obj) -> int:
     """Bytes held by the tensors in a (nested) state dict: what a method keeps between tasks."""
     if isinstance(obj, torch.Tensor):

@@ -24,7 +24,7 @@ from torch import nn
 
 from bench.continual.protocols import Protocol
 from bench.continual.replay import ReplayBuffer, split_from_state, split_state
-from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
+from bench.models.base import Detector, Prediction, local_patch_features, max_of_maps, route, tensor_bytes
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
@@ -45,14 +45,6 @@ class CoordConv(nn.Module):
         ys = torch.linspace(-1, 1, h, device=x.device, dtype=x.dtype).view(1, 1, h, 1).expand(b, 1, h, w)
         xs = torch.linspace(-1, 1, w, device=x.device, dtype=x.dtype).view(1, 1, 1, w).expand(b, 1, h, w)
         return self.conv(torch.cat([x, xs, ys], dim=1))
-
-
-def descriptor_input(feats: list[torch.Tensor]) -> torch.Tensor:
-    """Frozen part of the descriptor: 3×3-averaged layers on the first layer's grid, concatenated [B, D, h, w]."""
-    pooled = [F.avg_pool2d(f, kernel_size=3, stride=1, padding=1) for f in feats]
-    size = pooled[0].shape[-2:]
-    up = [F.interpolate(p, size=size, mode="bilinear", align_corners=False) for p in pooled[1:]]
-    return torch.cat([pooled[0], *up], dim=1)
 
 
 def squared_distances(phi: torch.Tensor, bank: torch.Tensor) -> torch.Tensor:
@@ -123,7 +115,7 @@ class Cfa(Detector):
 
     def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
         """Descriptor features [B, P, C] (P = h·w grid locations)."""
-        return self.descriptor_(descriptor_input(feats)).flatten(2).transpose(1, 2)
+        return self.descriptor_(local_patch_features(feats)).flatten(2).transpose(1, 2)
 
     def _batches(self, samples):
         bs = self.extractor.batch_size
@@ -167,8 +159,7 @@ class Cfa(Detector):
 
     def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """[B, h, w] patch scores → (image scores = max of the blurred map, maps [B, S, S])."""
-        maps = anomaly_maps(patch, self.image_size, self.blur_sigma)
-        return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
+        return max_of_maps(patch, self.image_size, self.blur_sigma)
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Cfa":
@@ -247,9 +238,7 @@ class CfaTaskBanks(Protocol):
         self.image_feature_bytes_ = tensor_bytes(det.extractor(split, np.array([0])))
 
     def predict(self, split, idx) -> Prediction:
-        patch = self.detector.patch_maps(split, idx, self.banks_)  # [T, B, h, w]
-        routed = patch.flatten(2).mean(2).argmin(0)  # j*(x) = argmin_j A(x; B_j, g_θt)
-        chosen = patch[routed, torch.arange(patch.shape[1], device=routed.device)]
+        chosen, routed = route(self.detector.patch_maps(split, idx, self.banks_))  # j*(x) = argmin_j A(x; B_j, g_θt)
         return Prediction(*self.detector.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from bench.continual.protocols import Protocol
 from bench.errors import ConfigError
-from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
+from bench.models.base import Detector, Prediction, max_of_maps, route, tensor_bytes
 
 
 class GaussianMoments:
@@ -111,8 +111,7 @@ class Padim(Detector):
 
     def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """[B, h, w] Mahalanobis maps → (image scores = max of the blurred map, maps [B, S, S])."""
-        maps = anomaly_maps(patch, self.image_size, self.blur_sigma)
-        return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
+        return max_of_maps(patch, self.image_size, self.blur_sigma)
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Padim":
@@ -155,9 +154,7 @@ class PadimTaskModels(Protocol):
     def predict(self, split, idx) -> Prediction:
         det = self.detector
         z, grid = det._embedding(split, idx)
-        patch = det.patch_maps(z, grid, self.models_)  # [T, B, h, w]
-        routed = patch.flatten(2).mean(2).argmin(0)  # j*(x) = argmin_j A_j(x)
-        chosen = patch[routed, torch.arange(patch.shape[1], device=routed.device)]
+        chosen, routed = route(det.patch_maps(z, grid, self.models_))  # j*(x) = argmin_j A_j(x)
         return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:

@@ -12,10 +12,9 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from bench.continual.protocols import Protocol
-from bench.models.base import Detector, Prediction, anomaly_maps, tensor_bytes
+from bench.models.base import Detector, Prediction, anomaly_maps, local_patch_features, route, tensor_bytes
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
 
@@ -32,13 +31,7 @@ class PatchCore(Detector):
         self.memory_bank_: torch.Tensor | None = None
 
     # --- embedding -------------------------------------------------------------------------------
-    @staticmethod
-    def embed(feats: list[torch.Tensor]) -> torch.Tensor:
-        """Locally aware patch features [B, D, h, w] on the grid of the first requested layer."""
-        pooled = [F.avg_pool2d(f, kernel_size=3, stride=1, padding=1) for f in feats]
-        size = pooled[0].shape[-2:]
-        pooled = [pooled[0]] + [F.interpolate(p, size=size, mode="bilinear", align_corners=False) for p in pooled[1:]]
-        return torch.cat(pooled, dim=1)
+    embed = staticmethod(local_patch_features)  # [B, D, h, w] on the grid of the first requested layer
 
     def _patches(self, split, idx) -> tuple[torch.Tensor, tuple[int, int, int]]:
         emb = self.embed(self.extractor(split, idx))
@@ -118,8 +111,7 @@ class PatchCoreTaskBanks(Protocol):
         det = self.detector
         patches, shape = det._patches(split, idx)
         per_bank = torch.stack([det.patch_scores(patches, bank, shape) for bank in self.banks_])  # [T, B, h, w]
-        routed = per_bank.flatten(2).mean(2).argmin(0)  # j*(x) = argmin_j mean_z d_NN(z, C_j)
-        chosen = per_bank[routed, torch.arange(per_bank.shape[1], device=routed.device)]
+        chosen, routed = route(per_bank)  # j*(x) = argmin_j mean_z d_NN(z, C_j)
         scores, maps = det.finish(chosen)
         return Prediction(scores, maps, routed.cpu().numpy())
 

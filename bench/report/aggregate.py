@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from bench.errors import BenchError
 from bench.report import heatmaps as hm
 from bench.report.bootstrap import roc_auc_cl_interval
 from bench.report.collect import Collection, collect
-from bench.results import file_sha256
+from bench.results import file_sha256, write_text_atomic
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,
@@ -132,12 +131,6 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     return items, {"multi_selection": selection_record}
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:
     """Collect, build and write everything; returns the manifest path."""
     options = options or Options()
@@ -158,7 +151,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
     figures = {}
     for item in items:
         if item.text is not None:
-            _write_text(out / item.name, item.text)
+            write_text_atomic(out / item.name, item.text)
         elif item.heatmap.stem not in figures:
             figures[item.heatmap.stem] = hm.save(item.heatmap, out / "figures", options.figure_formats)
     manifest = {
@@ -168,7 +161,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         "inputs": c.inputs,
         "outputs": {i.name: file_sha256(out / i.name) for i in items},
     }
-    _write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     n_fig = len(figures)
     log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
         f"{sum(i.text is not None for i in items)} table files to {out / 'tables'} and {n_fig} heatmap(s) "

@@ -33,7 +33,7 @@ def _blocks(run: dict) -> dict[tuple[int, int], np.ndarray]:
     step, task = run["scores/step"].astype(np.int64), run["scores/task"].astype(np.int64)
     keys = step * (int(task.max()) + 1) + task
     order = np.argsort(keys, kind="stable")
-    uniq, first = np.unique(keys[order], return_index=True)
+    _, first = np.unique(keys[order], return_index=True)
     return {(int(step[order[a]]), int(task[order[a]])): order[a:b]
             for a, b in zip(first, [*first[1:], len(order)])}
 

@@ -37,7 +37,6 @@ class ProvenanceError(BenchError):
 
 @dataclass
 class Collection:
-    outputs: Path
     dataset: str  # a dataset name, or "all"
     runs: pd.DataFrame  # one row per complete run used (duplicates collapsed)
     details: dict  # run_key -> results.read_run(...) of the file used
@@ -178,5 +177,5 @@ def collect(outputs: Path, dataset: str) -> Collection:
     missing_frame = pd.DataFrame(missing, columns=["path", "run_name", "run_key", "status", "steps_done", "n_tasks",
                                                    "dataset", "model", "backbone", "protocol", "ordering", "seed",
                                                    "error"])
-    return Collection(outputs, dataset, runs, details, missing_frame, sorted(inputs, key=lambda e: e["path"]),
+    return Collection(dataset, runs, details, missing_frame, sorted(inputs, key=lambda e: e["path"]),
                       reference)

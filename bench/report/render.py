@@ -126,7 +126,7 @@ def provenance_lines(runs: pd.DataFrame, n_missing: int) -> list[str]:
     if len(configs) <= 8:
         config_text = f"config SHA-256 {', '.join(c[:12] for c in configs)}"
     else:
-        digest = hashlib.sha256("\n".join(configs).encode()).hexdigest()[:12]
+        digest = short_hash("\n".join(configs), 12)
         config_text = f"{len(configs)} config SHA-256s (digest of the sorted list {digest}; each in runs.csv)"
     return [f"Rests on {len(runs)} complete run{'s' * (len(runs) != 1)} from commit{'s' * (len(commits) != 1)} "
             f"{', '.join(commits)}; {config_text}.",

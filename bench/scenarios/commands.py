@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from bench.errors import ConfigError, DatasetError
+from bench.results import file_sha256
 from bench.scenarios import manifest
 from bench.scenarios import multi as multi_stream
 
@@ -19,7 +19,7 @@ PENDING = "ste.pending"  # in the STE folder while submitted STE jobs are outsta
 
 def register(sub) -> None:
     # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
-    from bench.cli import DATASETS
+    from bench.config import DATASETS
 
     p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
                                          "Spearman agreement, the multi-dataset stream, manifests")
@@ -132,15 +132,11 @@ def _submit_ste(args, configs, root: Path, out: Path, methods: list[str]) -> boo
     profile = grids.load_profile(args.profile)
     planned = ste.planned_runs(configs, out / "runs", profile, args.grid)
     statuses = hpc.plan_status(planned, recs.load_records(*records_at))
-    todo = [p for p, s in zip(planned, statuses) if s.state in hpc.TODO]
-    print(f"STE ({args.cluster}): {len(planned)} runs; " + hpc._counts(statuses))
-    for s in statuses:
-        if s.state == "failed":
-            print(f"  failed: {s.name}  job {s.job_id}: {s.detail}")
+    todo = hpc.triage(planned, statuses, f"STE ({args.cluster})")
     if todo:
         meta = {"command": "scenarios ste", "dataset": args.dataset,
-                "grid": str(args.grid or grids.grid_path(args.dataset)), "profile": None, "cluster": None,
-                "container": None, "python": None, "parallelism": args.parallelism, "root": str(root.resolve()),
+                "grid": str(args.grid or grids.grid_path(args.dataset)), "parallelism": args.parallelism,
+                "root": str(root.resolve()),
                 "outputs": str(out), "methods": methods, "argv": sys.argv}
         submission = hpc.submit_runs(todo, dataset=args.dataset, records_at=records_at, logs=out / "logs",
                                      name=f"bench-ste-{args.dataset}", cluster=args.cluster, profile=profile,
@@ -176,10 +172,6 @@ def _collect_command(args) -> str:
     return shlex.join(parts + ["--collect-only"])
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def cmd_rank(args) -> int:
     from bench.scenarios import rank as ranking
 
@@ -187,10 +179,11 @@ def cmd_rank(args) -> int:
     rankings = ranking.rank_ste(ste, args.backbone, str(args.ste))
     out = args.out or args.ste.parent
     ranking.write_tables(rankings, out)
+    ste_sha = file_sha256(args.ste)
     for dataset, r in rankings.items():
         m = {"schema": manifest.SCHEMA_VERSION, "dataset": dataset, "tasks": sorted(r.hard_to_easy),
              "orderings": r.orderings(ranking.RANDOM_SEED if args.seed is None else args.seed),
-             "source": {"kind": "ste", "file": str(args.ste), "sha256": _sha256(args.ste),
+             "source": {"kind": "ste", "file": str(args.ste), "sha256": ste_sha,
                         "backbone": args.backbone or ste.loc[ste["dataset"] == dataset, "backbone"].iloc[0],
                         "methods": r.methods},
              "difficulty": r.difficulty()}
@@ -235,7 +228,7 @@ def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
         r = rankings[dataset]
         rows += [{"dataset": dataset, "concept": d["task"], "avg_roc_auc": d["avg_roc_auc"], "avg_rank": d["avg_rank"],
                   "roc_auc": d["roc_auc"], "hard_position": i} for i, d in enumerate(r.difficulty())]
-    return pd.DataFrame(rows), {"kind": "ste", "file": str(args.ste), "sha256": _sha256(args.ste)}
+    return pd.DataFrame(rows), {"kind": "ste", "file": str(args.ste), "sha256": file_sha256(args.ste)}
 
 
 def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy.stats import ConstantInputWarning, rankdata, spearmanr
 
 from bench.errors import ConfigError
+from bench.report.render import markdown_table
 
 STE_COLUMNS = ["dataset", "concept", "method", "backbone", "roc_auc"]
 METHOD_LABELS = {"patchcore": "PatchCore", "padim": "PaDiM", "cfa": "CFA"}
@@ -190,10 +191,8 @@ def markdown(df: pd.DataFrame, digits: dict[str, int] | None = None, default_dig
             return "n/a" if np.isnan(v) else f"{v:.{digits.get(col, default_digits)}f}"
         return str(v)
 
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, row)) + " |"
-              for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    rows = [[cell(c, v) for c, v in zip(df.columns, row)] for row in df.itertuples(index=False)]
+    return "\n".join(markdown_table([str(c) for c in df.columns], rows))
 
 
 def write_tables(rankings: dict[str, Ranking], out: Path) -> list[Path]:

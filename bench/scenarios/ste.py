@@ -16,6 +16,7 @@ from bench import results
 from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
+from bench.data.reuse import reuse_reads
 from bench.errors import ConfigError, DatasetError
 from bench.models import ALL_MODELS, implemented
 from bench.scenarios.rank import STE_COLUMNS
@@ -54,9 +55,11 @@ def plan(dataset: str, root, methods: list[str], *, backbone: str = "resnet18", 
 
 
 def run_local(configs: list[RunConfig], runs_dir: Path, *, progress: bool = True, log=print) -> None:
-    """Run the jobs one after another here (complete result files are skipped, killed ones resume)."""
-    for i, cfg in enumerate(configs, start=1):
-        run = prepare(cfg, out_dir=runs_dir)
+    """Run the jobs one after another here (complete result files are skipped, killed ones resume). All are
+    prepared first: bad input fails before any work, and the dataset is read once."""
+    with reuse_reads():
+        runs = [prepare(cfg, out_dir=runs_dir) for cfg in configs]
+    for i, (cfg, run) in enumerate(zip(configs, runs), start=1):
         log(f"[STE {i}/{len(configs)}] {cfg.model} on {cfg.dataset}/{cfg.tasks[0]}")
         execute(run, progress=progress, log=log)
 
@@ -64,8 +67,9 @@ def run_local(configs: list[RunConfig], runs_dir: Path, *, progress: bool = True
 def collect(configs: list[RunConfig], runs_dir: Path) -> pd.DataFrame:
     """The STE table from the jobs' result files; fails listing the jobs whose file is missing or incomplete."""
     rows, missing = [], []
-    for cfg in configs:
-        run = prepare(cfg, out_dir=runs_dir)
+    with reuse_reads():
+        runs = [prepare(cfg, out_dir=runs_dir) for cfg in configs]
+    for cfg, run in zip(configs, runs):
         if not results.is_complete(run.out, run.run_key):
             missing.append(f"{cfg.model}/{cfg.tasks[0]}")
             continue
@@ -93,16 +97,16 @@ def planned_runs(configs: list[RunConfig], runs_dir: Path, profile, grid_file: P
 
     from bench.hpc import grid as grids
 
+    if not configs:
+        return []
+    grid = grids.load_grid(configs[0].dataset, grid_file)
     planned = []
-    grid = None
-    for cfg in configs:
-        if grid is None:
-            grid = grids.load_grid(cfg.dataset, grid_file)
-        resources = grid.model_resources(cfg.model) if cfg.model in grid.models else grid.resources
-        if not profile.use_gpus:
-            resources = replace(resources, gpus=0)
-        if cfg.device == "auto":
-            cfg = replace(cfg, device=profile.device if profile.device != "auto" else
-                          ("cuda" if resources.gpus else "cpu"))
-        planned.append(grids.PlannedRun(prepare(cfg, out_dir=runs_dir), resources))
+    with reuse_reads():
+        for cfg in configs:
+            resources = grid.model_resources(cfg.model) if cfg.model in grid.models else grid.resources
+            if not profile.use_gpus:
+                resources = replace(resources, gpus=0)
+            if cfg.device == "auto":
+                cfg = replace(cfg, device=grids.run_device(profile, resources))
+            planned.append(grids.PlannedRun(prepare(cfg, out_dir=runs_dir), resources))
     return planned
