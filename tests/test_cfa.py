@@ -17,7 +17,8 @@ from bench.data import read_index
 from bench.errors import ConfigError
 from bench.metrics import roc_auc
 from bench.models import cfa as cfa_module
-from bench.models.cfa import MARGIN, NU, Cfa, patch_scores, soft_boundary_loss
+from bench.models.cfa import MARGIN, NU, patch_scores, soft_boundary_loss
+from bench.models import create
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 def _samples(split):
@@ -57,7 +58,7 @@ def test_learns_every_synthetic_task(tiny_root):
     extractor = model_extractor()
     for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
         train, test = task_split_pair(tiny_root, task)
-        model = Cfa(extractor, image_size=64, epochs=1).fit(train, seed=0)
+        model = create("cfa", extractor, 64, epochs=1).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.85, aucs
 
@@ -66,7 +67,7 @@ def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
     """A small learning rate: with lr 1e-3 Adam's first steps overshoot on the tiny random-init features (the
     loss rises for ~10 epochs before falling below its start), which says nothing about the gradient."""
     train, _ = task_split_pair(tiny_root, "disc")
-    model = Cfa(model_extractor(), image_size=64, epochs=4, lr=1e-4)
+    model = create("cfa", model_extractor(), 64, epochs=4, lr=1e-4)
     samples = model.cache(train)
     model.init_descriptor(samples, seed=0)
     bank = model.bank(samples)
@@ -85,7 +86,7 @@ def test_training_reads_cached_features_and_lowers_the_loss(tiny_root):
 
 def test_scores_are_pointwise(tiny_root):
     train, test = task_split_pair(tiny_root, "chip")
-    model = Cfa(model_extractor(), image_size=64, epochs=1).fit(train, seed=0)
+    model = create("cfa", model_extractor(), 64, epochs=1).fit(train, seed=0)
     assert_scores_pointwise(model, test, (0, 9, len(test) - 1), atol=1e-5)
 
 
@@ -94,7 +95,7 @@ def test_scores_are_pointwise(tiny_root):
 
 def test_cl_rebuilds_every_bank_with_the_current_descriptor(tiny_root):
     (chip, chip_test), (disc, _) = task_split_pair(tiny_root, "chip"), task_split_pair(tiny_root, "disc")
-    protocol = Cfa(model_extractor(), image_size=64, epochs=2).continual(seed=0)
+    protocol = create("cfa", model_extractor(), 64, epochs=2).continual(seed=0)
     protocol.learn(chip, 0)
     after_first = protocol.banks_[0].clone()
     protocol.learn(disc, 1)
@@ -112,7 +113,7 @@ def test_cl_rebuilds_every_bank_with_the_current_descriptor(tiny_root):
 
 def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_root, monkeypatch):
     (chip, _), (disc, _), (grain, _) = (task_split_pair(tiny_root, t) for t in ("chip", "disc", "grain"))
-    protocol = Cfa(model_extractor(), image_size=64, epochs=1, replay_size=6).continual(seed=0)
+    protocol = create("cfa", model_extractor(), 64, epochs=1, replay_size=6).continual(seed=0)
     det, seen = protocol.detector, []
     original = det.train
 
@@ -133,8 +134,8 @@ def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_r
 def test_cl_first_step_equals_ncl(tiny_root):
     train, test = task_split_pair(tiny_root, "disc")
     extractor = model_extractor()
-    ncl = Cfa(extractor, image_size=64, epochs=2).fit(train, seed=step_seed(0, 0))
-    cl = Cfa(extractor, image_size=64, epochs=2).continual(seed=0)
+    ncl = create("cfa", extractor, 64, epochs=2).fit(train, seed=step_seed(0, 0))
+    cl = create("cfa", extractor, 64, epochs=2).continual(seed=0)
     cl.learn(train, 0)
     idx = np.arange(len(test))
     np.testing.assert_array_equal(cl.predict(test, idx).scores, ncl.predict(test, idx).scores)

@@ -14,8 +14,9 @@ from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError
 from bench.metrics import roc_auc
-from bench.models.padim import Padim, mahalanobis
+from bench.models.padim import mahalanobis
 from bench.perf_models import padim_batched, padim_reference
+from bench.models import create
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 @pytest.mark.parametrize("batch_size", [4, 64])
@@ -35,7 +36,7 @@ def test_batched_mahalanobis_equals_per_location_loop(batch_size):
 
 def test_detector_gaussians_equal_the_loop_on_real_embeddings(tiny_root):
     train, test = task_split_pair(tiny_root, "disc")
-    model = Padim(model_extractor(), image_size=64).fit(train, seed=0)
+    model = create("padim", model_extractor(), 64).fit(train, seed=0)
     z_train = model.embed(model.extractor(train, np.arange(len(train)), keep=False))
     z_test = model.embed(model.extractor(test, np.arange(4)))
     some = slice(0, 256, 17)  # every 17th of the 16×16 locations keeps the loop short
@@ -49,23 +50,23 @@ def test_learns_every_synthetic_task(tiny_root):
     extractor = model_extractor()
     for task in sorted(read_index("synthetic", tiny_root)["task"].unique()):
         train, test = task_split_pair(tiny_root, task)
-        model = Padim(extractor, image_size=64).fit(train, seed=0)
+        model = create("padim", extractor, 64).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.85, aucs
 
 
 def test_scores_are_pointwise(tiny_root):
     train, test = task_split_pair(tiny_root, "chip")
-    model = Padim(model_extractor(), image_size=64).fit(train, seed=0)
+    model = create("padim", model_extractor(), 64).fit(train, seed=0)
     assert_scores_pointwise(model, test, (0, 7, len(test) - 1), atol=1e-5)
 
 
 def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
     disc, chip = task_split_pair(tiny_root, "disc")[0], task_split_pair(tiny_root, "chip")[0]
     extractor = model_extractor()
-    a = Padim(extractor, image_size=64).fit(disc, seed=3)
+    a = create("padim", extractor, 64).fit(disc, seed=3)
     feats = [torch.zeros(1, c, 2, 2) for c in (64, 128, 256)]
-    same, other = Padim(extractor, image_size=64), Padim(extractor, image_size=64)
+    same, other = create("padim", extractor, 64), create("padim", extractor, 64)
     same._select_features(feats, seed=3)
     other._select_features(feats, seed=4)
     assert torch.equal(a.feature_idx_, same.feature_idx_) and not torch.equal(a.feature_idx_, other.feature_idx_)
@@ -78,12 +79,12 @@ def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
 
 def test_too_many_features_is_a_config_error(tiny_root):
     with pytest.raises(ConfigError, match="n_features=500 must be in 1..448"):
-        Padim(model_extractor(), image_size=64, n_features=500).fit(task_split_pair(tiny_root, "disc")[0], seed=0)
+        create("padim", model_extractor(), 64, n_features=500).fit(task_split_pair(tiny_root, "disc")[0], seed=0)
 
 
 def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
     tasks = ["chip", "disc", "checker"]
-    protocol = Padim(model_extractor(), image_size=64).continual(seed=0)
+    protocol = create("padim", model_extractor(), 64).continual(seed=0)
     splits = {t: task_split_pair(tiny_root, t) for t in tasks}
     for step, task in enumerate(tasks):
         protocol.learn(splits[task][0], step)
@@ -95,7 +96,7 @@ def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
         pred = protocol.predict(test, np.arange(len(test)))
         assert (pred.routed == j).mean() >= 0.9, (task, pred.routed)
         # score and map come from the chosen model: equal to that task's model alone
-        alone = Padim(protocol.detector.extractor, image_size=64)
+        alone = create("padim", protocol.detector.extractor, 64)
         alone.feature_idx_ = protocol.detector.feature_idx_
         alone.mean_, alone.inv_cov_ = protocol.models_[j]
         solo = alone.predict(test, np.arange(len(test)))
@@ -109,10 +110,10 @@ def test_cl_keeps_one_gaussian_per_task_and_routes_to_its_own(tiny_root):
 
 def test_cl_state_round_trips(tiny_root):
     train, test = task_split_pair(tiny_root, "chip")
-    protocol = Padim(model_extractor(), image_size=64).continual(seed=0)
+    protocol = create("padim", model_extractor(), 64).continual(seed=0)
     protocol.learn(train, 0)
     expected = protocol.predict(test, np.arange(len(test))).scores
-    fresh = Padim(model_extractor(), image_size=64).continual(seed=0)
+    fresh = create("padim", model_extractor(), 64).continual(seed=0)
     fresh.load_state_dict(protocol.state_dict())
     np.testing.assert_array_equal(fresh.predict(test, np.arange(len(test))).scores, expected)
 

@@ -15,7 +15,8 @@ from bench.metrics import roc_auc
 from bench.models.ops.blur import gaussian_blur
 from bench.models.ops.coreset import greedy_coreset
 from bench.models.ops.knn import nn_distance
-from bench.models.patchcore import PatchCore
+
+from bench.models import create
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 
@@ -75,7 +76,7 @@ def test_blur_equals_scipy_gaussian_filter():
 def _fit(root, task, size, seed=0):
     train, test = task_split_pair(root, task, size)
     extractor = model_extractor(("layer2", "layer3"), batch_size=None)
-    return PatchCore(extractor, image_size=size).fit(train, seed), train, test
+    return create("patchcore", extractor, size).fit(train, seed), train, test
 
 
 def test_learns_every_synthetic_task(demo_root):
@@ -94,7 +95,7 @@ def test_scores_are_pointwise(tiny_root):
 def test_cl_banks_follow_the_budget_and_route_to_their_task(tiny_root):
     tasks = ["disc", "stripes", "checker"]
     extractor = model_extractor(("layer2", "layer3"), batch_size=None)
-    protocol = PatchCore(extractor, image_size=64).continual(seed=0)
+    protocol = create("patchcore", extractor, 64).continual(seed=0)
     splits = {t: task_split_pair(tiny_root, t, 64) for t in tasks}
     for step, task in enumerate(tasks):
         protocol.learn(splits[task][0], step)

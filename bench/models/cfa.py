@@ -25,6 +25,7 @@ from torch import nn
 from bench.continual.protocols import Protocol
 from bench.continual.replay import ReplayBuffer, split_from_state, split_state
 from bench.models.base import Detector, Prediction, local_patch_features, max_of_maps, route, tensor_bytes
+from bench.models.registry import Float, Int, Layers, ModelSpec, register
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
@@ -74,9 +75,8 @@ def patch_scores(phi: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
 class Cfa(Detector):
     name = "cfa"
 
-    def __init__(self, extractor, *, image_size: int, layers=("layer1", "layer2", "layer3"), epochs: int = 50,
-                 lr: float = 1e-3, weight_decay: float = 5e-4, k_neighbors: int = 3, repulsion_neighbors: int = 3,
-                 blur_sigma: float = 4.0, replay_size: int = 100):
+    def __init__(self, extractor, *, image_size: int, layers, epochs: int, lr: float, weight_decay: float,
+                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.epochs, self.lr, self.weight_decay = epochs, lr, weight_decay
         self.k_neighbors, self.repulsion_neighbors = k_neighbors, repulsion_neighbors
@@ -259,3 +259,19 @@ class CfaTaskBanks(Protocol):
         """Descriptor, radius and banks, plus the cached features of every kept training image."""
         model = tensor_bytes(self.detector.model_state()) + tensor_bytes(self.banks_)
         return model + self.image_feature_bytes_ * sum(len(s) for s in self.kept_)
+
+
+register(ModelSpec(
+    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6", quick={"epochs": 3},
+    params={
+        "layers": Layers(("layer1", "layer2", "layer3")),
+        "epochs": Int(50, 1),
+        "lr": Float(1e-3, 0, low_open=True),
+        "weight_decay": Float(5e-4, 0),
+        "k_neighbors": Int(3, 1, doc="K: bank features each feature is attracted to"),
+        "repulsion_neighbors": Int(3, 0, doc="J: hard negatives repelled"),
+        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
+        "replay_size": Int(100, 1),
+    },
+))

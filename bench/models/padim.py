@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from bench.continual.protocols import Protocol
 from bench.errors import ConfigError
 from bench.models.base import Detector, Prediction, max_of_maps, route, tensor_bytes
+from bench.models.registry import Float, Int, Layers, ModelSpec, register
 
 
 class GaussianMoments:
@@ -64,8 +65,7 @@ def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> t
 class Padim(Detector):
     name = "padim"
 
-    def __init__(self, extractor, *, image_size: int, layers=("layer1", "layer2", "layer3"), n_features: int = 100,
-                 eps: float = 0.01, blur_sigma: float = 4.0):
+    def __init__(self, extractor, *, image_size: int, layers, n_features: int, eps: float, blur_sigma: float):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.n_features, self.eps, self.blur_sigma = n_features, eps, blur_sigma
         self.feature_idx_: torch.Tensor | None = None
@@ -168,3 +168,14 @@ class PadimTaskModels(Protocol):
 
     def state_bytes(self) -> int:
         return tensor_bytes(self.models_)
+
+
+register(ModelSpec(
+    name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6",
+    params={
+        "layers": Layers(("layer1", "layer2", "layer3")),
+        "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),
+        "eps": Float(0.01, 0, low_open=True, doc="ε added to each covariance diagonal"),
+        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+    },
+))

@@ -17,14 +17,14 @@ from bench.continual.protocols import Protocol
 from bench.models.base import Detector, Prediction, anomaly_maps, local_patch_features, route, tensor_bytes
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
+from bench.models.registry import Float, Int, Layers, ModelSpec, register
 
 
 class PatchCore(Detector):
     name = "patchcore"
 
-    def __init__(self, extractor, *, image_size: int, layers=("layer2", "layer3"), coreset_ratio: float = 0.1,
-                 projection_dim: int = 128, n_starts: int = 10, blur_sigma: float = 4.0,
-                 previous_ratio: float = 0.25):
+    def __init__(self, extractor, *, image_size: int, layers, coreset_ratio: float, projection_dim: int,
+                 n_starts: int, blur_sigma: float, previous_ratio: float):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.coreset_ratio, self.projection_dim, self.n_starts = coreset_ratio, projection_dim, n_starts
         self.blur_sigma, self.previous_ratio = blur_sigma, previous_ratio
@@ -123,3 +123,16 @@ class PatchCoreTaskBanks(Protocol):
 
     def state_bytes(self) -> int:
         return tensor_bytes(self.banks_)
+
+
+register(ModelSpec(
+    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6",
+    params={
+        "layers": Layers(("layer2", "layer3")),
+        "coreset_ratio": Float(0.1, 0, 1, low_open=True, doc="share of training patches kept in the bank"),
+        "projection_dim": Int(128, 1, doc="random projection used by the greedy coreset"),
+        "n_starts": Int(10, 1, doc="random starting points of the greedy coreset"),
+        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "previous_ratio": Float(0.25, 0, 1, low_open=True, doc="ρ: share of the bank kept for previous tasks (CL)"),
+    },
+))

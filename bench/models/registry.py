@@ -1,0 +1,185 @@
+"""The detector registry: each detector file registers one `ModelSpec`; every list of models comes from here.
+
+A spec carries what the rest of the suite needs to know about a detector without reading its code: the label
+used in tables, every hyperparameter with its default (InCLAD Tables 6/7), type and allowed range, the small
+"quick" setting used by tests and the demo, what it consumes (backbone features or raw images), and an algorithm
+version that is part of the run key (bump it whenever the method's results change, so old result files are not
+reused). Hyperparameters are checked here, before any work: a bad value is one line naming the key, the value
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bench.errors import ConfigError, choice_error
+
+# The nine InCLAD detectors; a name without a registered file is rejected with a clear message, never skipped.
+INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "paste", "fastflow", "ganomaly")
+BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
+_INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models that are not detectors
+
+
+@dataclass(frozen=True)
+class Param:
+    """One hyperparameter: default, type and allowed range. `check` returns the value in its canonical type."""
+
+    default: Any
+    kind: str  # "int" | "float" | "bool" | "str" | "layers"
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # True: low itself is not allowed
+    choices: tuple | None = None
+    doc: str = ""
+
+    def allowed(self) -> str:
+        if self.kind == "layers":
+            return f"a non-empty list of distinct layers from {', '.join(BACKBONE_LAYERS)}, in order"
+        if self.choices is not None:
+            return "one of " + ", ".join(map(str, self.choices))
+        if self.kind == "bool":
+            return "true or false"
+        lo = "" if self.low is None else f"{'>' if self.low_open else '≥'} {self.low:g}"
+        hi = "" if self.high is None else f"≤ {self.high:g}"
+        bounds = " and ".join(b for b in (lo, hi) if b)
+        kind = {"int": "an integer", "float": "a finite number", "str": "a string"}[self.kind]
+        return f"{kind} {bounds}".strip()
+
+    def check(self, model: str, key: str, value):
+        try:
+            out = self._coerce(value)
+        except (TypeError, ValueError):
+            out = None
+        if out is None or not self._in_range(out):
+            raise ConfigError(f"{model} hyperparameter {key}={value!r} is not allowed (expected {self.allowed()})")
+        return out
+
+    def _coerce(self, value):
+        if self.kind == "int":
+            if isinstance(value, bool):
+                return None
+            if isinstance(value, float) and not value.is_integer():
+                return None
+            return int(value) if not isinstance(value, str) else int(value.strip())
+        if self.kind == "float":
+            if isinstance(value, bool):
+                return None
+            out = float(value)
+            return out if math.isfinite(out) else None
+        if self.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            return {"true": True, "false": False}.get(str(value).strip().lower())
+        if self.kind == "str":
+            return value if isinstance(value, str) else None
+        if self.kind == "layers":
+            items = value.split(",") if isinstance(value, str) else value
+            if not isinstance(items, (list, tuple)) or not items:
+                return None
+            items = [str(i).strip() for i in items]
+            if any(i not in BACKBONE_LAYERS for i in items) or len(set(items)) != len(items):
+                return None
+            return sorted(items, key=BACKBONE_LAYERS.index)
+        raise ValueError(self.kind)
+
+    def _in_range(self, value) -> bool:
+        if self.choices is not None and value not in self.choices:
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+
+def Int(default: int, low: float | None = None, high: float | None = None, doc: str = "") -> Param:  # noqa: N802
+    return Param(default, "int", low, high, doc=doc)
+
+
+def Float(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False,  # noqa: N802
+          doc: str = "") -> Param:
+    return Param(float(default), "float", low, high, low_open, doc=doc)
+
+
+def Bool(default: bool, doc: str = "") -> Param:  # noqa: N802
+    return Param(default, "bool", doc=doc)
+
+
+def Choice(default: str, choices: tuple, doc: str = "") -> Param:  # noqa: N802
+    return Param(default, "str", choices=tuple(choices), doc=doc)
+
+
+def Layers(default: tuple[str, ...], doc: str = "") -> Param:  # noqa: N802
+    return Param(list(default), "layers", doc=doc)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the suite knows about a detector. `factory(extractor, image_size=..., **hparams)` builds it."""
+
+    name: str
+    label: str  # as printed in tables
+    factory: Callable
+    params: dict[str, Param]
+    quick: dict = field(default_factory=dict)  # small settings for tests and the demo (printed by the demo)
+    inputs: str = "features"  # "features": frozen backbone layers via the run's FeatureExtractor; "images": raw
+    version: int = 1  # algorithm version: part of the run key; bump when results change
+    source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
+
+    def defaults(self) -> dict:
+        return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
+
+    def resolve(self, overrides: dict | None = None) -> dict:
+        """Defaults merged with checked overrides; an unknown name lists the valid ones."""
+        params = self.defaults()
+        for key, value in (overrides or {}).items():
+            if key not in self.params:
+                raise choice_error(f"{self.name} hyperparameter", key, self.params)
+            params[key] = self.params[key].check(self.name, key, value)
+        return params
+
+    def layers(self, hparams: dict) -> tuple[str, ...]:
+        return tuple(hparams.get("layers", ())) if self.inputs == "features" else ()
+
+
+_SPECS: dict[str, ModelSpec] = {}
+_DISCOVERED = False
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    """Called once, at the bottom of the detector's own file."""
+    if spec.name in _SPECS and _SPECS[spec.name].factory is not spec.factory:
+        raise RuntimeError(f"detector {spec.name!r} registered twice")
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def _discover() -> None:
+    """Import every detector module of bench.models (each registers itself on import)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    import bench.models as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in _INFRASTRUCTURE and not info.name.startswith("_"):
+            importlib.import_module(f"bench.models.{info.name}")
+    _DISCOVERED = True
+
+
+def specs() -> dict[str, ModelSpec]:
+    """Registered detectors, InCLAD's nine first in their canonical order, then any others by name."""
+    _discover()
+    order = [m for m in INCLAD_MODELS if m in _SPECS] + sorted(set(_SPECS) - set(INCLAD_MODELS))
+    return {m: _SPECS[m] for m in order}
+
+
+def get(name: str) -> ModelSpec:
+    registered = specs()
+    if name in registered:
+        return registered[name]
+    if name in INCLAD_MODELS:
+        raise ConfigError(f"model {name!r} is not implemented yet (implemented: {', '.join(registered)})")
+    raise choice_error("model", name, tuple(registered) + tuple(m for m in INCLAD_MODELS if m not in registered))
