@@ -10,23 +10,17 @@ Anything unreadable (truncated, corrupt, another program's file) raises Checkpoi
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from bench.errors import CheckpointError
+from bench.results import tmp_path
 
 FORMAT = "bench-checkpoint"
 VERSION = 1
 _NDARRAY = "__ndarray__"  # marks a numpy array stored as a tensor
-
-
-def tmp_path(path: Path) -> Path:
-    """A temp name no other process on any host writes (`<name>.tmp.<host>.<pid>`)."""
-    path = Path(path)
-    return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
 
 
 def save(path, obj) -> None:

@@ -62,18 +62,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
-    from bench.config import RunConfig
-    from bench.data import read_index
-    from bench.data.stream import resolve_tasks
+    from bench.config import build_run_config
 
-    root = args.root or default_root(args.dataset)
-    available = sorted(read_index(args.dataset, root)["task"].unique())
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    ordering, order = resolve_tasks(args.dataset, root, available, args.ordering, tasks)
-    return RunConfig(dataset=args.dataset, root=str(root), model=args.model, tasks=order, ordering=ordering,
-                     backbone=args.backbone, weights=args.weights, protocol=args.protocol, seed=args.seed,
-                     image_size=args.image_size, batch_size=args.batch_size, device=args.device,
-                     workers=args.workers, hparams=parse_overrides(args.set))
+    return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
+                            ordering=args.ordering, tasks=args.tasks, backbone=args.backbone, weights=args.weights,
+                            protocol=args.protocol, seed=args.seed, image_size=args.image_size,
+                            batch_size=args.batch_size, device=args.device, workers=args.workers,
+                            hparams=parse_overrides(args.set))
 
 
 def print_summary(path: Path) -> None:
@@ -85,10 +80,11 @@ def print_summary(path: Path) -> None:
 
 
 def cmd_run(args) -> int:
+    from bench.config import check_max_steps
     from bench.continual.runner import execute, prepare
-
     from bench.data.reuse import reuse_reads
 
+    check_max_steps(args.max_steps)
     with reuse_reads():  # config_from_args and prepare both read the index: once is enough
         config = config_from_args(args)
         run = prepare(config, out=args.out)
@@ -183,6 +179,12 @@ def main(argv=None) -> int:
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except OSError as e:  # an unreadable folder, a full disk: one line naming the file
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        signame = str(e) or "SIGINT"
+        print(f"interrupted ({signame}); the run keeps its checkpoint: run the same command again to resume",
+              file=sys.stderr)
+        return 130 if signame == "SIGINT" else 143

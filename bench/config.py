@@ -3,19 +3,35 @@
 The *run key* hashes everything that changes the result (dataset content, task order, model, backbone,
 weights, protocol, seed, image size, batch size, hyperparameters) and nothing that does not (paths, device,
 worker count). The *config hash* covers the whole configuration and is recorded as provenance.
+
+Every setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what the
+CLI and the grids call) and `runner.prepare` (what every run goes through) both call it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 from bench.errors import ConfigError
 
 SCHEMA_VERSION = 1
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
+PROTOCOLS = ("ncl", "cl")
+DEVICES = ("auto", "cpu", "cuda")
+# Ranges of the run-level settings. Below 32 px the deepest backbone layer used (stride 16) has no neighbourhood;
+# seeds feed numpy's and torch's generators, which take unsigned 32-bit values everywhere.
+IMAGE_SIZE_RANGE = (32, 8192)
+BATCH_SIZE_RANGE = (1, 4096)
+SEED_RANGE = (0, 2**32 - 1)
+WORKERS_RANGE = (0, 256)
+# Bytes per input pixel of one forward pass: the float32 RGB input (12) and the backbone's activations, which for
+# a ResNet add up to about ten times the input before the pooled layers (measured peak on resnet18: ~100).
+BYTES_PER_PIXEL = 128
 
 
 @dataclass
@@ -34,6 +50,35 @@ class RunConfig:
     device: str = "auto"
     workers: int = 0
     hparams: dict = field(default_factory=dict)
+
+    def validate(self, *, tasks: bool = True) -> "RunConfig":
+        """Check every setting (type, range, choices; hyperparameters through the model registry) and return
+        self with hyperparameters resolved to their canonical types; ConfigError names the setting and what is
+        allowed. `tasks=False` skips the task list (not known before the dataset is read)."""
+        self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
+        for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES)):
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
+        if not isinstance(self.weights, str) or not self.weights.strip():
+            raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
+        for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
+                                  ("seed", SEED_RANGE), ("workers", WORKERS_RANGE)):
+            check_int(name, getattr(self, name), low, high)
+        check_memory(self.image_size, self.batch_size)
+        if tasks:
+            names = self.tasks
+            if not isinstance(names, list) or not names or not all(isinstance(t, str) and t for t in names):
+                raise ConfigError(f"tasks={names!r}: expected a non-empty list of task names")
+            if len(set(names)) != len(names):
+                raise ConfigError(f"tasks repeat a task: {names}")
+        from bench.models import resolve_hparams  # the registry is torch-free; imported late to keep this leaf
+
+        if not isinstance(self.hparams, dict):
+            raise ConfigError(f"hparams={self.hparams!r}: expected a mapping name -> value")
+        self.hparams = resolve_hparams(self.model, self.hparams)
+        return self
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -67,3 +112,66 @@ class RunConfig:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
         dataset = self.dataset.replace("/", "-")
         return f"{dataset}_{self.model}_{self.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
+
+
+def option_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_int(name: str, value, low: int, high: int) -> int:
+    """`value` as an int in [low, high], or ConfigError naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{option_name(name)} {value!r} is not allowed (expected an integer from {low} to {high})")
+    return value
+
+
+def check_max_steps(value) -> None:
+    if value is not None:
+        check_int("max_steps", value, 1, 10**6)
+
+
+def memory_limit_bytes() -> int:
+    """What this process may use: the cgroup limit where one is set, else physical memory."""
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text.isdigit():
+            return int(text)
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_estimate(image_size: int, batch_size: int) -> int:
+    """A rough lower bound of the bytes one batch needs on its way through the backbone."""
+    return BYTES_PER_PIXEL * batch_size * image_size * image_size
+
+
+def check_memory(image_size: int, batch_size: int) -> None:
+    """Refuse an image size whose batches cannot fit in memory, instead of being killed by the kernel."""
+    need, have = memory_estimate(image_size, batch_size), memory_limit_bytes()
+    if need > have:
+        raise ConfigError(f"--image-size {image_size} with --batch-size {batch_size} needs about {need / 2**30:.0f} "
+                          f"GiB per batch, more than the {have / 2**30:.0f} GiB this machine has; lower them")
+
+
+def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
+                     tasks: list[str] | str | None = None, backbone: str = "resnet18", weights: str = "imagenet",
+                     protocol: str = "cl", seed: int = 0, image_size: int = 224, batch_size: int = 32,
+                     device: str = "auto", workers: int = 0, hparams: dict | None = None) -> RunConfig:
+    """A validated RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
+    what `bench run` and every grid point build. Settings are checked before the dataset is read."""
+    from bench.data import read_index  # late: bench.data imports this module
+    from bench.data.stream import resolve_tasks
+
+    if isinstance(tasks, str):
+        text, tasks = tasks, [t.strip() for t in tasks.split(",") if t.strip()]
+        if not tasks:
+            raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
+    root = Path(root).expanduser()
+    config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], backbone=backbone, weights=weights,
+                       protocol=protocol, seed=seed, image_size=image_size, batch_size=batch_size, device=device,
+                       workers=workers, hparams=dict(hparams or {}))
+    config.validate(tasks=False)
+    available = sorted(read_index(dataset, root)["task"].unique())
+    config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)
+    return config.validate()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench.cli import default_root
+from bench.data.multi import default_root
 from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index

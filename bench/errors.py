@@ -26,3 +26,7 @@ def choice_error(kind: str, value, valid) -> ConfigError:
 
 class CheckpointError(BenchError):
     """A checkpoint file is corrupt, truncated, foreign, or holds something other than plain data."""
+
+
+class NumericalError(BenchError):
+    """A model produced NaN or infinite scores or maps: no ROC-AUC of them would mean anything."""

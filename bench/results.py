@@ -16,7 +16,8 @@ Schema (version 1), everything a table needs to be traced back to the run that m
   routing/counts      [N, N, N] (task-bank protocols) images of test task j routed to bank k after step i
   routing/own_fraction [N, N] share of task j's test images routed to its own bank after step i
   scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
-Files are opened with locking=False (NFS/Lustre) and replaced atomically (write .tmp, close, os.replace).
+Files are opened with locking=False (NFS/Lustre) and replaced atomically (write `<name>.tmp.<host>.<pid>`, close,
+os.replace).
 """
 
 from __future__ import annotations
@@ -90,24 +91,45 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write a text file atomically (parents created): readers see the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = tmp_path(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
     """Write one run file atomically: readers see the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w", locking=False) as f:
-        f.attrs["schema_version"] = SCHEMA_VERSION
-        for key, value in attrs.items():
-            f.attrs[key] = value
-        f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
-        for name, arr in arrays.items():
-            f.create_dataset(name, data=arr)
-    os.replace(tmp, path)
+    tmp = tmp_path(path)
+    try:
+        with h5py.File(tmp, "w", locking=False) as f:
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            for key, value in attrs.items():
+                f.attrs[key] = value
+            f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
+            for name, arr in arrays.items():
+                f.create_dataset(name, data=arr)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def tmp_path(path: Path) -> Path:
+    """A temp name of `path` that no other process writes: `<name>.tmp.<host>.<pid>`."""
+    return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
+
+
+def file_run_key(path: Path) -> str | None:
+    """The run key recorded in a result file, or None when `path` is not a readable result file."""
+    try:
+        with h5py.File(path, "r", locking=False) as f:
+            key = f.attrs.get("run_key")
+    except OSError:
+        return None
+    return _plain(key) if key is not None else None
 
 
 def read_run(path: Path) -> dict:

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ import torch
 
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# file digests (bench/data/digests.py) are cached per test session, not in the user's ~/.cache
+os.environ.setdefault("BENCH_CACHE_DIR", tempfile.mkdtemp(prefix="bench-test-cache-"))
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 

@@ -2,13 +2,25 @@
 
 After every step it checkpoints (protocol state + everything measured) so a killed run resumes at the next
 task and ends with the same R as an uninterrupted one, and it rewrites the HDF5 file with status=running
-so progress is visible. The final file has status=complete; the checkpoint is then deleted.
+so progress is visible. The final file has status=complete; the checkpoint is then deleted. Each of those
+writes may be the last thing a killed job did: a rerun finds the checkpoint of the finished stream and writes
+the complete file from it, or finds the complete file and only removes the checkpoint.
+
+The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
+never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
+processes cannot run into one file. Checkpoints are plain data read without unpickling code
+(bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -17,17 +29,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench import results
-from bench.config import RunConfig
+from bench import checkpoint, results
+from bench.config import RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
+from bench.data.digests import content_sha256
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
-from bench.errors import BenchError
+from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
-from bench.models import build_detector, model_layers, resolve_hparams
+from bench.models import build_detector, model_layers
 
 
 @dataclass
@@ -73,7 +86,7 @@ class Run:
 
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
-    config.hparams = resolve_hparams(config.model, config.hparams)
+    config.validate()
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
@@ -82,26 +95,115 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         data.train.check_files()
         data.test.check_files()
     _, weights_id = resolve_weights(config.backbone, config.weights)
-    index_sha = index_sha256(index, generation_record(config.dataset, config.root))
+    index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
     key = config.run_key(index_sha, weights_id)
     if out is None:
         out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"
-    return Run(config, Path(out), splits, index_sha, weights_id, key)
+    out = Path(out).expanduser()
+    check_output(out, key, probe=False)
+    return Run(config, out, splits, index_sha, weights_id, key)
+
+
+def check_output(out: Path, run_key: str, probe: bool = True) -> None:
+    """Refuse, before any work, a result path that is not this run's: only an absent file or one holding this
+    run key (complete, running or failed) may be written. The folder must take a file: `probe` creates it and
+    writes a small file there (a full disk fails now); without it (planning, dry runs) nothing is created and
+    only the nearest existing folder is checked."""
+    if out.exists() or out.is_symlink():
+        if not out.is_file():
+            raise ConfigError(f"{out}: --out exists and is not a regular file; refusing to replace it")
+        found = results.file_run_key(out)
+        if found is None:
+            raise ConfigError(f"{out}: --out exists and is not a result file; refusing to replace it")
+        if found != run_key:
+            raise ConfigError(f"{out}: --out holds another run (run key {found[:12]}, this run {run_key[:12]}); "
+                              "refusing to replace it: choose another --out or remove the file")
+    folder = out.parent
+    if not probe:
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise BenchError(f"{existing}: output folder is not a writable directory")
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = results.tmp_path(out.with_name(out.name + ".probe"))
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, b"\0" * 4096)  # a full disk fails here, not after the first task
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise BenchError(f"{folder}: output folder is not writable ({e.strerror or e})") from None
+
+
+@contextmanager
+def output_lock(out: Path):
+    """Hold an exclusive lock on `<out>.lock` for a run's duration. flock works on local disks and on most
+    cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3 without lockd it may not exclude."""
+    path = out.with_name(out.name + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise BenchError(f"{out}: another process is running this run (lock {path} is held)") from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race a waiting run)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (what SLURM sends before killing a job) or SIGINT: stop, keep the checkpoint, say so."""
+
+
+@contextmanager
+def _stop_on_sigterm():
+    """Turn SIGTERM into Interrupted while a run executes, unless someone (submitit) already handles it."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted("SIGTERM")
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
     """Run (or resume) the stream; returns the result file. `max_steps` stops early (resumable)."""
+    check_max_steps(max_steps)
+    check_output(run.out, run.run_key)  # again: the file may have changed since planning
+    with output_lock(run.out), _stop_on_sigterm():
+        if results.is_complete(run.out, run.run_key):
+            # a kill between the final write and removing the checkpoint leaves it: the run is done
+            run.checkpoint_path.unlink(missing_ok=True)
+            log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
+            return run.out
+        return _execute(run, progress, max_steps, log)
+
+
+def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
-    if results.is_complete(run.out, run.run_key):
-        log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
-        return run.out
     device = resolve_device(cfg.device)
-    run.out.parent.mkdir(parents=True, exist_ok=True)
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                  seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
-    protocol = make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
+    def fresh_protocol():
+        return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
                              cfg.seed)
-    state = _resume(run, protocol, log) or RunState(n)
+
+    protocol = fresh_protocol()
+    state = _resume(run, protocol, log)
+    if state is None:  # a rejected checkpoint may have been half loaded
+        protocol, state = fresh_protocol(), RunState(n)
     if cfg.weights == "none":
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
             "to ImageNet-pretrained results")
@@ -129,19 +231,24 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
             state.steps_done = t + 1
             _log_step(log, cfg, state, t)
             _save_checkpoint(run, protocol, state)
-            status = "complete" if state.steps_done == n else "running"
-            # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": status,
+            if state.steps_done < n:
+                # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
+                _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
+                                                          "backbone_forward_images": extractor.forward_images})
+        if state.steps_done == n:
+            # also reached by a rerun whose checkpoint already holds the whole stream (killed before this write)
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete",
                                                       "backbone_forward_images": extractor.forward_images})
-    except BenchError:
-        raise
+            run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
-        if state.steps_done:  # leave a visible trace for `make status`; the checkpoint allows resuming
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "failed",
-                                                      "error": f"{type(e).__name__}: {e}"})
+        # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
+        error = (f"interrupted ({e}); resumable: run again" if isinstance(e, KeyboardInterrupt)
+                 else f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e))
+        try:
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "failed", "error": error})
+        except Exception:  # noqa: BLE001 - a full disk must not hide the original error
+            pass
         raise
-    if state.steps_done == n:
-        run.checkpoint_path.unlink(missing_ok=True)
     return run.out
 
 
@@ -158,6 +265,10 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
         with torch.no_grad():
             pred = protocol.predict(split, idx)
         scores[idx] = pred.scores
+        if not np.isfinite(scores[idx]).all() or (pred.maps is not None and not np.isfinite(pred.maps).all()):
+            raise NumericalError(f"{cfg.model}: non-finite image scores or anomaly maps on {split.name} at step "
+                                 f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
+                                 f"are degenerate")
         if pixel is not None and pred.maps is not None:
             pixel.update(pred.maps, masks[split.name][idx])
         if pred.routed is not None and routing is not None:
@@ -204,23 +315,34 @@ def _write(run, state, routing, tasks_info, attrs):
 
 
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:
-    tmp = run.checkpoint_path.with_name(run.checkpoint_path.name + ".tmp")
-    torch.save({"run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
-                "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores}, tmp)
-    os.replace(tmp, run.checkpoint_path)
+    checkpoint.save(run.checkpoint_path, {
+        "run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
+        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores})
 
 
 def _resume(run: Run, protocol, log) -> RunState | None:
     path = run.checkpoint_path
     if not path.is_file():
         return None
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if ckpt.get("run_key") != run.run_key:
-        log(f"{path}: checkpoint belongs to another run key; starting from scratch")
+    n = len(run.config.tasks)
+    try:
+        ckpt = checkpoint.load(path)
+        if not isinstance(ckpt, dict) or ckpt.get("run_key") != run.run_key:
+            log(f"{path}: checkpoint belongs to another run key; starting from scratch")
+            return None
+        steps = ckpt["steps_done"]
+        if not isinstance(steps, int) or not 1 <= steps <= n:
+            raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
+        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]])
+        protocol.load_state_dict(ckpt["protocol"])
+    except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
+        bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(path, bad)
+        reason = str(e) if isinstance(e, CheckpointError) else f"{path}: unusable checkpoint ({type(e).__name__}: {e})"
+        log(f"warning: {reason}; moved it to {bad.name} and starting the run afresh")
         return None
-    protocol.load_state_dict(ckpt["protocol"])
-    log(f"resuming {run.out.name} after step {ckpt['steps_done']}/{len(run.config.tasks)}")
-    return RunState(len(run.config.tasks), ckpt["steps_done"], ckpt["started_at"], ckpt["arrays"], ckpt["scores"])
+    log(f"resuming {run.out.name} after step {steps}/{n}")
+    return state
 
 
 def _log_step(log, cfg, state, t):

@@ -53,12 +53,15 @@ def validate_index(df: pd.DataFrame, source: str) -> pd.DataFrame:
     return df
 
 
-def index_sha256(df: pd.DataFrame, record: bytes | None = None) -> str:
+def index_sha256(df: pd.DataFrame, record: bytes | None = None, content: str | None = None) -> str:
     """SHA-256 of the index content (the rows that define a run's data), independent of row order, plus the
     dataset's generation `record` where it has one (the synthetic benchmark's synthetic.json: a new generator
-    version writes other pixels under the same file names, and its results must not pass for the old ones)."""
+    version writes other pixels under the same file names, and its results must not pass for the old ones), plus
+    the `content` digest of the files' bytes (bench/data/digests.py) that makes a run key cover the pixels."""
     canon = df[COLUMNS].sort_values(["dataset", "task", "split", "image_path"], kind="stable")
     payload = canon.to_csv(index=False, lineterminator="\n").encode()
     if record is not None:
         payload += b"\0generation record\0" + record
+    if content is not None:
+        payload += b"\0file content\0" + content.encode()
     return hashlib.sha256(payload).hexdigest()

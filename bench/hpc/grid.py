@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import RunConfig
+from bench.config import build_run_config
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,7 +252,6 @@ def _filter(values: list, wanted: list | None, axis: str, grid: Grid) -> list:
 
 def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path) -> list[PlannedRun]:
     """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
-    from bench.cli import config_from_args
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
     from bench.models import check_model, implemented
@@ -275,13 +274,11 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
             axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
                     for a in ("backbones", "orderings", "protocols", "seeds")]
             for backbone, ordering, protocol, seed in itertools.product(*axes):
-                args = _RunArgs(dataset=grid.dataset, root=root, model=model, backbone=backbone, ordering=ordering,
-                                protocol=protocol, seed=seed, weights=grid.weights,
-                                image_size=grid.models[model].get("image_size", grid.image_size),
-                                batch_size=grid.models[model].get("batch_size", grid.batch_size),
-                                workers=grid.workers, device=run_device(profile, resources))
-                config: RunConfig = config_from_args(args)
-                config.hparams = dict(grid.models[model].get("hparams") or {})
+                config = build_run_config(
+                    grid.dataset, root, model, ordering=ordering, backbone=backbone, protocol=protocol, seed=seed,
+                    weights=grid.weights, image_size=grid.models[model].get("image_size", grid.image_size),
+                    batch_size=grid.models[model].get("batch_size", grid.batch_size), workers=grid.workers,
+                    device=run_device(profile, resources), hparams=grid.models[model].get("hparams"))
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     keys = [p.key for p in planned]
     if len(set(keys)) != len(keys):
@@ -294,23 +291,3 @@ def run_device(profile: Profile, resources: Resources) -> str:
     if profile.device != "auto":
         return profile.device
     return "cuda" if resources.gpus else "cpu"
-
-
-@dataclass
-class _RunArgs:
-    """The fields `bench.cli.config_from_args` reads, so grid runs are configured exactly like `bench run`."""
-
-    dataset: str
-    root: Path
-    model: str
-    backbone: str
-    ordering: str
-    protocol: str
-    seed: int
-    weights: str
-    image_size: int
-    batch_size: int
-    workers: int
-    device: str
-    tasks: str | None = None
-    set: list | None = None

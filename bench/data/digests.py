@@ -1,0 +1,116 @@
+"""Content digests of a dataset's files: the run key covers the bytes of every image and mask it reads.
+
+The index alone (task, split, label, relative paths) cannot tell two datasets with the same file names apart, nor
+an image replaced in place; a result keyed by it would be reported done for data it never saw. So the run key
+includes the SHA-256 of every listed file. Hashing ten thousand images takes a while (VisA-sized: see
+docs/cluster.md), and planning a grid prepares a hundred runs over the same files, so digests are cached by
+(absolute path, size, mtime_ns) in one JSON file: $BENCH_CACHE_DIR/file-digests.json (default
+$XDG_CACHE_HOME/bench or ~/.cache/bench). The cache only saves work: an entry whose size or mtime differs from
+the file's is ignored and the file rehashed; a missing or unreadable cache file means hashing afresh. A tool that
+rewrites a file keeping both its size and its mtime (`cp -p`, `rsync -t` of other content) is not noticed;
+delete the cache file after such a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import DatasetError
+
+CACHE_NAME = "file-digests.json"
+CACHE_VERSION = 1
+
+_memo: dict[str, list] | None = None  # the cache file's entries, loaded once per process
+_memo_path: Path | None = None
+
+
+def cache_path() -> Path:
+    base = os.environ.get("BENCH_CACHE_DIR")
+    if base:
+        return Path(base).expanduser() / CACHE_NAME
+    xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(xdg).expanduser() / "bench" / CACHE_NAME
+
+
+def _entries(path: Path) -> dict[str, list]:
+    global _memo, _memo_path
+    if _memo is None or _memo_path != path:
+        try:
+            data = json.loads(path.read_text())
+            ok = isinstance(data, dict) and data.get("version") == CACHE_VERSION and isinstance(data.get("files"), dict)
+            _memo = data["files"] if ok else {}
+        except (OSError, ValueError):
+            _memo = {}
+        _memo_path = path
+    return _memo
+
+
+def _save(path: Path, entries: dict) -> None:
+    from bench.results import write_text_atomic  # late: bench.results imports h5py
+
+    try:
+        write_text_atomic(path, json.dumps({"version": CACHE_VERSION, "files": entries}, separators=(",", ":")))
+    except OSError:
+        pass  # a read-only home only costs the next run a rehash
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_digests(paths: list[Path]) -> list[str]:
+    """SHA-256 of each file, from the cache where its size and mtime still match."""
+    cache = cache_path()
+    entries = _entries(cache)
+    keys, stats = [], []
+    for p in paths:
+        key = os.path.abspath(p)
+        try:
+            st = os.stat(key)
+        except OSError as e:
+            raise DatasetError(f"{p}: cannot read ({e.strerror})") from None
+        keys.append(key)
+        stats.append((st.st_size, st.st_mtime_ns))
+    todo = [i for i, (k, s) in enumerate(zip(keys, stats))
+            if not (isinstance(entries.get(k), list) and len(entries[k]) == 3 and tuple(entries[k][:2]) == s)]
+    if todo:
+        def digest(i):
+            try:
+                return _sha256(keys[i])
+            except OSError as e:
+                raise DatasetError(f"{paths[i]}: cannot read ({e.strerror})") from None
+
+        # hashlib releases the GIL on large buffers: threads overlap reading and hashing
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+            for i, sha in zip(todo, pool.map(digest, todo)):
+                entries[keys[i]] = [*stats[i], sha]
+        _save(cache, entries)
+    return [entries[k][2] for k in keys]
+
+
+def content_sha256(index: pd.DataFrame, roots) -> str:
+    """One SHA-256 over (dataset, relative path, file SHA-256) of every image and mask in `index`; `roots` is the
+    dataset root, or {dataset: root} for the multi-dataset stream."""
+    rows = index.sort_values(["dataset", "image_path"], kind="stable")
+    listed = []
+    for dataset, rel in [*zip(rows["dataset"], rows["image_path"]),
+                         *((d, m) for d, m in zip(rows["dataset"], rows["mask_path"]) if m)]:
+        root = Path(roots[dataset]) if isinstance(roots, Mapping) else Path(roots)
+        listed.append((dataset, rel, root / rel))
+    listed = sorted(set(listed))
+    shas = file_digests([p for _, _, p in listed])
+    h = hashlib.sha256()
+    for (dataset, rel, _), sha in zip(listed, shas):
+        h.update(f"{dataset}\0{rel}\0{sha}\n".encode())
+    return h.hexdigest()
