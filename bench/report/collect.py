@@ -2,14 +2,18 @@
 
 A published number must come from a complete run file that records where, from what and with which code it was
 made. So collecting refuses (BenchError, exit 2) a file with no provenance, an unknown schema version, a config
-or run key that does not match its recorded hash, or two complete files with the same run key and different
-results. Incomplete and failed runs are never averaged in: they are returned as `missing`.
+or run key that does not match its recorded hash, two complete files with the same run key and different
+results, or a complete file whose R/image differs (beyond 1e-9) from the ROC-AUC of the per-image scores stored
+in the same file — an edited R. R/pixel cannot be recomputed (pixel maps are not stored). Each input records
+whether its R/image was so checked (`scores_checked`; false only for files that store no scores).
+Incomplete and failed runs are never averaged in: they are returned as `missing`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +23,7 @@ import pandas as pd
 from bench import results
 from bench.config import SCHEMA_VERSION, RunConfig
 from bench.errors import BenchError
+from bench.metrics import roc_auc
 from bench.report.render import MULTI, sort_frame
 
 KNOWN_SCHEMAS = (SCHEMA_VERSION,)
@@ -29,6 +34,8 @@ PROVENANCE_ATTRS = ("run_key", "run_name", "status", "steps_done", "n_tasks", "c
 REQUIRED_ARRAYS = ("R/image", "R/pixel", "timing/train_s", "timing/eval_s")
 # What "the same results" means for two files with one run key (timings may differ, results may not).
 RESULT_ARRAYS = ("R/image", "R/pixel", "R/image_npr_auc")
+SCORE_ARRAYS = ("scores/step", "scores/task", "scores/label", "scores/value")
+R_TOLERANCE = 1e-9  # the ROC-AUC is exact (rank counts); only float summation order may differ
 
 
 class ProvenanceError(BenchError):
@@ -91,6 +98,40 @@ def check_file(run: dict, path: Path, dataset: str) -> None:
         raise ProvenanceError(f"{path}: status complete but steps_done={a['steps_done']} of {n}")
 
 
+def check_scores(run: dict, path: Path) -> bool:
+    """Recompute every evaluated cell of R/image from the stored per-image scores; refuse a file where they
+    disagree. False when the file stores no scores (nothing to check against)."""
+    present = [k for k in SCORE_ARRAYS if k in run]
+    if not present:
+        return False
+    if len(present) != len(SCORE_ARRAYS):
+        raise ProvenanceError(f"{path}: per-image scores incomplete ({', '.join(sorted(set(SCORE_ARRAYS) - set(present)))} "
+                              "missing)")
+    step, task = run["scores/step"].astype(np.int64), run["scores/task"].astype(np.int64)
+    label, value = run["scores/label"], run["scores/value"]
+    R = run["R/image"]
+    cells = {(int(i), int(j)): None for i, j in zip(step, task)}
+    done = int(run["attrs"]["steps_done"])
+    for i in range(done):
+        for j in range(i + 1):
+            if (i, j) not in cells:
+                raise ProvenanceError(f"{path}: R/image[{i},{j}] has no stored per-image scores")
+    order = np.lexsort((task, step))
+    bounds = np.flatnonzero(np.diff(step[order]) | np.diff(task[order])) + 1
+    for group in np.split(order, bounds):
+        i, j = int(step[group[0]]), int(task[group[0]])
+        if not (0 <= j <= i < done):
+            raise ProvenanceError(f"{path}: per-image scores for R/image[{i},{j}], a cell this run did not evaluate")
+        with warnings.catch_warnings():  # one-class test sets: NaN both ways, warned about when the run was made
+            warnings.simplefilter("ignore")
+            recomputed = roc_auc(label[group], value[group])
+        stored = float(R[i, j])
+        if (np.isnan(stored) != np.isnan(recomputed)) or abs(stored - recomputed) > R_TOLERANCE:
+            raise ProvenanceError(f"{path}: R/image[{i},{j}] = {stored!r} but the file's per-image scores give "
+                                  f"{recomputed!r}; the matrix was edited or the file is corrupt")
+    return True
+
+
 def _same_results(a: dict, b: dict) -> str | None:
     """None when two runs hold the same results, else the first difference."""
     for key in RESULT_ARRAYS:
@@ -125,6 +166,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
             if a["status"] != "complete":
                 pending.append((entry, run))
                 continue
+            entry["scores_checked"] = check_scores(run, path)
             key = a["run_key"]
             if key in complete:
                 other = complete[key][0]

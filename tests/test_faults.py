@@ -1,0 +1,267 @@
+"""Trustworthy under faults and bad input (issue 13): no stale, clipped or unchecked number, no unsafe load, no
+traceback. Each test is written so that it fails on the code before the issue was fixed."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from bench import results
+from bench.continual.runner import execute, prepare
+from bench.errors import BenchError, ConfigError
+from conftest import _make_config, _one_error_line
+
+TASKS = ["chip", "stripes"]
+QUIET = {"progress": False, "log": lambda *_: None}
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    from bench.data.synthetic import generate
+
+    return generate(tmp_path_factory.mktemp("faults") / "syn", "tiny", seed=0, n_train=4, n_test=6)
+
+
+@pytest.fixture(scope="module")
+def reference(small_root, tmp_path_factory):
+    """The uninterrupted run every faulty one must end up equal to."""
+    run = prepare(_make_config(small_root, TASKS), out=tmp_path_factory.mktemp("ref") / "ref.h5")
+    return execute(run, **QUIET)
+
+
+def _assert_same_r(path, reference: Path):
+    got, reference = results.read_run(path), results.read_run(reference)
+    assert got["attrs"]["status"] == "complete" and got["attrs"]["steps_done"] == len(TASKS)
+    for level in ("image", "pixel"):
+        np.testing.assert_array_equal(got[f"R/{level}"], reference[f"R/{level}"])
+
+
+def _partial(small_root, out):
+    """A run stopped after its first step: result file running, checkpoint holding step 1."""
+    run = prepare(_make_config(small_root, TASKS), out=out)
+    execute(run, max_steps=1, **QUIET)
+    assert run.checkpoint_path.is_file()
+    return run
+
+
+# --- 1. the run key covers the input files' bytes ----------------------------------------------------------------
+
+def test_same_names_other_pixels_is_another_run(small_root, reference, tmp_path):
+    """Images replaced in place (same names, same synthetic.json) are other data: the run key changes, the old
+    complete file is not reported done, and the new run computes its own R."""
+    root = tmp_path / "copy"
+    shutil.copytree(small_root, root)
+    first = prepare(_make_config(root, TASKS), out_dir=tmp_path / "runs")
+    assert first.run_key == results.file_run_key(reference)  # a copy of the same bytes is the same run
+    execute(first, **QUIET)
+    image = root / "chip" / "train" / "good" / sorted(os.listdir(root / "chip" / "train" / "good"))[0]
+    pixels = np.asarray(Image.open(image).convert("RGB"))
+    Image.fromarray(255 - pixels).save(image)  # same name, other pixels
+    second = prepare(_make_config(root, TASKS), out_dir=tmp_path / "runs")
+    assert second.run_key != first.run_key and second.out != first.out
+    assert not results.is_complete(second.out, second.run_key)
+
+
+def test_digest_cache_is_reused_only_while_size_and_mtime_match(tmp_path):
+    from bench.data import digests
+
+    f = tmp_path / "a.png"
+    f.write_bytes(b"one")
+    (first,) = digests.file_digests([f])
+    cached = digests.cache_path().read_text()
+    assert str(f) in cached and first in cached  # written for the next process
+    f.write_bytes(b"two")  # same size; a new mtime
+    os.utime(f, ns=(1, 10**18))
+    (second,) = digests.file_digests([f])
+    assert second != first and second == __import__("hashlib").sha256(b"two").hexdigest()
+
+
+# --- 2. a kill at every write boundary of the final step ---------------------------------------------------------
+
+class Killed(BaseException):
+    """The process dies here: nothing after this point may reach the disk."""
+
+
+def _kill_at(monkeypatch, boundary: str):
+    """Make the final step die at `boundary`; once dead, every later replace or unlink dies too."""
+    dead = []
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(src, dst):
+        if dead or (boundary == "checkpoint write" and str(dst).endswith(".ckpt")) or (
+                boundary == "result write" and str(dst).endswith(".h5")):
+            dead.append(dst)
+            raise Killed(boundary)
+        return real_replace(src, dst)
+
+    def unlink(self, missing_ok=False):
+        if dead or (boundary == "checkpoint removal" and self.name.endswith(".ckpt")):
+            dead.append(self)
+            raise Killed(boundary)
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "unlink", unlink)
+
+
+@pytest.mark.parametrize("boundary", ["checkpoint write", "result write", "checkpoint removal"])
+def test_kill_in_the_final_step_resumes_to_the_full_r(boundary, small_root, reference, tmp_path, monkeypatch):
+    run = _partial(small_root, tmp_path / "run.h5")
+    with monkeypatch.context() as m:
+        _kill_at(m, boundary)
+        with pytest.raises(Killed):
+            execute(run, **QUIET)
+    messages = []
+    assert execute(run, progress=False, log=messages.append) == run.out
+    _assert_same_r(run.out, reference)
+    assert not run.checkpoint_path.exists()
+    assert len(results.read_run(run.out)["scores/value"]) == len(results.read_run(reference)["scores/value"])
+
+
+# --- 5. --out is this run's own file, or absent; one process at a time -------------------------------------------
+
+def _cli_run(root, out, *extra):
+    from bench.cli import main
+
+    return main(["run", "--dataset", "synthetic", "--root", str(root), "--weights", "none", "--tasks",
+                 ",".join(TASKS), "--image-size", "64", "--batch-size", "8", "--device", "cpu", "--workers", "0",
+                 "--out", str(out), "--no-progress", *extra])
+
+
+def test_out_that_is_not_this_runs_result_is_refused(small_root, reference, tmp_path, capsys):
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes")
+    assert _cli_run(small_root, text) == 2
+    assert "notes.txt" in _one_error_line(capsys) and text.read_text() == "my notes"
+    other = tmp_path / "other.h5"
+    shutil.copy(reference, other)
+    before = results.file_sha256(other)
+    assert _cli_run(small_root, other, "--seed", "1") == 2  # another configuration's complete result
+    assert "holds another run" in _one_error_line(capsys) and results.file_sha256(other) == before
+    folder = tmp_path / "a_folder.h5"
+    folder.mkdir()
+    assert _cli_run(small_root, folder) == 2
+    assert "not a regular file" in _one_error_line(capsys)
+
+
+def test_a_second_process_on_the_same_out_is_refused(small_root, tmp_path):
+    run = prepare(_make_config(small_root, TASKS), out=tmp_path / "run.h5")
+    with open(tmp_path / "run.h5.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process holds the run
+        with pytest.raises(BenchError, match="another process is running"):
+            execute(run, **QUIET)
+    assert not run.out.exists()
+    execute(run, **QUIET)  # the lock is free again
+    assert results.is_complete(run.out, run.run_key)
+
+
+# --- 6. an edited R is not published -----------------------------------------------------------------------------
+
+def test_collect_refuses_an_r_that_its_scores_contradict(reference, tmp_path):
+    from bench.report.collect import ProvenanceError, collect
+
+    runs = tmp_path / "outputs" / "synthetic" / "runs"
+    runs.mkdir(parents=True)
+    path = runs / reference.name
+    shutil.copy(reference, path)
+    collection = collect(tmp_path / "outputs", "synthetic")
+    assert [e["scores_checked"] for e in collection.inputs] == [True]
+    with h5py.File(path, "r+", locking=False) as f:
+        r = f["R/image"][1, 0]
+        f["R/image"][1, 0] = 1.0 if r < 1.0 else 0.99  # another number, typed in
+    with pytest.raises(ProvenanceError, match=rf"{path.name}: R/image\[1,0\]"):
+        collect(tmp_path / "outputs", "synthetic")
+
+
+# --- 7, 8. checkpoints cannot run code; a bad one is kept aside and the run starts afresh ------------------------
+
+class _Planted:
+    """Unpickling this creates a marker file: what a planted checkpoint would do with weights_only=False."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def _truncated(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("kind", ["planted", "truncated", "foreign"])
+def test_bad_checkpoint_is_moved_aside_and_the_run_restarts(kind, small_root, reference, tmp_path):
+    run = _partial(small_root, tmp_path / "run.h5")
+    marker = tmp_path / "code-ran"
+    if kind == "planted":
+        torch.save({"run_key": run.run_key, "steps_done": 1, "protocol": _Planted(marker)}, run.checkpoint_path)
+    elif kind == "truncated":
+        _truncated(run.checkpoint_path)
+    else:
+        torch.save(torch.ones(3), run.checkpoint_path)  # another program's file
+    messages = []
+    execute(run, progress=False, log=messages.append)
+    assert not marker.exists()
+    bad = list(tmp_path.glob("run.h5.ckpt.bad-*"))
+    assert len(bad) == 1 and any("starting the run afresh" in m and bad[0].name in m for m in messages), messages
+    assert not any("resuming" in m for m in messages)
+    _assert_same_r(run.out, reference)
+
+
+def test_checkpoint_module_round_trips_plain_data_and_refuses_code(tmp_path):
+    from bench import checkpoint
+    from bench.errors import CheckpointError
+
+    obj = {"a": np.arange(4, dtype=np.int16), "s": [(1, 0, np.zeros(3, np.int8), np.ones(3))], "t": torch.eye(2),
+           "n": None, "f": 0.5}
+    checkpoint.save(tmp_path / "c.ckpt", obj)
+    back = checkpoint.load(tmp_path / "c.ckpt")
+    assert back["a"].dtype == np.int16 and np.array_equal(back["a"], obj["a"]) and torch.equal(back["t"], obj["t"])
+    assert back["s"][0][2].dtype == np.int8 and back["n"] is None and back["f"] == 0.5
+    assert list(tmp_path.iterdir()) == [tmp_path / "c.ckpt"]  # no temp file left
+    with pytest.raises(TypeError, match="only plain data"):
+        checkpoint.save(tmp_path / "d.ckpt", {"x": object()})
+    torch.save({"format": "bench-checkpoint", "version": 1, "payload": _Planted(tmp_path / "m")}, tmp_path / "e")
+    with pytest.raises(CheckpointError, match="never unpickled"):
+        checkpoint.load(tmp_path / "e")
+    assert not (tmp_path / "m").exists()
+
+
+# --- 12. SIGTERM: a message, the run resumable ----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_sigterm_prints_a_message_and_the_run_resumes(small_root, tmp_path):
+    out = tmp_path / "term.h5"
+    tasks = ["chip", "stripes", "disc"]
+    cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(small_root), "--weights",
+           "none", "--tasks", ",".join(tasks), "--image-size", "64", "--batch-size", "8", "--device", "cpu",
+           "--workers", "0", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = out.with_name(out.name + ".ckpt")
+    deadline = time.time() + 120
+    while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    attrs = results.read_run(out)["attrs"]
+    if attrs["steps_done"] == len(tasks):
+        pytest.skip("the run finished before SIGTERM arrived")
+    assert proc.returncode == 143 and "interrupted (SIGTERM)" in err and "Traceback" not in err, err
+    assert attrs["status"] == "failed" and "resumable" in attrs["error"] and ckpt.is_file()
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0 and "resuming term.h5" in second.stdout, second.stderr
+    assert results.read_run(out)["attrs"]["status"] == "complete"
