@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from bench.config import DATASETS
@@ -174,6 +175,8 @@ def main(argv=None) -> int:
 
         return perf_main(argv[1:])
     args = build_parser().parse_args(argv)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
     try:
         return args.func(args)
     except BenchError as e:
@@ -188,3 +191,10 @@ def main(argv=None) -> int:
         print(f"interrupted ({signame}); the run keeps its checkpoint: run the same command again to resume",
               file=sys.stderr)
         return 130 if signame == "SIGINT" else 143
+    finally:
+        warnings.formatwarning = format_warning
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings as users read them: `warning: <what>`, without the source file and line of the library."""
+    return f"warning: {' '.join(str(message).split())}\n"

@@ -72,8 +72,16 @@ def _load_state_dict(path: Path) -> dict:
             return load_file(str(path))
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt or foreign file: say which and why, no traceback
-        raise WeightsError(f"{path}: cannot read weights ({type(e).__name__}: {e})") from None
-    return sd.get("state_dict", sd) if isinstance(sd, dict) else sd
+        raise WeightsError(f"{path}: cannot read weights ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+                           ) from None
+    sd = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
+    if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise WeightsError(f"{path}: not a state dict (expected a mapping of parameter names to tensors, "
+                           f"got {type(sd).__name__})")
+    bad = next((k for k, v in sd.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    if bad is not None:
+        raise WeightsError(f"{path}: tensor {bad} holds NaN or infinite values")
+    return sd
 
 
 def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int = 0) -> torch.nn.Module:
@@ -90,7 +98,11 @@ def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int 
         model = timm.create_model(name, pretrained=False, features_only=True, out_indices=out_indices)
     if path is not None:
         sd = _load_state_dict(path)
-        missing, _unexpected = model.load_state_dict(sd, strict=False)  # unexpected: fc/later layers
+        try:
+            missing, _unexpected = model.load_state_dict(sd, strict=False)  # unexpected: fc/later layers
+        except RuntimeError as e:  # same names, other shapes: another backbone's weights
+            first = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line), str(e))
+            raise WeightsError(f"{path}: not {name} weights ({first[:200]})") from None
         if missing:
             raise WeightsError(f"{path}: not {name} weights (missing {len(missing)} tensors, e.g. {missing[0]})")
     model.eval()

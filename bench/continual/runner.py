@@ -18,6 +18,7 @@ import errno
 import fcntl
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -160,6 +161,9 @@ class Interrupted(KeyboardInterrupt):
     """SIGTERM (what SLURM sends before killing a job) or SIGINT: stop, keep the checkpoint, say so."""
 
 
+_terminated = threading.Event()
+
+
 @contextmanager
 def _stop_on_sigterm():
     """Turn SIGTERM into Interrupted while a run executes, unless someone (submitit) already handles it."""
@@ -169,13 +173,24 @@ def _stop_on_sigterm():
         return
 
     def handler(signum, frame):
-        raise Interrupted("SIGTERM")
+        _terminated.set()
+        if frame is None or frame.f_code.co_name != "__del__" and not frame.f_code.co_filename.endswith(
+                ("weakref.py", "_weakrefset.py")):
+            raise Interrupted("SIGTERM")
 
+    _terminated.clear()
     signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _check_terminated() -> None:
+    """An exception raised by a signal handler inside a finaliser or weakref callback is swallowed by Python;
+    the flag it set is seen here, at the next batch."""
+    if _terminated.is_set():
+        raise Interrupted("SIGTERM")
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
@@ -193,6 +208,7 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
 
 def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
+    progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                  seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
@@ -200,6 +216,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
                              cfg.seed)
 
+    extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
     protocol = fresh_protocol()
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
@@ -216,7 +233,10 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
     try:
         for t in range(state.steps_done, stop):
+            _check_terminated()
             task = cfg.tasks[t]
+            log(f"[step {t + 1}/{n}] learning {task} ({len(run.splits[task].train)} images), then evaluating "
+                f"{t + 1} task{'s' if t else ''}")
             synchronize(device)
             t0 = time.perf_counter()
             protocol.learn(run.splits[task].train, t)
@@ -262,6 +282,7 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     batches = list(split.batches(cfg.batch_size))
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
                     disable=not progress):
+        _check_terminated()
         with torch.no_grad():
             pred = protocol.predict(split, idx)
         scores[idx] = pred.scores

@@ -16,17 +16,31 @@ IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
 # What PIL raises for missing, truncated or corrupt files (broken PNG chunks raise SyntaxError).
 _PIL_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, Image.DecompressionBombError)
 # Modes whose pixel values are intensities; any other mode (palette, RGB, alpha) is judged by its colour.
-_INTENSITY_MODES = frozenset({"1", "L", "I", "I;16", "F"})
+_INTENSITY_MODES = frozenset({"1", "L", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
+# 16-bit grey: full scale is 65535. PIL's convert("RGB") would clip these to 255 (a half-grey 16-bit image
+# would read as white), so they are scaled here instead.
+_GREY16_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+# 32-bit integer and float images have no fixed full scale: refused rather than guessed.
+_UNSCALED_MODES = {"I": "32-bit integer", "F": "32-bit float"}
 
 
 def load_image(path, size: int) -> torch.Tensor:
-    """A float tensor [3, size, size]: RGB (grey images repeated), bilinear resize, ImageNet-normalised."""
+    """A float tensor [3, size, size]: RGB (grey images repeated; 16-bit grey scaled by 1/65535), bilinear
+    resize, ImageNet-normalised."""
     try:
         with Image.open(path) as im:
-            rgb = im.convert("RGB").resize((size, size), Image.BILINEAR)
+            if im.mode in _UNSCALED_MODES:
+                raise DatasetError(f"{path}: {_UNSCALED_MODES[im.mode]} image (PIL mode {im.mode}) has no fixed "
+                                   "intensity range; convert it to 8- or 16-bit")
+            if im.mode in _GREY16_MODES:
+                grey = Image.fromarray(np.asarray(im, dtype=np.float32) / 65535.0)  # mode F: no clipping
+                grey = np.asarray(grey.resize((size, size), Image.BILINEAR), dtype=np.float32)
+                rgb = np.repeat(grey[:, :, None], 3, axis=2)
+            else:
+                rgb = np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.float32) / 255.0
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read image ({_reason(exc)})") from None
-    x = torch.from_numpy(np.asarray(rgb, dtype=np.float32) / 255.0).permute(2, 0, 1)
+    x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)
     return (x - IMAGENET_MEAN) / IMAGENET_STD
 
 

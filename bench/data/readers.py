@@ -2,11 +2,15 @@
 
 Readers only list files (and, for VisA, read the split CSV); they never open images, so indexing a dataset of
 tens of thousands of images takes seconds. Concepts (tasks) are discovered from the folders; the published
-concept lists only produce a warning when some are missing, so partial staging and users' own data both work.
+concept lists only produce a warning when some but not all are missing (partial staging); a root holding none of
+them is the user's own data in that layout, read without a warning. Nothing is dropped silently: a concept
+folder without training images, a dangling symbolic link, a VisA image listed twice or without an object name
+are errors naming the file.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -42,6 +46,10 @@ def read_mvtec(root, dataset: str = "mvtec") -> pd.DataFrame:
     concepts = [d for d in _subdirs(root) if (d / "train" / "good").is_dir()]
     if not concepts:
         raise DatasetError(f"{root}: no concept folders with train/good found (expected {MVTEC_LAYOUT})")
+    for d in _subdirs(root):
+        if (d / "test").is_dir() and d not in concepts:
+            raise DatasetError(f"{d}: concept with a test folder but no training images in {d.name}/train/good "
+                               f"(expected {MVTEC_LAYOUT})")
     _warn_missing(root, dataset, [d.name for d in concepts])
     rows = []
     for concept in concepts:
@@ -80,9 +88,11 @@ def read_visa(root) -> pd.DataFrame:
     missing_cols = [c for c in VISA_COLUMNS if c not in table.columns]
     if missing_cols:
         raise DatasetError(f"{csv}: missing columns {missing_cols} (expected {VISA_LAYOUT})")
-    rows = []
+    rows, seen = [], {}
     for line, rec in enumerate(table.to_dict("records"), start=2):  # line 1 is the header
         where = f"{csv} line {line}"
+        if not rec["object"].strip():
+            raise DatasetError(f"{where}: empty object name")
         if rec["split"] not in ("train", "test"):
             raise DatasetError(f"{where}: split {rec['split']!r} is not train or test")
         if rec["label"] not in ("normal", "anomaly"):
@@ -97,6 +107,10 @@ def read_visa(root) -> pd.DataFrame:
         for path in (image, mask):
             if path is not None and not path.is_file():
                 raise DatasetError(f"{path}: listed in {where} but missing (expected {VISA_LAYOUT})")
+        if image in seen:
+            raise DatasetError(f"{where}: image {rec['image']} already listed on line {seen[image]} "
+                               "(an image belongs to one split of one object)")
+        seen[image] = line
         rows.append(_row("visa", rec["object"], rec["split"], label, root, image, mask))
     if not rows:
         raise DatasetError(f"{csv}: no rows (expected {VISA_LAYOUT})")
@@ -110,6 +124,10 @@ def read_btad(root) -> pd.DataFrame:
     products = [d for d in _subdirs(root) if (d / "train" / "ok").is_dir()]
     if not products:
         raise DatasetError(f"{root}: no product folders with train/ok found (expected {BTAD_LAYOUT})")
+    for d in _subdirs(root):
+        if (d / "test").is_dir() and d not in products:
+            raise DatasetError(f"{d}: product with a test folder but no training images in {d.name}/train/ok "
+                               f"(expected {BTAD_LAYOUT})")
     _warn_missing(root, "btad", [d.name for d in products])
     rows = []
     for product in products:
@@ -157,14 +175,26 @@ def _check_root(root, layout: str) -> Path:
     return root
 
 
+def _listdir(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError as e:  # PermissionError and friends: one line naming the folder
+        raise DatasetError(f"{folder}: cannot list folder ({e.strerror or e})") from None
+
+
 def _subdirs(folder: Path) -> list[Path]:
-    return sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+    return sorted(d for d in _listdir(folder) if d.is_dir() and not d.name.startswith("."))
 
 
 def _images(folder: Path, layout: str, allow_empty: bool = False) -> list[Path]:
     """Image files directly in `folder`, sorted; dotfiles are skipped (macOS `._x.png` copies are not images)."""
-    found = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTS and not p.name.startswith(".")
-                   and p.is_file()) if folder.is_dir() else []
+    candidates = [p for p in _listdir(folder) if p.suffix.lower() in IMAGE_EXTS
+                  and not p.name.startswith(".")] if folder.is_dir() else []
+    dangling = [p for p in candidates if p.is_symlink() and not p.exists()]
+    if dangling:
+        raise DatasetError(f"{dangling[0]}: dangling symbolic link (its target {os.readlink(dangling[0])} does not "
+                           "exist)")
+    found = sorted(p for p in candidates if p.is_file())
     if not found and not allow_empty:
         raise DatasetError(f"{folder}: no images (.png .jpg .jpeg .bmp .tif .tiff) found (expected {layout})")
     return found
@@ -195,7 +225,8 @@ def _row(dataset: str, task: str, split: str, label: int, root: Path, image: Pat
 
 
 def _warn_missing(root: Path, dataset: str, found) -> None:
-    missing = sorted(set(KNOWN_CONCEPTS.get(dataset, ())) - set(found))
-    if missing:
+    known = set(KNOWN_CONCEPTS.get(dataset, ()))
+    missing = sorted(known - set(found))
+    if missing and known & set(found):  # none found: the user's own data in this layout, nothing to warn about
         warnings.warn(f"{root}: {dataset} concepts not found: {', '.join(missing)} (reading the others)",
                       stacklevel=3)

@@ -33,9 +33,13 @@ def _synthetic_orderings(root: Path) -> dict[str, list[str]]:
     meta_path = root / "synthetic.json"
     if not meta_path.is_file():
         return {}
-    meta = json.loads(meta_path.read_text())
-    # Higher mean defect contrast = easier task (the generator measures it on what it wrote).
-    contrast = {t["name"]: t["defect_contrast"]["mean"] for t in meta["tasks"]}
+    try:
+        meta = json.loads(meta_path.read_text())
+        # Higher mean defect contrast = easier task (the generator measures it on what it wrote).
+        contrast = {t["name"]: float(t["defect_contrast"]["mean"]) for t in meta["tasks"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise DatasetError(f"{meta_path}: corrupt generation record ({type(e).__name__}: {e}); regenerate with "
+                           "`python -m bench data --dataset synthetic`") from None
     easy_to_hard = sorted(contrast, key=lambda t: (-contrast[t], t))
     rng = np.random.default_rng(RANDOM_ORDER_SEED)
     return {
