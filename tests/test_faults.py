@@ -265,3 +265,174 @@ def test_sigterm_prints_a_message_and_the_run_resumes(small_root, tmp_path):
     second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and "resuming term.h5" in second.stdout, second.stderr
     assert results.read_run(out)["attrs"]["status"] == "complete"
+
+
+# --- 4, 13. settings checked before any work, each message naming the setting ----------------------------------
+
+@pytest.mark.parametrize("extra, message", [
+    (["--image-size", "0"], r"--image-size 0 is not allowed \(expected an integer from 32"),
+    (["--batch-size", "0"], r"--batch-size 0 is not allowed"),
+    (["--seed", "-1"], r"--seed -1 is not allowed"),
+    (["--seed", str(2**40)], rf"--seed {2**40} is not allowed"),
+    (["--workers", "-2"], r"--workers -2 is not allowed"),
+    (["--max-steps", "0"], r"--max-steps 0 is not allowed"),
+    (["--set", "coreset_ratio=abc"], r"coreset_ratio='abc' is not allowed \(expected a finite number > 0"),
+    (["--model", "padim", "--set", "eps=-1"], r"padim hyperparameter eps=-1 is not allowed"),
+])
+def test_bad_settings_are_one_line_before_any_work(extra, message, small_root, tmp_path, capsys):
+    out = tmp_path / "r.h5"
+    assert _cli_run(small_root, out, *extra) == 2
+    assert __import__("re").search(message, _one_error_line(capsys))
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_empty_task_list_and_huge_image_size_name_the_option(small_root, tmp_path, capsys, monkeypatch):
+    from bench.cli import main
+
+    assert main(["run", "--dataset", "synthetic", "--root", str(small_root), "--tasks", ",", "--out",
+                 str(tmp_path / "r.h5")]) == 2
+    assert "--tasks ',' names no task" in _one_error_line(capsys)
+    monkeypatch.setattr("bench.config.memory_limit_bytes", lambda: 2**30)  # a 1 GiB machine
+    assert _cli_run(small_root, tmp_path / "r.h5", "--image-size", "2048") == 2
+    assert "--image-size 2048 with --batch-size 8 needs about" in _one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tilde_in_root_is_expanded_everywhere(small_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(small_root.parent))
+    assert _cli_run(f"~/{small_root.name}", tmp_path / "r.h5", "--max-steps", "1") == 0
+    assert results.read_run(tmp_path / "r.h5")["attrs"]["steps_done"] == 1
+
+
+def test_grid_points_are_validated_like_bench_run(small_root, tmp_path):
+    from bench.hpc import grid as grids
+    from conftest import write_grid
+
+    path = write_grid(tmp_path / "g.yaml", seeds=[-1])
+    with pytest.raises(ConfigError, match="--seed -1 is not allowed"):
+        grids.expand(grids.load_grid("synthetic", path), grids.load_profile("cpu"), grids.Selection(), small_root,
+                     tmp_path)
+
+
+# --- 9. output folders and disks that cannot take the result ------------------------------------------------------
+
+def test_unwritable_output_is_one_line_before_any_work(small_root, tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert _cli_run(small_root, blocker / "r.h5") == 2
+    assert "a_file: output folder is not a writable directory" in _one_error_line(capsys)
+
+    import errno
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("bench.continual.runner.os.write", full)
+    assert _cli_run(small_root, tmp_path / "out" / "r.h5") == 2
+    assert "output folder is not writable (No space left on device)" in _one_error_line(capsys)
+    assert not (tmp_path / "out" / "r.h5").exists()
+
+
+def test_oserror_mid_run_is_one_line(small_root, tmp_path, capsys, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "r.h5"))
+
+    monkeypatch.setattr("bench.results.write_run", full)
+    assert _cli_run(small_root, tmp_path / "r.h5") == 2
+    assert "r.h5: No space left on device" in _one_error_line(capsys)
+
+
+# --- 10, 11. failures during a run: one line, the file marked failed with the reason ---------------------------
+
+def test_truncated_image_found_mid_run_fails_the_run_naming_the_file(small_root, tmp_path, capsys):
+    root = tmp_path / "copy"
+    shutil.copytree(small_root, root)
+    image = sorted((root / "stripes" / "test" / "good").iterdir())[0]
+    data = image.read_bytes()
+    image.write_bytes(data[: len(data) // 2])  # the header still reads: only decoding fails
+    out = tmp_path / "r.h5"
+    assert _cli_run(root, out) == 2
+    assert image.name in _one_error_line(capsys)
+    attrs = results.read_run(out)["attrs"]
+    assert attrs["status"] == "failed" and attrs["steps_done"] == 1 and image.name in attrs["error"]
+
+
+def test_non_finite_scores_fail_the_run(small_root, tmp_path, capsys, monkeypatch):
+    from bench.models.patchcore import PatchCoreTaskBanks
+
+    real = PatchCoreTaskBanks.predict
+
+    def diverged(self, split, idx):
+        pred = real(self, split, idx)
+        pred.scores[:] = np.nan
+        return pred
+
+    monkeypatch.setattr(PatchCoreTaskBanks, "predict", diverged)
+    out = tmp_path / "r.h5"
+    assert _cli_run(small_root, out) == 2
+    assert "non-finite image scores or anomaly maps on synthetic/chip at step 1" in _one_error_line(capsys)
+    attrs = results.read_run(out)["attrs"]
+    assert attrs["status"] == "failed" and "non-finite" in attrs["error"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("tensor", "not a state dict"),
+    ("nan", "holds NaN or infinite values"),
+    ("shapes", "not resnet18 weights .*size mismatch"),
+])
+def test_bad_weights_file_is_one_line(content, message, small_root, tmp_path, capsys):
+    import timm
+
+    path = tmp_path / "w.pt"
+    if content == "tensor":
+        torch.save(torch.ones(3), path)
+    else:
+        sd = timm.create_model("resnet18", pretrained=False).state_dict()
+        if content == "nan":
+            sd["conv1.weight"][0, 0, 0, 0] = float("nan")
+        else:
+            sd["conv1.weight"] = torch.zeros(8, 3, 7, 7)
+        torch.save(sd, path)
+    from bench.cli import main
+
+    argv = ["run", "--dataset", "synthetic", "--root", str(small_root), "--weights", str(path), "--tasks",
+            ",".join(TASKS), "--image-size", "64", "--batch-size", "8", "--device", "cpu", "--workers", "0",
+            "--out", str(tmp_path / "r.h5"), "--no-progress"]
+    assert main(argv) == 2
+    assert __import__("re").search(message, _one_error_line(capsys))
+    assert not (tmp_path / "r.h5").exists()
+
+
+def test_corrupt_generation_record_is_one_line(small_root, tmp_path, capsys):
+    from bench.cli import main
+
+    root = tmp_path / "copy"
+    shutil.copytree(small_root, root)
+    (root / "synthetic.json").write_text("{not json")
+    assert main(["run", "--dataset", "synthetic", "--root", str(root), "--ordering", "easy_to_hard"]) == 2
+    assert "synthetic.json: corrupt generation record" in _one_error_line(capsys)
+
+
+# --- 15, 16. plain output in logs ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_logs_get_plain_lines_not_bars_or_warning_sources(small_root, tmp_path):
+    """The real CLI with stderr to a file, as in a SLURM job: no carriage-return bars, warnings one plain line."""
+    root = tmp_path / "copy"
+    shutil.copytree(small_root, root)
+    for d in (root / "stripes" / "test").iterdir():  # only good test images left: a one-class test set
+        if d.name != "good":
+            shutil.rmtree(d)
+    shutil.rmtree(root / "stripes" / "ground_truth")
+    cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(root), "--weights", "none",
+           "--tasks", ",".join(TASKS), "--image-size", "64", "--batch-size", "8", "--device", "cpu", "--workers",
+           "0", "--out", str(tmp_path / "r.h5")]  # progress bars requested, but stderr is not a terminal
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "it/s" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("warning: ") and ".py:" not in line for line in lines), proc.stderr
+    assert "[step 2/2] learning stripes" in proc.stdout

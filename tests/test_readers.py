@@ -317,3 +317,74 @@ def test_unknown_task_lists_the_tasks_and_an_empty_split_is_an_error(mvtec_root)
         task_splits(index, mvtec_root, "cable", 8)
     with pytest.raises(DatasetError, match="mvtec/widget has no test images"):
         task_splits(index[index["split"] == "train"], mvtec_root, "widget", 8)
+
+
+# --- issue 13: nothing clipped, nothing dropped silently, warnings only about what matters --------------------------
+
+
+def test_16_bit_images_are_scaled_not_clipped_and_32_bit_ones_refused(tmp_path):
+    grey = np.random.default_rng(0).integers(0, 256, (16, 16)).astype(np.uint8)
+    Image.fromarray(grey).save(tmp_path / "g8.png")
+    Image.fromarray(grey.astype(np.uint16) * 257).save(tmp_path / "g16.png")  # the same pixels in 16 bit
+    assert Image.open(tmp_path / "g16.png").mode == "I;16"
+    torch.testing.assert_close(load_image(tmp_path / "g16.png", 16), load_image(tmp_path / "g8.png", 16))
+    torch.testing.assert_close(load_image(tmp_path / "g16.png", 8), load_image(tmp_path / "g8.png", 8),
+                               atol=0.02, rtol=0)  # 8-bit resizing rounds to a grey level (1/255/0.229)
+    Image.fromarray(np.full((16, 16), 0.5, np.float32)).save(tmp_path / "f.tif")
+    with pytest.raises(DatasetError, match=r"f\.tif: 32-bit float image .* convert it to 8- or 16-bit"):
+        load_image(tmp_path / "f.tif", 16)
+
+
+def test_16_bit_mask_is_binary_by_nonzero(tmp_path):
+    image = _img(tmp_path / "i.png", size=(8, 8))
+    mask = np.zeros((8, 8), np.uint16)
+    mask[:4] = 256  # nonzero only in the high byte
+    Image.fromarray(mask).save(tmp_path / "m.png")
+    assert load_mask(tmp_path / "m.png", 8, image)[:4].all() and not load_mask(tmp_path / "m.png", 8, image)[4:].any()
+
+
+def test_concept_without_training_images_is_an_error(mvtec_root):
+    (mvtec_root / "widget" / "train" / "good").rename(mvtec_root / "widget" / "train" / "elsewhere")
+    with pytest.raises(DatasetError, match=r"widget: concept with a test folder but no training images"):
+        read_index("mvtec", mvtec_root)
+
+
+def test_dangling_symlink_is_an_error(mvtec_root, tmp_path):
+    (mvtec_root / "bottle" / "train" / "good" / "009.png").symlink_to(tmp_path / "gone.png")
+    with pytest.raises(DatasetError, match=r"009\.png: dangling symbolic link"), pytest.warns(UserWarning):
+        read_index("mvtec", mvtec_root)
+
+
+@pytest.mark.parametrize("row, message", [
+    ("candle,test,normal,candle/Data/Images/Normal/0000.JPG,\n", r"0000\.JPG already listed on line 2"),
+    (",test,normal,candle/Data/Images/Normal/0002.JPG,\n", "empty object name"),
+])
+def test_visa_image_in_two_splits_or_without_object_is_an_error(tmp_path, row, message):
+    with pytest.raises(DatasetError, match=message):
+        read_visa(_visa(tmp_path, extra_rows=row))
+
+
+def test_own_data_in_mvtec_layout_reads_without_a_warning(tmp_path):
+    import warnings
+
+    _mvtec_concept(tmp_path / "own", "widget")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert set(read_index("mvtec", tmp_path / "own")["task"]) == {"widget"}
+
+
+def test_unlistable_folder_is_one_line(mvtec_root, monkeypatch):
+    from pathlib import Path
+
+    real = Path.iterdir
+    denied = mvtec_root / "bottle" / "test"
+
+    def iterdir(self):
+        if self == denied:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    with pytest.raises(DatasetError, match=r"bottle/test: cannot list folder \(Permission denied\)"), \
+            pytest.warns(UserWarning):
+        read_index("mvtec", mvtec_root)
