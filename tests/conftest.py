@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
@@ -18,7 +19,9 @@ import torch
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # file digests (bench/data/digests.py) are cached per test session, not in the user's ~/.cache
-os.environ.setdefault("BENCH_CACHE_DIR", tempfile.mkdtemp(prefix="bench-test-cache-"))
+if "BENCH_CACHE_DIR" not in os.environ:
+    os.environ["BENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["BENCH_CACHE_DIR"], True)
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 

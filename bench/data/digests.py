@@ -69,18 +69,17 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def file_digests(paths: list[Path]) -> list[str]:
-    """SHA-256 of each file, from the cache where its size and mtime still match."""
+def file_digests(paths: list) -> list[str]:
+    """SHA-256 of each file (absolute paths), from the cache where its size and mtime still match."""
     cache = cache_path()
     entries = _entries(cache)
-    keys, stats = [], []
-    for p in paths:
-        key = os.path.abspath(p)
+    keys = [os.fspath(p) for p in paths]
+    stats = []
+    for key in keys:
         try:
             st = os.stat(key)
         except OSError as e:
-            raise DatasetError(f"{p}: cannot read ({e.strerror})") from None
-        keys.append(key)
+            raise DatasetError(f"{key}: cannot read ({e.strerror})") from None
         stats.append((st.st_size, st.st_mtime_ns))
     todo = [i for i, (k, s) in enumerate(zip(keys, stats))
             if not (isinstance(entries.get(k), list) and len(entries[k]) == 3 and tuple(entries[k][:2]) == s)]
@@ -89,7 +88,7 @@ def file_digests(paths: list[Path]) -> list[str]:
             try:
                 return _sha256(keys[i])
             except OSError as e:
-                raise DatasetError(f"{paths[i]}: cannot read ({e.strerror})") from None
+                raise DatasetError(f"{keys[i]}: cannot read ({e.strerror})") from None
 
         # hashlib releases the GIL on large buffers: threads overlap reading and hashing
         with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
@@ -102,15 +101,12 @@ def file_digests(paths: list[Path]) -> list[str]:
 def content_sha256(index: pd.DataFrame, roots) -> str:
     """One SHA-256 over (dataset, relative path, file SHA-256) of every image and mask in `index`; `roots` is the
     dataset root, or {dataset: root} for the multi-dataset stream."""
-    rows = index.sort_values(["dataset", "image_path"], kind="stable")
-    listed = []
-    for dataset, rel in [*zip(rows["dataset"], rows["image_path"]),
-                         *((d, m) for d, m in zip(rows["dataset"], rows["mask_path"]) if m)]:
-        root = Path(roots[dataset]) if isinstance(roots, Mapping) else Path(roots)
-        listed.append((dataset, rel, root / rel))
-    listed = sorted(set(listed))
-    shas = file_digests([p for _, _, p in listed])
+    bases = {d: os.path.abspath(roots[d] if isinstance(roots, Mapping) else roots) for d in index["dataset"].unique()}
+    masks = index[index["mask_path"] != ""]
+    listed = sorted({(d, rel) for d, rel in [*zip(index["dataset"], index["image_path"]),
+                                              *zip(masks["dataset"], masks["mask_path"])]})
+    shas = file_digests([f"{bases[d]}/{rel}" for d, rel in listed])
     h = hashlib.sha256()
-    for (dataset, rel, _), sha in zip(listed, shas):
+    for (dataset, rel), sha in zip(listed, shas):
         h.update(f"{dataset}\0{rel}\0{sha}\n".encode())
     return h.hexdigest()
