@@ -262,7 +262,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
         # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
-        error = (f"interrupted ({e}); resumable: run again" if isinstance(e, KeyboardInterrupt)
+        error = (f"interrupted ({str(e) or 'SIGINT'}); resumable: run again" if isinstance(e, KeyboardInterrupt)
                  else f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e))
         try:
             _write(run, state, routing, tasks_info, {**base_attrs, "status": "failed", "error": error})
