@@ -435,4 +435,4 @@ def test_logs_get_plain_lines_not_bars_or_warning_sources(small_root, tmp_path):
     assert "\r" not in proc.stderr and "it/s" not in proc.stderr, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines and all(line.startswith("warning: ") and ".py:" not in line for line in lines), proc.stderr
-    assert "[step 2/2] learning stripes" in proc.stdout
+    assert "learning task 2/2: stripes" in proc.stdout and "[step 2/2] stripes" in proc.stdout

@@ -235,7 +235,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         for t in range(state.steps_done, stop):
             _check_terminated()
             task = cfg.tasks[t]
-            log(f"[step {t + 1}/{n}] learning {task} ({len(run.splits[task].train)} images), then evaluating "
+            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} images), then evaluating "
                 f"{t + 1} task{'s' if t else ''}")
             synchronize(device)
             t0 = time.perf_counter()
