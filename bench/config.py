@@ -4,8 +4,9 @@ The *run key* hashes everything that changes the result (dataset content, task o
 weights, protocol, seed, image size, batch size, hyperparameters) and nothing that does not (paths, device,
 worker count). The *config hash* covers the whole configuration and is recorded as provenance.
 
-Every setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what the
-CLI and the grids call) and `runner.prepare` (what every run goes through) both call it.
+Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
+the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
+`prepare` then checks the hyperparameters against the model's registry spec.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class RunConfig:
     hparams: dict = field(default_factory=dict)
 
     def validate(self, *, tasks: bool = True) -> "RunConfig":
-        """Check every setting (type, range, choices; hyperparameters through the model registry) and return
-        self with hyperparameters resolved to their canonical types; ConfigError names the setting and what is
-        allowed. `tasks=False` skips the task list (not known before the dataset is read)."""
+        """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
+        and what is allowed. `tasks=False` skips the task list (not known before the dataset is read). The model's
+        hyperparameters are checked by its registry spec (`bench.models.resolve_hparams`, in `runner.prepare`)."""
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
@@ -73,11 +74,8 @@ class RunConfig:
                 raise ConfigError(f"tasks={names!r}: expected a non-empty list of task names")
             if len(set(names)) != len(names):
                 raise ConfigError(f"tasks repeat a task: {names}")
-        from bench.models import resolve_hparams  # the registry is torch-free; imported late to keep this leaf
-
         if not isinstance(self.hparams, dict):
             raise ConfigError(f"hparams={self.hparams!r}: expected a mapping name -> value")
-        self.hparams = resolve_hparams(self.model, self.hparams)
         return self
 
     def to_json(self) -> str:

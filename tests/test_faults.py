@@ -240,17 +240,27 @@ def test_checkpoint_module_round_trips_plain_data_and_refuses_code(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-# --- 12. SIGTERM: a message, the run resumable ----------------------------------------------------------------------
+# --- 12, 15, 16. SIGTERM: a message, the run resumable; logs get plain lines -----------------------------------------
 
 @pytest.mark.slow
-def test_sigterm_prints_a_message_and_the_run_resumes(small_root, tmp_path):
+def test_sigterm_stops_with_a_message_and_the_run_resumes_with_plain_log_lines(small_root, tmp_path):
+    """The real CLI with its output to files, as in a SLURM job. SIGTERM after the first checkpoint: a message,
+    exit 143, the file failed and resumable. The rerun resumes; its stderr has no carriage-return bars (progress
+    bars are requested but stderr is no terminal) and its warnings (a one-class test set) are one plain line."""
+    root = tmp_path / "copy"
+    shutil.copytree(small_root, root)
+    for d in (root / "stripes" / "test").iterdir():  # only good test images left: a one-class test set
+        if d.name != "good":
+            shutil.rmtree(d)
+    shutil.rmtree(root / "stripes" / "ground_truth")
     out = tmp_path / "term.h5"
     tasks = ["chip", "stripes", "disc"]
-    cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(small_root), "--weights",
+    cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(root), "--weights",
            "none", "--tasks", ",".join(tasks), "--image-size", "64", "--batch-size", "8", "--device", "cpu",
-           "--workers", "0", "--out", str(out), "--no-progress"]
+           "--workers", "0", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*cmd, "--no-progress"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     ckpt = out.with_name(out.name + ".ckpt")
     deadline = time.time() + 120
     while not ckpt.exists() and proc.poll() is None and time.time() < deadline:
@@ -264,7 +274,11 @@ def test_sigterm_prints_a_message_and_the_run_resumes(small_root, tmp_path):
     assert attrs["status"] == "failed" and "resumable" in attrs["error"] and ckpt.is_file()
     second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and "resuming term.h5" in second.stdout, second.stderr
+    assert "learning task 3/3: disc" in second.stdout and "[step 3/3] disc" in second.stdout
     assert results.read_run(out)["attrs"]["status"] == "complete"
+    assert "\r" not in second.stderr and "it/s" not in second.stderr, second.stderr
+    lines = second.stderr.splitlines()
+    assert lines and all(line.startswith("warning: ") and ".py:" not in line for line in lines), second.stderr
 
 
 # --- 4, 13. settings checked before any work, each message naming the setting ----------------------------------
@@ -416,23 +430,3 @@ def test_corrupt_generation_record_is_one_line(small_root, tmp_path, capsys):
 
 
 # --- 15, 16. plain output in logs ----------------------------------------------------------------------------------
-
-@pytest.mark.slow
-def test_logs_get_plain_lines_not_bars_or_warning_sources(small_root, tmp_path):
-    """The real CLI with stderr to a file, as in a SLURM job: no carriage-return bars, warnings one plain line."""
-    root = tmp_path / "copy"
-    shutil.copytree(small_root, root)
-    for d in (root / "stripes" / "test").iterdir():  # only good test images left: a one-class test set
-        if d.name != "good":
-            shutil.rmtree(d)
-    shutil.rmtree(root / "stripes" / "ground_truth")
-    cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(root), "--weights", "none",
-           "--tasks", ",".join(TASKS), "--image-size", "64", "--batch-size", "8", "--device", "cpu", "--workers",
-           "0", "--out", str(tmp_path / "r.h5")]  # progress bars requested, but stderr is not a terminal
-    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "\r" not in proc.stderr and "it/s" not in proc.stderr, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert lines and all(line.startswith("warning: ") and ".py:" not in line for line in lines), proc.stderr
-    assert "learning task 2/2: stripes" in proc.stdout and "[step 2/2] stripes" in proc.stdout

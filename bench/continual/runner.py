@@ -41,7 +41,7 @@ from bench.data.tasks import task_splits
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
-from bench.models import build_detector, model_layers
+from bench.models import build_detector, model_layers, resolve_hparams
 
 
 @dataclass
@@ -88,6 +88,7 @@ class Run:
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
+    config.hparams = resolve_hparams(config.model, config.hparams)
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
