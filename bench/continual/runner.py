@@ -128,14 +128,14 @@ def check_output(out: Path, run_key: str, probe: bool = True) -> None:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = results.tmp_path(out.with_name(out.name + ".probe"))
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        probe_file = results.tmp_path(out.with_name(out.name + ".probe"))
+        fd = os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, b"\0" * 4096)  # a full disk fails here, not after the first task
             os.fsync(fd)
         finally:
             os.close(fd)
-            os.unlink(probe)
+            os.unlink(probe_file)
     except OSError as e:
         raise BenchError(f"{folder}: output folder is not writable ({e.strerror or e})") from None
 
@@ -213,6 +213,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     device = resolve_device(cfg.device)
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                  seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+
     def fresh_protocol():
         return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
                              cfg.seed)

@@ -105,8 +105,8 @@ def check_scores(run: dict, path: Path) -> bool:
     if not present:
         return False
     if len(present) != len(SCORE_ARRAYS):
-        raise ProvenanceError(f"{path}: per-image scores incomplete ({', '.join(sorted(set(SCORE_ARRAYS) - set(present)))} "
-                              "missing)")
+        absent = ", ".join(sorted(set(SCORE_ARRAYS) - set(present)))
+        raise ProvenanceError(f"{path}: per-image scores incomplete ({absent} missing)")
     step, task = run["scores/step"].astype(np.int64), run["scores/task"].astype(np.int64)
     label, value = run["scores/label"], run["scores/value"]
     R = run["R/image"]
