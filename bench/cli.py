@@ -100,7 +100,7 @@ def cmd_run(args) -> int:
 def cmd_data(args) -> int:
     from bench.data import read_index
 
-    root = args.root or default_root(args.dataset)
+    root = Path(args.root or default_root(args.dataset)).expanduser()
     if args.dataset == "synthetic":
         from bench.data.synthetic import generate
 
