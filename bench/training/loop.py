@@ -41,6 +41,7 @@ from tqdm import tqdm
 from bench import checkpoint
 from bench.errors import BenchError
 from bench.models.base import Detector, Prediction
+from bench.models.registry import Int
 
 
 class NonFiniteLossError(BenchError):
@@ -205,6 +206,15 @@ def record_losses(arrays: dict, step: int, n_tasks: int, losses: list[float]) ->
     out[:, : old.shape[1]] = old
     out[step, : len(losses)] = losses
     arrays["train/loss"] = out
+
+
+def training_params(epochs: int, batch_size: int) -> dict:
+    """The hyperparameters every gradient-trained detector has (defaults: InCLAD Table 7)."""
+    return {
+        "epochs": Int(epochs, 1),
+        "batch_size": Int(batch_size, 1, doc="training batch (Table 7; InCLAD's run script passes 32 to all)"),
+        "replay_size": Int(0, 0, doc="images replayed under CL; 0 = round(0.2 × mean training-task size)"),
+    }
 
 
 class GradientDetector(Detector):
