@@ -182,3 +182,18 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
         det = create(model, extractor, 64, **get(model).quick).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, det.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.8, aucs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", GRADIENT)
+def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
+    """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings."""
+    tasks = ["chip", "stripes", "disc"]
+    bwt = {}
+    for protocol in ("ncl", "cl"):
+        cfg = make_config(tiny_root, tasks, protocol=protocol, model=model, hparams=dict(get(model).quick))
+        run = results.read_run(execute(prepare(cfg, out_dir=tmp_path), **QUIET))
+        bwt[protocol] = summarize(run["R/image"])["bwt"]
+        assert np.isfinite(run["train/loss"]).all()  # every step trained for the same number of epochs
+    print(model, bwt)  # the figures, shown by pytest -rP
+    assert bwt["cl"] > bwt["ncl"], bwt

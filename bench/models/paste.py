@@ -92,7 +92,7 @@ class Paste(GradientDetector):
 
 
 register(ModelSpec(
-    name="paste", label="PaSTe", factory=Paste, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
+    name="paste", label="PaSTe", factory=Paste, source="InCLAD Table 7", quick={"epochs": 5, "batch_size": 4},
     layers_of=paste_layers,
     params={
         "bootstrap_layer": Int(0, 0, 2, doc="0 = the stem; the student reproduces the later stages up to layer 3"),

@@ -63,10 +63,11 @@ class TrainContext:
 
 @contextmanager
 def seeded(seed: int):
-    """Run the block with the global torch RNG seeded (and restored afterwards): random inits that depend on
-    nothing but `seed`."""
+    """Run the block with the global torch RNG seeded from `seed` (and restored afterwards): random inits that
+    depend on nothing but `seed`. The stream is derived from `seed`, not `seed` itself, so a student built with
+    seed s never equals a random-init (weights=none) teacher built with torch.manual_seed(s)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(int(np.random.SeedSequence([seed, 2]).generate_state(1)[0]))
         yield
 
 
