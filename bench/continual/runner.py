@@ -42,6 +42,7 @@ from bench.errors import BenchError, CheckpointError, ConfigError, NumericalErro
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
+from bench.training.loop import TrainContext, record_losses
 
 
 @dataclass
@@ -83,6 +84,10 @@ class Run:
     @property
     def checkpoint_path(self) -> Path:
         return self.out.with_name(self.out.name + ".ckpt")
+
+    @property
+    def epoch_checkpoint_path(self) -> Path:
+        return self.out.with_name(self.out.name + ".epoch.ckpt")
 
 
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
@@ -216,7 +221,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
 
     def fresh_protocol():
         return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
-                             cfg.seed)
+                             cfg.seed, [len(run.splits[t].train) for t in cfg.tasks])
 
     extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
     protocol = fresh_protocol()
@@ -241,9 +246,13 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
                 f"{t + 1} task{'s' if t else ''}")
             synchronize(device)
             t0 = time.perf_counter()
+            # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
+            protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
             protocol.learn(run.splits[task].train, t)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
+            record_losses(state.arrays, t, n, protocol.detector.context.losses)
+            protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
             for j in range(t + 1):
                 _evaluate(run, protocol, state, routing, masks, t, j, progress)
@@ -253,6 +262,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             state.steps_done = t + 1
             _log_step(log, cfg, state, t)
             _save_checkpoint(run, protocol, state)
+            run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
                 # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
                 _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
