@@ -17,6 +17,8 @@ from bench.models.ops.coreset import greedy_coreset
 from bench.models.ops.knn import nn_distance
 
 from bench.models import create
+from bench.models.base import local_patch_features
+from bench.models.patchcore import EMBED_CHUNK, released_patch_features
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 
@@ -123,3 +125,44 @@ def test_weighted_compression_keeps_patches_far_from_the_current_task():
     bank, current = torch.cat([near, far]), torch.randn(50, 4, generator=g) * 0.1
     chosen = greedy_coreset(bank, 20, weights=nn_distance(bank, current))
     assert (chosen >= 100).float().mean() > 0.5
+
+
+def released_reference(feats, dim):
+    """Roth et al.'s embedding step by step, the slow way: unfold each layer into 3×3 patches, resize the later
+    layers' patch grids to the first layer's, flatten each patch, pool it to `dim` values with a 1-D adaptive
+    average pool, stack the layers and pool their concatenation to `dim` again."""
+    size = feats[0].shape[-2:]
+    per_layer = []
+    for f in feats:
+        b, c, h, w = f.shape
+        patches = torch.nn.functional.unfold(f, 3, padding=1).view(b, c, 3, 3, h, w)
+        if (h, w) != tuple(size):
+            patches = torch.nn.functional.interpolate(patches.reshape(b, c * 9, h, w), size=size, mode="bilinear",
+                                                      align_corners=False).view(b, c, 3, 3, *size)
+        flat = patches.permute(0, 4, 5, 1, 2, 3).reshape(-1, 1, c * 9)  # one row per location, channel-major
+        per_layer.append(torch.nn.functional.adaptive_avg_pool1d(flat, dim)[:, 0])
+    stacked = torch.stack(per_layer, 1).reshape(-1, 1, len(feats) * dim)
+    out = torch.nn.functional.adaptive_avg_pool1d(stacked, dim)[:, 0]
+    return out.view(feats[0].shape[0], *size, dim).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("channels,dim", [((16, 24), 32), ((128, 256), 1024), ((5, 7), 40)])
+def test_released_embedding_equals_the_step_by_step_reference(channels, dim):
+    """Pooling windows that shrink (C·9 > dim), grow (C·9 < dim) and do not divide evenly."""
+    g = torch.Generator().manual_seed(0)
+    feats = [torch.randn(EMBED_CHUNK + 3, channels[0], 8, 8, generator=g),
+             torch.randn(EMBED_CHUNK + 3, channels[1], 4, 4, generator=g)]
+    ours = released_patch_features(feats, dim)
+    assert ours.shape == (EMBED_CHUNK + 3, dim, 8, 8)
+    torch.testing.assert_close(ours, released_reference(feats, dim), rtol=1e-5, atol=1e-5)
+    # not the concatenation of 3×3 averages: the test tells the two embeddings apart
+    assert local_patch_features(feats).shape[1] == sum(channels)
+
+
+@pytest.mark.parametrize("embedding,dim", [("released", 1024), ("concat", 128 + 256)])
+def test_both_embeddings_learn_a_task(demo_root, embedding, dim):
+    train, test = task_split_pair(demo_root, "stripes", 96)
+    extractor = model_extractor(("layer2", "layer3"), batch_size=None)
+    model = create("patchcore", extractor, 96, embedding=embedding).fit(train, seed=0)
+    assert model.memory_bank_.shape[1] == dim
+    assert roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores) >= 0.9

@@ -24,8 +24,8 @@ from torch import nn
 
 from bench.continual.protocols import Protocol
 from bench.continual.replay import ReplayBuffer, split_from_state, split_state
-from bench.models.base import Detector, Prediction, local_patch_features, max_of_maps, route, tensor_bytes
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.base import ROUTE_BY, Detector, Prediction, local_patch_features, max_of_maps, route, tensor_bytes
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
@@ -76,11 +76,11 @@ class Cfa(Detector):
     name = "cfa"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, lr: float, weight_decay: float,
-                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int):
+                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int, route_by: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.epochs, self.lr, self.weight_decay = epochs, lr, weight_decay
         self.k_neighbors, self.repulsion_neighbors = k_neighbors, repulsion_neighbors
-        self.blur_sigma, self.replay_size = blur_sigma, replay_size
+        self.blur_sigma, self.replay_size, self.route_by = blur_sigma, replay_size, route_by
         self.descriptor_: CoordConv | None = None
         self.radius_: torch.Tensor | None = None
         self.bank_: torch.Tensor | None = None
@@ -204,8 +204,8 @@ class CfaTaskBanks(Protocol):
     """InCLAD App. C.3. At task t: keep X_t for later bank rebuilds; U_t = X_t ∪ R_t (replay of earlier tasks);
     training bank from the previous descriptor on U_t; train the descriptor on U_t; rebuild every per-task
     inference bank B_j = Bank(g_θt(X_j)) from cached features; then add X_t to the replay buffer. Each test image
-    is routed to the bank with the lowest image-level aggregate, the mean patch score (App. C.1's rule: the max
-    would send anomalous images away from their own bank); score and map come from that bank."""
+    is routed to the bank with the lowest image-level anomaly score, the map max (`route_by="mean"`: the lowest
+    mean patch score instead); score and map come from that bank."""
 
     routes = True
 
@@ -238,8 +238,10 @@ class CfaTaskBanks(Protocol):
         self.image_feature_bytes_ = tensor_bytes(det.extractor(split, np.array([0])))
 
     def predict(self, split, idx) -> Prediction:
-        chosen, routed = route(self.detector.patch_maps(split, idx, self.banks_))  # j*(x) = argmin_j A(x; B_j, g_θt)
-        return Prediction(*self.detector.finish(chosen), routed.cpu().numpy())
+        det = self.detector
+        chosen, routed = route(det.patch_maps(split, idx, self.banks_), det.route_by, det.image_size,
+                               det.blur_sigma)  # j*(x) = argmin_j A(x; B_j, g_θt)
+        return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
         return {**self.detector.model_state(), "banks": [b.cpu() for b in self.banks_],
@@ -262,7 +264,7 @@ class CfaTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6", quick={"epochs": 3},
+    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),
@@ -273,5 +275,7 @@ register(ModelSpec(
         "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
         # not given by InCLAD: images kept for replay (CL), split equally between past tasks
         "replay_size": Int(100, 1),
+        "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.3) or lowest "
+                                                "mean patch score (mean)"),
     },
 ))

@@ -1,7 +1,11 @@
 """PatchCore (Roth et al., 2022) and its continual task-bank adaptation (InCLAD App. C.1).
 
-Embedding: backbone layers 2 and 3, each averaged over a 3×3 neighbourhood, layer 3 upsampled to the layer-2
-grid, concatenated. Memory bank: greedy k-center coreset (ratio 0.1) chosen on a 128-d random projection.
+Embedding (`embedding="released"`, the default: Roth et al.'s released code, which InCLAD's follows): each
+backbone layer (2 and 3) unfolded into 3×3 neighbourhoods (C·9 values per location, channel-major), each
+location's vector adaptively average-pooled to `embed_dim` = 1024 values, layer 3 upsampled (bilinear) to the
+layer-2 grid, and the layers' vectors concatenated and pooled again to one 1024-d embedding.
+`embedding="concat"` (anomalib's): each layer averaged over a 3×3 neighbourhood, layer 3 upsampled, concatenated
+(384-d for resnet18, 1536-d for wide_resnet50_2). Memory bank: greedy k-center coreset (ratio 0.1) chosen on a 128-d random projection.
 Score: distance of each test patch to its nearest bank patch; image score = max patch score; map = patch
 scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
 """
@@ -12,26 +16,60 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from bench.continual.protocols import Protocol
 from bench.models.base import Detector, Prediction, anomaly_maps, local_patch_features, route, tensor_bytes
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+
+EMBEDDINGS = ("released", "concat")
+EMBED_CHUNK = 8  # images unfolded at once: the 3×3 unfolding holds 9× a layer's features
+
+
+def channel_pool(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """[B, C, h, w] → [B, dim, h, w]: each location's C-vector adaptively average-pooled to `dim` values (the
+    windows of a 1-D adaptive average pool; a 2-D pool whose second axis, the locations, keeps its size)."""
+    b, c, h, w = x.shape
+    return F.adaptive_avg_pool2d(x.reshape(b, 1, c, h * w), (dim, h * w)).view(b, dim, h, w)
+
+
+def released_patch_features(feats: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """Roth et al.'s released embedding [B, dim, h, w] on the first layer's grid. Their code upsamples the
+    unfolded 3×3 patches and then pools each layer's channels; both maps are linear and act on different axes,
+    so pooling first and upsampling the pooled `dim` channels gives the same result for 9·C/dim times less work."""
+    size = feats[0].shape[-2:]
+    out = []
+    for part in zip(*(f.split(EMBED_CHUNK) for f in feats)):
+        layers = []
+        for f in part:
+            b, c, h, w = f.shape
+            pooled = channel_pool(F.unfold(f, kernel_size=3, padding=1).view(b, c * 9, h, w), dim)
+            if (h, w) != tuple(size):
+                pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
+            layers.append(pooled)
+        out.append(channel_pool(torch.cat(layers, dim=1), dim))
+    return torch.cat(out)
 
 
 class PatchCore(Detector):
     name = "patchcore"
 
-    def __init__(self, extractor, *, image_size: int, layers, coreset_ratio: float, projection_dim: int,
-                 n_starts: int, blur_sigma: float, previous_ratio: float):
+    def __init__(self, extractor, *, image_size: int, layers, embedding: str, embed_dim: int, coreset_ratio: float,
+                 projection_dim: int, n_starts: int, blur_sigma: float, previous_ratio: float):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
+        self.embedding, self.embed_dim = embedding, embed_dim
         self.coreset_ratio, self.projection_dim, self.n_starts = coreset_ratio, projection_dim, n_starts
         self.blur_sigma, self.previous_ratio = blur_sigma, previous_ratio
         self.memory_bank_: torch.Tensor | None = None
 
     # --- embedding -------------------------------------------------------------------------------
-    embed = staticmethod(local_patch_features)  # [B, D, h, w] on the grid of the first requested layer
+    def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
+        """[B, D, h, w] on the grid of the first requested layer."""
+        if self.embedding == "released":
+            return released_patch_features(feats, self.embed_dim)
+        return local_patch_features(feats)
 
     def _patches(self, split, idx) -> tuple[torch.Tensor, tuple[int, int, int]]:
         emb = self.embed(self.extractor(split, idx))
@@ -126,9 +164,12 @@ class PatchCoreTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6",
+    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
     params={
         "layers": Layers(("layer2", "layer3")),
+        "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "
+                                                        "concat: 3×3 average, layers concatenated (anomalib)"),
+        "embed_dim": Int(1024, 1, doc="released embedding: dimension of each layer's and the final pooling"),
         "coreset_ratio": Float(0.1, 0, 1, low_open=True, doc="share of training patches kept in the bank"),
         "projection_dim": Int(128, 1, doc="random projection used by the greedy coreset"),
         "n_starts": Int(10, 1, doc="random starting points of the greedy coreset"),
