@@ -82,6 +82,16 @@ def eq2(R):
     return sum(terms) / len(terms) if terms else math.nan
 
 
+def eq2_released(R):
+    """InCLAD's released BWT: consecutive differences R[i][j] − R[i−1][j] averaged."""
+    terms = [R[i][j] - R[i - 1][j] for i in range(1, len(R)) for j in range(i)]
+    terms = [t for t in terms if not math.isnan(t)]
+    return sum(terms) / len(terms) if terms else math.nan
+
+
+METRIC_REFERENCE = {"roc_auc_cl": eq1, "bwt": eq2, "bwt_released": eq2_released}
+
+
 def mean_std(values):
     m = sum(values) / len(values)
     return m, math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
@@ -121,7 +131,7 @@ def expected_cell(made, ordering, protocol, level, metric):
     for (model, backbone, p, o, seed), (image, pixel) in made.items():
         if (p, o) != (protocol, ordering):
             continue
-        value = (eq1 if metric == "roc_auc_cl" else eq2)(image if level == "image" else pixel)
+        value = METRIC_REFERENCE[metric](image if level == "image" else pixel)
         if math.isnan(value):
             nan += 1
         else:
@@ -134,7 +144,7 @@ def test_table2_cells_equal_an_independent_recomputation(grid):
     outputs, made = grid
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     table = read_csv(outputs / "synthetic/tables/table2.csv")
-    assert len(table) == 2 * 2 * 4  # orderings × metrics × (level, protocol)
+    assert len(table) == 2 * 3 * 4  # orderings × metrics × (level, protocol)
     for r in table.to_dict("records"):
         mean, std, n_runs, n_methods, n_nan = expected_cell(made, r["ordering"], r["protocol"], r["level"], r["metric"])
         assert r["mean"] == pytest.approx(mean, abs=1e-12) and r["std"] == pytest.approx(std, abs=1e-12)
@@ -147,16 +157,16 @@ def test_table2_cells_equal_an_independent_recomputation(grid):
     assert f"{r['mean']:.3f} ± {r['std']:.3f}" in md
     assert "[1 NaN]" in md and "7 (6)" in md  # 7 runs of 6 methods behind a cell; the NaN run counted
     assert "Rests on 28 complete runs from commit 0123456789ab (28 runs)" in md
+    assert "| Synthetic | Easy-to-Hard | BWT (as released) ↑ |" in md
 
 
 def test_per_method_cells_average_seeds(grid):
     outputs, made = grid
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     pm = read_csv(outputs / "synthetic/tables/per_method.csv")
-    assert len(pm) == 6 * 2 * 2 * 4  # methods × orderings × metrics × (level, protocol)
+    assert len(pm) == 6 * 2 * 3 * 4  # methods × orderings × metrics × (level, protocol)
     for r in pm.to_dict("records"):
-        values = [eq1(im if r["level"] == "image" else px) if r["metric"] == "roc_auc_cl"
-                  else eq2(im if r["level"] == "image" else px)
+        values = [METRIC_REFERENCE[r["metric"]](im if r["level"] == "image" else px)
                   for (m, b, p, o, s), (im, px) in made.items()
                   if (m, b, p, o) == (r["model"], r["backbone"], r["protocol"], r["ordering"])]
         finite = [v for v in values if not math.isnan(v)]
@@ -164,8 +174,9 @@ def test_per_method_cells_average_seeds(grid):
         if finite:
             mean, std = mean_std(finite)
             assert r["mean"] == pytest.approx(mean, abs=1e-12) and r["std"] == pytest.approx(std, abs=1e-12)
-    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | ROC-AUC_CL ↑ |" in (
-        outputs / "synthetic/tables/per_method.md").read_text()
+    md = (outputs / "synthetic/tables/per_method.md").read_text()
+    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | ROC-AUC_CL ↑ |" in md
+    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | BWT (as released) ↑ |" in md
 
 
 def test_latex_is_booktabs_with_one_line_per_row(grid):
@@ -175,7 +186,8 @@ def test_latex_is_booktabs_with_one_line_per_row(grid):
     for rule in (r"\toprule", r"\midrule", r"\bottomrule", r"\cmidrule(lr){4-5}"):
         assert rule in tex
     body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
-    assert len(body) == 4 and body[0].startswith("Synthetic & Easy-to-Hard & ROC-AUC") and body[1].startswith(" & ")
+    assert len(body) == 6 and body[0].startswith("Synthetic & Easy-to-Hard & ROC-AUC") and body[1].startswith(" & ")
+    assert body[2].startswith(" & Easy-to-Hard & BWT (as released)")
     assert r"\scriptstyle\pm" in tex and "% Rests on 28 complete runs" in tex
 
 
@@ -184,12 +196,14 @@ def test_runs_csv_has_one_row_per_run_with_provenance(grid):
     aggregate(outputs, "synthetic", Options(bootstrap=10, figure_formats=()), log=lambda *a: None)
     runs = read_csv(outputs / "synthetic/tables/runs.csv")
     assert len(runs) == len(made) == runs["run_key"].nunique()
-    for col in ("image_roc_auc_cl", "image_bwt", "image_forgetting", "image_final_mean", "train_s", "eval_s",
+    for col in ("image_roc_auc_cl", "image_bwt", "image_bwt_released", "pixel_bwt_released", "image_forgetting", "image_final_mean", "train_s", "eval_s",
                 "git_commit", "config_sha256", "file_sha256", "image_roc_auc_cl_ci_low"):
         assert col in runs
     r = runs.iloc[0]
     key = (r["model"], r["backbone"], r["protocol"], r["ordering"], r["seed"])
     assert r["image_roc_auc_cl"] == pytest.approx(eq1(made[key][0]))
+    assert r["image_bwt"] == pytest.approx(eq2(made[key][0]))
+    assert r["image_bwt_released"] == pytest.approx(eq2_released(made[key][0]))
     assert runs["image_roc_auc_cl_ci_low"].isna().all()  # crafted files hold no per-image scores
 
 
