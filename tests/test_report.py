@@ -45,14 +45,16 @@ def lower(rng, n, lo=0.5, hi=1.0):
 
 def write(outputs: Path, *, dataset="synthetic", model="patchcore", backbone="resnet18", weights="none",
           protocol="cl", ordering="easy_to_hard", seed=0, tasks=TASKS, image=None, pixel=None, train=None,
-          evals=None, status="complete", steps=None, attrs=None, extra=None, rng=None, path=None) -> Path:
+          evals=None, status="complete", steps=None, attrs=None, extra=None, rng=None, path=None,
+          hparams=None) -> Path:
     """One crafted run file; returns its path (outputs/<dataset>/runs/<run_name>.h5 unless `path`)."""
     # run keys hash the task order, not the ordering's name: each ordering needs its own order
     tasks = {"hard_to_easy": tasks[::-1], "random": tasks[1:] + tasks[:1]}.get(ordering, tasks)
     rng = rng or np.random.default_rng(zlib.crc32(f"{dataset}{model}{backbone}{protocol}{ordering}{seed}".encode()))
     n = len(tasks)
     cfg = RunConfig(dataset=dataset, root="/data", model=model, tasks=list(tasks), ordering=ordering,
-                    backbone=backbone, weights=weights, protocol=protocol, seed=seed, image_size=64)
+                    backbone=backbone, weights=weights, protocol=protocol, seed=seed, image_size=64,
+                    hparams=dict(hparams or {}))
     key = cfg.run_key("f" * 64, weights)
     all_attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": status,
                  "steps_done": n if steps is None else steps, "n_tasks": n, "config": cfg.to_json(),
@@ -350,8 +352,28 @@ def test_routing_table_from_task_bank_runs(tmp_path):
     assert rt["routing_accuracy"].item() == pytest.approx(58 / 60)
     assert rt["worst_task"].item() == "alpha" and rt["worst_task_own_share"].item() == pytest.approx(0.8)
     assert rt["final_own_share"].item() == pytest.approx((0.8 + 1 + 1) / 3)
-    assert "| Synthetic | PatchCore | resnet18 | none | Easy-to-Hard | CL | 0.967 |" in (
+    assert rt["route_by"].item() == "mean"  # PatchCore-CL's fixed rule
+    assert "| Synthetic | PatchCore | resnet18 | none | Easy-to-Hard | CL | mean patch score | 0.967 |" in (
         outputs / "synthetic/tables/routing.md").read_text()
+
+
+def test_routing_table_shows_each_rule_a_method_was_run_under(tmp_path):
+    """PaDiM-CL run with route_by=max (the default) and route_by=mean: two rows, never averaged together."""
+    outputs, n = tmp_path / "outputs", 2
+    for rule, home in (("max", 6), ("mean", 9)):
+        counts = np.zeros((n, n, n), dtype=np.int64)
+        counts[0, 0, 0] = 10
+        counts[1] = [[home, 10 - home], [0, 10]]
+        own = np.where(np.tri(n, dtype=bool), np.diagonal(counts, axis1=1, axis2=2) / counts.sum(2).clip(1), np.nan)
+        write(outputs, model="padim", tasks=TASKS[:2], protocol="cl", hparams={"route_by": rule},
+              extra={"routing/counts": counts, "routing/own_fraction": own})
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    rt = read_csv(outputs / "synthetic/tables/routing.csv")
+    assert rt["route_by"].tolist() == ["max", "mean"]
+    assert rt["routing_accuracy"].tolist() == pytest.approx([26 / 30, 29 / 30])
+    md = (outputs / "synthetic/tables/routing.md").read_text()
+    assert "| CL | image score (max) | 0.867 |" in md and "| CL | mean patch score | 0.967 |" in md
+    assert verify(outputs, "synthetic", log=lambda *a: None) == []
 
 
 # ------------------------------------------------------------ provenance: refusals and missing runs
