@@ -41,19 +41,39 @@ def reference_greedy(x, k, starts=None, weights=None):
     return chosen
 
 
+# (block, candidates): the defaults (all points are candidates at this size), and small ones that make the
+# blocked selection refresh early (a non-candidate overtakes) and late (block full)
+BLOCKING = [(128, 2048), (8, 16), (3, 5), (1, 1)]
+
+
+@pytest.mark.parametrize("block,candidates", BLOCKING)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_greedy_coreset_equals_reference(seed):
+def test_greedy_coreset_equals_reference(seed, block, candidates):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(300, 16, generator=g)
     gen = torch.Generator().manual_seed(seed)
     starts = torch.randperm(300, generator=torch.Generator().manual_seed(seed))[:10]
-    assert greedy_coreset(x, 40, generator=gen, n_starts=10).tolist() == reference_greedy(x, 40, starts=starts)
+    ours = greedy_coreset(x, 40, generator=gen, n_starts=10, block=block, candidates=candidates)
+    assert ours.tolist() == reference_greedy(x, 40, starts=starts)
 
 
-def test_weighted_coreset_equals_reference():
+@pytest.mark.parametrize("block,candidates", BLOCKING)
+def test_weighted_coreset_equals_reference(block, candidates):
     g = torch.Generator().manual_seed(3)
     x, w = torch.randn(200, 8, generator=g), torch.rand(200, generator=g) + 0.1
-    assert greedy_coreset(x, 25, weights=w).tolist() == reference_greedy(x, 25, weights=w)
+    ours = greedy_coreset(x, 25, weights=w, block=block, candidates=candidates)
+    assert ours.tolist() == reference_greedy(x, 25, weights=w)
+
+
+def test_blocked_coreset_equals_reference_on_clustered_points():
+    """Clusters: each pick collapses the scores of its cluster's candidates, so refreshes come early. (Much
+    tighter clusters than these reach float32 ties, where the reference, in float64, may break them otherwise.)"""
+    g = torch.Generator().manual_seed(5)
+    centres = torch.randn(30, 12, generator=g) * 3
+    x = centres[torch.randint(30, (600,), generator=g)] + torch.randn(600, 12, generator=g) * 0.3
+    starts = torch.randperm(600, generator=torch.Generator().manual_seed(0))[:10]
+    ours = greedy_coreset(x, 60, generator=torch.Generator().manual_seed(0), block=16, candidates=32)
+    assert ours.tolist() == reference_greedy(x, 60, starts=starts)
 
 
 def test_coreset_returns_all_rows_when_k_exceeds_n():
