@@ -18,7 +18,7 @@ from bench.models.ops.knn import nn_distance
 
 from bench.models import create
 from bench.models.base import local_patch_features
-from bench.models.patchcore import EMBED_CHUNK, released_patch_features
+from bench.models.patchcore import released_patch_features
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 
 
@@ -166,16 +166,18 @@ def released_reference(feats, dim):
     return out.view(feats[0].shape[0], *size, dim).permute(0, 3, 1, 2)
 
 
-@pytest.mark.parametrize("channels,dim", [((16, 24), 32), ((128, 256), 1024), ((5, 7), 40)])
+# resnet18's layers 2+3 at 1024; windows that shrink (C·9 > dim), grow (C·9 < dim) and do not divide evenly;
+# pooling groups that span several channels (7·9 → 40) and that cut channels apart (100·9 → 30: the unfolding
+# path); final windows that cross layers (dim not divisible by the number of layers: 41, and three layers at 1024)
+@pytest.mark.parametrize("channels,dim", [((128, 256), 1024), ((16, 24), 32), ((5, 7), 40), ((100, 10), 30),
+                                          ((5, 7), 41), ((8, 16, 32), 1024)])
 def test_released_embedding_equals_the_step_by_step_reference(channels, dim):
-    """Pooling windows that shrink (C·9 > dim), grow (C·9 < dim) and do not divide evenly."""
     g = torch.Generator().manual_seed(0)
-    feats = [torch.randn(EMBED_CHUNK + 3, channels[0], 8, 8, generator=g),
-             torch.randn(EMBED_CHUNK + 3, channels[1], 4, 4, generator=g)]
+    feats = [torch.randn(3, c, 8 >> i, 8 >> i, generator=g) for i, c in enumerate(channels)]
     ours = released_patch_features(feats, dim)
-    assert ours.shape == (EMBED_CHUNK + 3, dim, 8, 8)
+    assert ours.shape == (3, dim, 8, 8)
     torch.testing.assert_close(ours, released_reference(feats, dim), rtol=1e-5, atol=1e-5)
-    # not the concatenation of 3×3 averages: the test tells the two embeddings apart
+    # the concat option (anomalib's embedding) keeps one value per channel
     assert local_patch_features(feats).shape[1] == sum(channels)
 
 

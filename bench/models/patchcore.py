@@ -25,32 +25,67 @@ from bench.models.ops.knn import nn_distance
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 
 EMBEDDINGS = ("released", "concat")
-EMBED_CHUNK = 8  # images unfolded at once: the 3×3 unfolding holds 9× a layer's features
 
 
-def channel_pool(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """[B, C, h, w] → [B, dim, h, w]: each location's C-vector adaptively average-pooled to `dim` values (the
-    windows of a 1-D adaptive average pool; a 2-D pool whose second axis, the locations, keeps its size)."""
-    b, c, h, w = x.shape
-    return F.adaptive_avg_pool2d(x.reshape(b, 1, c, h * w), (dim, h * w)).view(b, dim, h, w)
+def pool_matrix(p: int, q: int) -> torch.Tensor:
+    """[q, p]: 1-D adaptive average pooling of p values to q (output j averages inputs ⌊jp/q⌋ … ⌈(j+1)p/q⌉ − 1)."""
+    j = torch.arange(q)
+    start, end = (j * p) // q, -((-(j + 1) * p) // q)
+    i = torch.arange(p)
+    inside = (i[None] >= start[:, None]) & (i[None] < end[:, None])
+    return inside.float() / (end - start)[:, None].float()
+
+
+def pooling(n: int, dim: int, then: int = 1) -> tuple[int, torch.Tensor]:
+    """Adaptive average pooling of n values to `dim`, followed by means of `then` consecutive outputs, as
+    (groups, matrix [q, p]): the map repeats every p inputs / q outputs, each output window inside its group,
+    so it is a grouped linear map (the same small matrix for every group)."""
+    g = math.gcd(n, dim)
+    p, q = n // g, dim // g
+    period = math.lcm(q, then)  # first-stage outputs per group, so the second stage stays inside it
+    first = torch.block_diag(*[pool_matrix(p, q)] * (period // q))
+    return n // (p * period // q), pool_matrix(period, period // then) @ first
+
+
+def pooled_patches(f: torch.Tensor, dim: int, then: int = 1) -> torch.Tensor:
+    """[B, C, h, w] → [B, dim / then, h, w]: each location's 3×3 neighbourhood (C·9 values, channel-major,
+    zero-padded, as `F.unfold` orders them) adaptively average-pooled to `dim` values, then averaged in runs
+    of `then`.
+
+    When every pooling group spans whole channels (p a multiple of 9, e.g. resnet18 and wide_resnet50_2 at
+    dim 1024), unfolding and pooling together are one grouped 3×3 convolution and the 9× larger unfolded
+    tensor is never built."""
+    b, c, h, w = f.shape
+    groups, m = pooling(9 * c, dim, then)
+    (q, p), m = m.shape, m.to(f)
+    if p % 9:
+        unfolded = F.unfold(f, kernel_size=3, padding=1).view(b, 9 * c, h, w)
+        return F.conv2d(unfolded, m.view(q, p, 1, 1).repeat(groups, 1, 1, 1), groups=groups)
+    return F.conv2d(f, m.view(q, p // 9, 3, 3).repeat(groups, 1, 1, 1), padding=1, groups=groups)
 
 
 def released_patch_features(feats: list[torch.Tensor], dim: int) -> torch.Tensor:
-    """Roth et al.'s released embedding [B, dim, h, w] on the first layer's grid. Their code upsamples the
-    unfolded 3×3 patches and then pools each layer's channels; both maps are linear and act on different axes,
-    so pooling first and upsampling the pooled `dim` channels gives the same result for 9·C/dim times less work."""
-    size = feats[0].shape[-2:]
-    out = []
-    for part in zip(*(f.split(EMBED_CHUNK) for f in feats)):
-        layers = []
-        for f in part:
-            b, c, h, w = f.shape
-            pooled = channel_pool(F.unfold(f, kernel_size=3, padding=1).view(b, c * 9, h, w), dim)
-            if (h, w) != tuple(size):
-                pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
-            layers.append(pooled)
-        out.append(channel_pool(torch.cat(layers, dim=1), dim))
-    return torch.cat(out)
+    """Roth et al.'s released embedding [B, dim, h, w] on the first layer's grid (channels-last in memory, so
+    the [patches, dim] view PatchCore takes is free).
+
+    Their code unfolds each layer, upsamples the unfolded patches to the first grid, pools each patch to `dim`,
+    then pools the layers' concatenation to `dim`. All of it is linear and pooling acts on other axes than
+    upsampling, so pooling comes first here (upsampling `dim` channels, not 9·C). When the final windows do not
+    cross layers (`dim` divisible by the number of layers L: each output averages L consecutive values of one
+    layer), the final pooling is folded into each layer's pooling too."""
+    size, n = feats[0].shape[-2:], len(feats)
+    then = n if dim % n == 0 else 1
+    layers = []
+    for f in feats:
+        pooled = pooled_patches(f, dim, then).contiguous(memory_format=torch.channels_last)
+        if pooled.shape[-2:] != size:  # bilinear upsampling is several times faster channels-last
+            pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
+        layers.append(pooled.permute(0, 2, 3, 1))
+    out = torch.cat(layers, dim=-1)  # [B, h, w, dim] (or [B, h, w, n·dim] when not folded)
+    if then == 1 and n > 1:
+        groups, m = pooling(out.shape[-1], dim)
+        out = (out.unflatten(-1, (groups, m.shape[1])) @ m.to(out).T).flatten(-2)
+    return out.permute(0, 3, 1, 2)
 
 
 class PatchCore(Detector):
