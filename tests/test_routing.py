@@ -5,6 +5,8 @@ than NCL on the same stream; `python -m bench run --model padim|cfa` works."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,11 @@ def test_cli_rejects_an_unknown_hyperparameter(tiny_root, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "unknown cfa hyperparameter 'epoch'" in err and "epochs" in err
+
+
+def test_result_file_records_the_routing_rule_and_embedding(runs):
+    """The config attribute holds the resolved hyperparameters: the routing rule (and PatchCore's embedding) of a
+    run can be read from its file, and is part of its run key."""
+    rules = {model: json.loads(runs[model, "cl"][0]["attrs"]["config"])["hparams"] for model in MODELS}
+    assert rules["padim"]["route_by"] == rules["cfa"]["route_by"] == "max"
+    assert "route_by" not in rules["patchcore"] and rules["patchcore"]["embedding"] == "released"
