@@ -198,7 +198,8 @@ def test_runs_csv_has_one_row_per_run_with_provenance(grid):
     aggregate(outputs, "synthetic", Options(bootstrap=10, figure_formats=()), log=lambda *a: None)
     runs = read_csv(outputs / "synthetic/tables/runs.csv")
     assert len(runs) == len(made) == runs["run_key"].nunique()
-    for col in ("image_roc_auc_cl", "image_bwt", "image_bwt_released", "pixel_bwt_released", "image_forgetting", "image_final_mean", "train_s", "eval_s",
+    for col in ("image_roc_auc_cl", "image_bwt", "image_bwt_released", "pixel_bwt_released", "image_forgetting",
+                "image_final_mean", "train_s", "eval_s",
                 "git_commit", "config_sha256", "file_sha256", "image_roc_auc_cl_ci_low"):
         assert col in runs
     r = runs.iloc[0]

@@ -74,8 +74,8 @@ def max_of_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> tu
 ROUTE_BY = ("max", "mean")
 
 
-def route(per_task: torch.Tensor, by: str = "mean", image_size: int = 0, sigma: float = 0.0,
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+def route(per_task: torch.Tensor, by: str = "mean", image_size: int = 0,
+          sigma: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Task routing of the task-bank protocols (InCLAD App. C): per-task patch scores [T, B, h, w] → (each
     image's patch scores under the task with the lowest image-level aggregate [B, h, w], that task's index [B]).
 

@@ -5,9 +5,9 @@ backbone layer (2 and 3) unfolded into 3×3 neighbourhoods (C·9 values per loca
 location's vector adaptively average-pooled to `embed_dim` = 1024 values, layer 3 upsampled (bilinear) to the
 layer-2 grid, and the layers' vectors concatenated and pooled again to one 1024-d embedding.
 `embedding="concat"` (anomalib's): each layer averaged over a 3×3 neighbourhood, layer 3 upsampled, concatenated
-(384-d for resnet18, 1536-d for wide_resnet50_2). Memory bank: greedy k-center coreset (ratio 0.1) chosen on a 128-d random projection.
-Score: distance of each test patch to its nearest bank patch; image score = max patch score; map = patch
-scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
+(384-d for resnet18, 1536-d for wide_resnet50_2). Memory bank: greedy k-center coreset (ratio 0.1) chosen on a
+128-d random projection. Score: distance of each test patch to its nearest bank patch; image score = max patch
+score; map = patch scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ EMBEDDINGS = ("released", "concat")
 
 
 def pool_matrix(p: int, q: int) -> torch.Tensor:
-    """[q, p]: 1-D adaptive average pooling of p values to q (output j averages inputs ⌊jp/q⌋ … ⌈(j+1)p/q⌉ − 1)."""
+    """[q, p]: 1-D adaptive average pooling of p values to q (output j averages inputs ⌊jp/q⌋ … ⌈(j+1)p/q⌉−1)."""
     j = torch.arange(q)
     start, end = (j * p) // q, -((-(j + 1) * p) // q)
     i = torch.arange(p)
