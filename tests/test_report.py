@@ -582,3 +582,15 @@ def test_csv_round_trip_of_run_keys_that_look_like_numbers():
     text = "run_key,x\n1e5000,1.5\n"
     assert _compare_csv("tables/runs.csv", text, _read_csv(text)) == []
     assert isinstance(pd.read_csv(io.StringIO(text))["run_key"].iloc[0], float)  # why verify reads strings
+
+
+def test_results_load_reports_both_bwts(tmp_path):
+    """bench.results.load: Eq. 2's BWT and the released code's consecutive-difference BWT, side by side."""
+    rng = np.random.default_rng(3)
+    image, pixel = lower(rng, 4, 0.4), lower(rng, 4, 0.4)
+    path = write(tmp_path / "outputs", image=image, pixel=pixel)
+    row = results.load(path).iloc[0]
+    for level, R in (("image", image), ("pixel", pixel)):
+        assert row[f"{level}_bwt"] == pytest.approx(eq2(R))
+        assert row[f"{level}_bwt_released"] == pytest.approx(eq2_released(R))
+        assert row[f"{level}_bwt"] != pytest.approx(row[f"{level}_bwt_released"])
