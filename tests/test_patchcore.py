@@ -166,11 +166,12 @@ def released_reference(feats, dim):
     return out.view(feats[0].shape[0], *size, dim).permute(0, 3, 1, 2)
 
 
-# resnet18's layers 2+3 at 1024; windows that shrink (C·9 > dim), grow (C·9 < dim) and do not divide evenly;
-# pooling groups that span several channels (7·9 → 40) and that cut channels apart (100·9 → 30: the unfolding
-# path); final windows that cross layers (dim not divisible by the number of layers: 41, and three layers at 1024)
-@pytest.mark.parametrize("channels,dim", [((128, 256), 1024), ((16, 24), 32), ((5, 7), 40), ((100, 10), 30),
-                                          ((5, 7), 41), ((8, 16, 32), 1024)])
+# resnet18's and wide_resnet50_2's layers 2+3 at 1024; windows that shrink (C·9 > dim), grow (C·9 < dim) and do
+# not divide evenly; pooling groups that span several channels (7·9 → 40) and that cut channels apart (100·9 → 30:
+# the unfolding path); final windows that cross layers (dim not divisible by the number of layers: 41, and three
+# layers at 1024)
+@pytest.mark.parametrize("channels,dim", [((128, 256), 1024), ((512, 1024), 1024), ((16, 24), 32), ((5, 7), 40),
+                                          ((100, 10), 30), ((5, 7), 41), ((8, 16, 32), 1024)])
 def test_released_embedding_equals_the_step_by_step_reference(channels, dim):
     g = torch.Generator().manual_seed(0)
     feats = [torch.randn(3, c, 8 >> i, 8 >> i, generator=g) for i, c in enumerate(channels)]
