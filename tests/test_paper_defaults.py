@@ -33,7 +33,7 @@ PAPER = {
         "eps": 0.01,  # Table 6: regularization
         "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: PaDiM's layers 1–3
         "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
-        "route_by": "max",  # InCLAD App. C.2: the lowest image-level Mahalanobis anomaly score
+        "route_by": "max",  # InCLAD §4.3 / App. C.2: routed by the image-level (map max) Mahalanobis score
     },
     "cfa": {
         "epochs": 50,  # Table 6: epochs
@@ -43,7 +43,7 @@ PAPER = {
         "repulsion_neighbors": 3,  # Table 6: repulsion neighbors (J)
         "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: CFA's descriptor over layers 1–3 (DESIGN.md §5)
         "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
-        "route_by": "max",  # InCLAD App. C.3: the bank with the lowest image-level anomaly score
+        "route_by": "max",  # InCLAD §4.3 / App. C.3: routed by the image-level (map max) anomaly score
     },
 }
 
