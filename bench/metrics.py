@@ -235,6 +235,7 @@ def summarize(R) -> dict:
     return {
         "roc_auc_cl": continual_roc_auc(R),
         "bwt": bwt(R),
+        "bwt_released": bwt_consecutive(R),  # beside Eq. 2, for comparison with the published Table 2 only
         "forgetting": forgetting(R),
         "final_mean": _nanmean(R[-1]),
         "n_cells": int(cells.size),

@@ -252,8 +252,8 @@ HAND_R = [[0.9, np.nan, np.nan], [0.8, 0.7, np.nan], [0.6, 0.75, 0.5]]
 
 def test_hand_computed_3x3():
     assert summarize(HAND_R) == pytest.approx(
-        {"roc_auc_cl": 4.25 / 6, "bwt": -0.35 / 3, "forgetting": 0.125, "final_mean": 1.85 / 3,
-         "n_cells": 6, "nan_cells": 0}
+        {"roc_auc_cl": 4.25 / 6, "bwt": -0.35 / 3, "bwt_released": -0.25 / 3, "forgetting": 0.125,
+         "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 0}
     )
     assert bwt_consecutive(HAND_R) == pytest.approx(-0.25 / 3)
 
@@ -264,8 +264,8 @@ def test_hand_computed_3x3_with_a_nan_cell():
     R = np.array(HAND_R)
     R[1, 0] = np.nan
     assert summarize(R) == pytest.approx(
-        {"roc_auc_cl": 3.45 / 5, "bwt": -0.125, "forgetting": -0.05, "final_mean": 1.85 / 3,
-         "n_cells": 6, "nan_cells": 1}
+        {"roc_auc_cl": 3.45 / 5, "bwt": -0.125, "bwt_released": 0.05, "forgetting": -0.05,
+         "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 1}
     )
     assert bwt_consecutive(R) == pytest.approx(0.05)
 

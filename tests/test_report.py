@@ -45,14 +45,16 @@ def lower(rng, n, lo=0.5, hi=1.0):
 
 def write(outputs: Path, *, dataset="synthetic", model="patchcore", backbone="resnet18", weights="none",
           protocol="cl", ordering="easy_to_hard", seed=0, tasks=TASKS, image=None, pixel=None, train=None,
-          evals=None, status="complete", steps=None, attrs=None, extra=None, rng=None, path=None) -> Path:
+          evals=None, status="complete", steps=None, attrs=None, extra=None, rng=None, path=None,
+          hparams=None) -> Path:
     """One crafted run file; returns its path (outputs/<dataset>/runs/<run_name>.h5 unless `path`)."""
     # run keys hash the task order, not the ordering's name: each ordering needs its own order
     tasks = {"hard_to_easy": tasks[::-1], "random": tasks[1:] + tasks[:1]}.get(ordering, tasks)
     rng = rng or np.random.default_rng(zlib.crc32(f"{dataset}{model}{backbone}{protocol}{ordering}{seed}".encode()))
     n = len(tasks)
     cfg = RunConfig(dataset=dataset, root="/data", model=model, tasks=list(tasks), ordering=ordering,
-                    backbone=backbone, weights=weights, protocol=protocol, seed=seed, image_size=64)
+                    backbone=backbone, weights=weights, protocol=protocol, seed=seed, image_size=64,
+                    hparams=dict(hparams or {}))
     key = cfg.run_key("f" * 64, weights)
     all_attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": status,
                  "steps_done": n if steps is None else steps, "n_tasks": n, "config": cfg.to_json(),
@@ -80,6 +82,16 @@ def eq2(R):
     terms = [R[i][j] - R[j][j] for i in range(1, len(R)) for j in range(i)]
     terms = [t for t in terms if not math.isnan(t)]
     return sum(terms) / len(terms) if terms else math.nan
+
+
+def eq2_released(R):
+    """InCLAD's released BWT: consecutive differences R[i][j] − R[i−1][j] averaged."""
+    terms = [R[i][j] - R[i - 1][j] for i in range(1, len(R)) for j in range(i)]
+    terms = [t for t in terms if not math.isnan(t)]
+    return sum(terms) / len(terms) if terms else math.nan
+
+
+METRIC_REFERENCE = {"roc_auc_cl": eq1, "bwt": eq2, "bwt_released": eq2_released}
 
 
 def mean_std(values):
@@ -121,7 +133,7 @@ def expected_cell(made, ordering, protocol, level, metric):
     for (model, backbone, p, o, seed), (image, pixel) in made.items():
         if (p, o) != (protocol, ordering):
             continue
-        value = (eq1 if metric == "roc_auc_cl" else eq2)(image if level == "image" else pixel)
+        value = METRIC_REFERENCE[metric](image if level == "image" else pixel)
         if math.isnan(value):
             nan += 1
         else:
@@ -134,7 +146,7 @@ def test_table2_cells_equal_an_independent_recomputation(grid):
     outputs, made = grid
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     table = read_csv(outputs / "synthetic/tables/table2.csv")
-    assert len(table) == 2 * 2 * 4  # orderings × metrics × (level, protocol)
+    assert len(table) == 2 * 3 * 4  # orderings × metrics × (level, protocol)
     for r in table.to_dict("records"):
         mean, std, n_runs, n_methods, n_nan = expected_cell(made, r["ordering"], r["protocol"], r["level"], r["metric"])
         assert r["mean"] == pytest.approx(mean, abs=1e-12) and r["std"] == pytest.approx(std, abs=1e-12)
@@ -147,16 +159,16 @@ def test_table2_cells_equal_an_independent_recomputation(grid):
     assert f"{r['mean']:.3f} ± {r['std']:.3f}" in md
     assert "[1 NaN]" in md and "7 (6)" in md  # 7 runs of 6 methods behind a cell; the NaN run counted
     assert "Rests on 28 complete runs from commit 0123456789ab (28 runs)" in md
+    assert "| Synthetic | Easy-to-Hard | BWT (as released) ↑ |" in md
 
 
 def test_per_method_cells_average_seeds(grid):
     outputs, made = grid
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     pm = read_csv(outputs / "synthetic/tables/per_method.csv")
-    assert len(pm) == 6 * 2 * 2 * 4  # methods × orderings × metrics × (level, protocol)
+    assert len(pm) == 6 * 2 * 3 * 4  # methods × orderings × metrics × (level, protocol)
     for r in pm.to_dict("records"):
-        values = [eq1(im if r["level"] == "image" else px) if r["metric"] == "roc_auc_cl"
-                  else eq2(im if r["level"] == "image" else px)
+        values = [METRIC_REFERENCE[r["metric"]](im if r["level"] == "image" else px)
                   for (m, b, p, o, s), (im, px) in made.items()
                   if (m, b, p, o) == (r["model"], r["backbone"], r["protocol"], r["ordering"])]
         finite = [v for v in values if not math.isnan(v)]
@@ -164,8 +176,9 @@ def test_per_method_cells_average_seeds(grid):
         if finite:
             mean, std = mean_std(finite)
             assert r["mean"] == pytest.approx(mean, abs=1e-12) and r["std"] == pytest.approx(std, abs=1e-12)
-    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | ROC-AUC_CL ↑ |" in (
-        outputs / "synthetic/tables/per_method.md").read_text()
+    md = (outputs / "synthetic/tables/per_method.md").read_text()
+    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | ROC-AUC_CL ↑ |" in md
+    assert "| Synthetic | PatchCore | resnet18 | Easy-to-Hard | BWT (as released) ↑ |" in md
 
 
 def test_latex_is_booktabs_with_one_line_per_row(grid):
@@ -175,7 +188,8 @@ def test_latex_is_booktabs_with_one_line_per_row(grid):
     for rule in (r"\toprule", r"\midrule", r"\bottomrule", r"\cmidrule(lr){4-5}"):
         assert rule in tex
     body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
-    assert len(body) == 4 and body[0].startswith("Synthetic & Easy-to-Hard & ROC-AUC") and body[1].startswith(" & ")
+    assert len(body) == 6 and body[0].startswith("Synthetic & Easy-to-Hard & ROC-AUC") and body[1].startswith(" & ")
+    assert body[2].startswith(" & Easy-to-Hard & BWT (as released)")
     assert r"\scriptstyle\pm" in tex and "% Rests on 28 complete runs" in tex
 
 
@@ -184,12 +198,15 @@ def test_runs_csv_has_one_row_per_run_with_provenance(grid):
     aggregate(outputs, "synthetic", Options(bootstrap=10, figure_formats=()), log=lambda *a: None)
     runs = read_csv(outputs / "synthetic/tables/runs.csv")
     assert len(runs) == len(made) == runs["run_key"].nunique()
-    for col in ("image_roc_auc_cl", "image_bwt", "image_forgetting", "image_final_mean", "train_s", "eval_s",
+    for col in ("image_roc_auc_cl", "image_bwt", "image_bwt_released", "pixel_bwt_released", "image_forgetting",
+                "image_final_mean", "train_s", "eval_s",
                 "git_commit", "config_sha256", "file_sha256", "image_roc_auc_cl_ci_low"):
         assert col in runs
     r = runs.iloc[0]
     key = (r["model"], r["backbone"], r["protocol"], r["ordering"], r["seed"])
     assert r["image_roc_auc_cl"] == pytest.approx(eq1(made[key][0]))
+    assert r["image_bwt"] == pytest.approx(eq2(made[key][0]))
+    assert r["image_bwt_released"] == pytest.approx(eq2_released(made[key][0]))
     assert runs["image_roc_auc_cl_ci_low"].isna().all()  # crafted files hold no per-image scores
 
 
@@ -336,8 +353,28 @@ def test_routing_table_from_task_bank_runs(tmp_path):
     assert rt["routing_accuracy"].item() == pytest.approx(58 / 60)
     assert rt["worst_task"].item() == "alpha" and rt["worst_task_own_share"].item() == pytest.approx(0.8)
     assert rt["final_own_share"].item() == pytest.approx((0.8 + 1 + 1) / 3)
-    assert "| Synthetic | PatchCore | resnet18 | none | Easy-to-Hard | CL | 0.967 |" in (
+    assert rt["route_by"].item() == "mean"  # PatchCore-CL's fixed rule
+    assert "| Synthetic | PatchCore | resnet18 | none | Easy-to-Hard | CL | mean patch score | 0.967 |" in (
         outputs / "synthetic/tables/routing.md").read_text()
+
+
+def test_routing_table_shows_each_rule_a_method_was_run_under(tmp_path):
+    """PaDiM-CL run with route_by=max (the default) and route_by=mean: two rows, never averaged together."""
+    outputs, n = tmp_path / "outputs", 2
+    for rule, home in (("max", 6), ("mean", 9)):
+        counts = np.zeros((n, n, n), dtype=np.int64)
+        counts[0, 0, 0] = 10
+        counts[1] = [[home, 10 - home], [0, 10]]
+        own = np.where(np.tri(n, dtype=bool), np.diagonal(counts, axis1=1, axis2=2) / counts.sum(2).clip(1), np.nan)
+        write(outputs, model="padim", tasks=TASKS[:2], protocol="cl", hparams={"route_by": rule},
+              extra={"routing/counts": counts, "routing/own_fraction": own})
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    rt = read_csv(outputs / "synthetic/tables/routing.csv")
+    assert rt["route_by"].tolist() == ["max", "mean"]
+    assert rt["routing_accuracy"].tolist() == pytest.approx([26 / 30, 29 / 30])
+    md = (outputs / "synthetic/tables/routing.md").read_text()
+    assert "| CL | image score (max) | 0.867 |" in md and "| CL | mean patch score | 0.967 |" in md
+    assert verify(outputs, "synthetic", log=lambda *a: None) == []
 
 
 # ------------------------------------------------------------ provenance: refusals and missing runs
@@ -545,3 +582,15 @@ def test_csv_round_trip_of_run_keys_that_look_like_numbers():
     text = "run_key,x\n1e5000,1.5\n"
     assert _compare_csv("tables/runs.csv", text, _read_csv(text)) == []
     assert isinstance(pd.read_csv(io.StringIO(text))["run_key"].iloc[0], float)  # why verify reads strings
+
+
+def test_results_load_reports_both_bwts(tmp_path):
+    """bench.results.load: Eq. 2's BWT and the released code's consecutive-difference BWT, side by side."""
+    rng = np.random.default_rng(3)
+    image, pixel = lower(rng, 4, 0.4), lower(rng, 4, 0.4)
+    path = write(tmp_path / "outputs", image=image, pixel=pixel)
+    row = results.load(path).iloc[0]
+    for level, R in (("image", image), ("pixel", pixel)):
+        assert row[f"{level}_bwt"] == pytest.approx(eq2(R))
+        assert row[f"{level}_bwt_released"] == pytest.approx(eq2_released(R))
+        assert row[f"{level}_bwt"] != pytest.approx(row[f"{level}_bwt_released"])

@@ -5,6 +5,8 @@ than NCL on the same stream; `python -m bench run --model padim|cfa` works."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,9 @@ MODELS = ("patchcore", "padim", "cfa")
 TASKS = ["chip", "disc", "checker"]
 N_TEST = 16  # tiny preset: test images per task
 SMALL = {"patchcore": {}, "padim": {}, "cfa": {"epochs": 2}}
+# Routing by the mean patch score (PatchCore) sends nearly every image home; routing by the image score (PaDiM,
+# CFA: InCLAD App. C.2/C.3) sends anomalous images to whichever task scores their defect lowest, so fewer.
+MIN_ROUTING_ACCURACY = {"patchcore": 0.9, "padim": 0.6, "cfa": 0.6}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +53,7 @@ def test_cl_records_routing_after_every_step(runs, model):
     np.testing.assert_allclose(own[lower], expected[lower])
     assert np.isnan(own[~lower]).all()
     assert row["routing_accuracy"] == pytest.approx(np.trace(counts, axis1=1, axis2=2).sum() / counts.sum())
-    assert row["routing_accuracy"] >= 0.9, own
+    assert row["routing_accuracy"] >= MIN_ROUTING_ACCURACY[model], own
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -101,3 +106,11 @@ def test_cli_rejects_an_unknown_hyperparameter(tiny_root, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "unknown cfa hyperparameter 'epoch'" in err and "epochs" in err
+
+
+def test_result_file_records_the_routing_rule_and_embedding(runs):
+    """The config attribute holds the resolved hyperparameters: the routing rule (and PatchCore's embedding) of a
+    run can be read from its file, and is part of its run key."""
+    rules = {model: json.loads(runs[model, "cl"][0]["attrs"]["config"])["hparams"] for model in MODELS}
+    assert rules["padim"]["route_by"] == rules["cfa"]["route_by"] == "max"
+    assert "route_by" not in rules["patchcore"] and rules["patchcore"]["embedding"] == "released"

@@ -20,8 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.models.base import Detector, Prediction, Protocol, local_patch_features, max_of_maps, route, tensor_bytes
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
+                               tensor_bytes)
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 from bench.training.loop import TrainContext, descend, sample_features, train
 from bench.training.replay import ReplayBuffer, rerooted, split_from_state, split_state
 
@@ -83,11 +84,11 @@ class Cfa(Detector):
     inputs_features = True  # for the training loop: training reads cached backbone features
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, lr: float, weight_decay: float,
-                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int):
+                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int, route_by: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.epochs, self.lr, self.weight_decay = epochs, lr, weight_decay
         self.k_neighbors, self.repulsion_neighbors = k_neighbors, repulsion_neighbors
-        self.blur_sigma, self.replay_size = blur_sigma, replay_size
+        self.blur_sigma, self.replay_size, self.route_by = blur_sigma, replay_size, route_by
         self.descriptor_: CoordConv | None = None
         self.radius_: torch.Tensor | None = None
         self.bank_: torch.Tensor | None = None
@@ -209,8 +210,8 @@ class CfaTaskBanks(Protocol):
     """InCLAD App. C.3. At task t: keep X_t for later bank rebuilds; U_t = X_t ∪ R_t (replay of earlier tasks);
     training bank from the previous descriptor on U_t; train the descriptor on U_t; rebuild every per-task
     inference bank B_j = Bank(g_θt(X_j)) from cached features; then add X_t to the replay buffer. Each test image
-    is routed to the bank with the lowest image-level aggregate, the mean patch score (App. C.1's rule: the max
-    would send anomalous images away from their own bank); score and map come from that bank."""
+    is routed to the bank with the lowest image-level anomaly score, the map max (`route_by="mean"`: the lowest
+    mean patch score instead); score and map come from that bank."""
 
     routes = True
 
@@ -243,8 +244,10 @@ class CfaTaskBanks(Protocol):
         self.image_feature_bytes_ = tensor_bytes(det.extractor(split, np.array([0])))
 
     def predict(self, split, idx) -> Prediction:
-        chosen, routed = route(self.detector.patch_maps(split, idx, self.banks_))  # j*(x) = argmin_j A(x; B_j, g_θt)
-        return Prediction(*self.detector.finish(chosen), routed.cpu().numpy())
+        det = self.detector
+        chosen, routed = route(det.patch_maps(split, idx, self.banks_), det.route_by, det.image_size,
+                               det.blur_sigma)  # j*(x) = argmin_j A(x; B_j, g_θt)
+        return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
         return {**self.detector.model_state(), "banks": [b.cpu() for b in self.banks_],
@@ -267,7 +270,7 @@ class CfaTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6", quick={"epochs": 3}, version=2,
+    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),
@@ -279,5 +282,7 @@ register(ModelSpec(
         # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule for replay,
         # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
         "replay_size": Int(0, 0),
+        "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.3) or lowest "
+                                                "mean patch score (mean)"),
     },
 ))

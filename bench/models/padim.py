@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.errors import ConfigError
-from bench.models.base import Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 
 
 class GaussianMoments:
@@ -64,9 +64,10 @@ def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> t
 class Padim(Detector):
     name = "padim"
 
-    def __init__(self, extractor, *, image_size: int, layers, n_features: int, eps: float, blur_sigma: float):
+    def __init__(self, extractor, *, image_size: int, layers, n_features: int, eps: float, blur_sigma: float,
+                 route_by: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
-        self.n_features, self.eps, self.blur_sigma = n_features, eps, blur_sigma
+        self.n_features, self.eps, self.blur_sigma, self.route_by = n_features, eps, blur_sigma, route_by
         self.feature_idx_: torch.Tensor | None = None
         self.mean_: torch.Tensor | None = None
         self.inv_cov_: torch.Tensor | None = None
@@ -136,9 +137,8 @@ class Padim(Detector):
 
 class PadimTaskModels(Protocol):
     """InCLAD App. C.2: one Gaussian model G_t per task; each test image is scored under every G_j and routed
-    to the one with the lowest image-level aggregate A_j(x), here the mean Mahalanobis distance over locations
-    (App. C.1's rule; the max would send anomalous images away from their own task, whose model their defect
-    fits worst). Score and map come from the chosen model."""
+    to the one with the lowest image-level anomaly score (the map max; `route_by="mean"`: the mean Mahalanobis
+    distance over locations instead, App. C.1's PatchCore rule). Score and map come from the chosen model."""
 
     routes = True
 
@@ -153,7 +153,8 @@ class PadimTaskModels(Protocol):
     def predict(self, split, idx) -> Prediction:
         det = self.detector
         z, grid = det._embedding(split, idx)
-        chosen, routed = route(det.patch_maps(z, grid, self.models_))  # j*(x) = argmin_j A_j(x)
+        chosen, routed = route(det.patch_maps(z, grid, self.models_), det.route_by, det.image_size,
+                               det.blur_sigma)  # j*(x) = argmin_j A_j(x)
         return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
@@ -170,11 +171,13 @@ class PadimTaskModels(Protocol):
 
 
 register(ModelSpec(
-    name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6",
+    name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),
         "eps": Float(0.01, 0, low_open=True, doc="ε added to each covariance diagonal"),
         "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.2) or lowest "
+                                                "mean patch score (mean)"),
     },
 ))

@@ -1,9 +1,13 @@
 """PatchCore (Roth et al., 2022) and its continual task-bank adaptation (InCLAD App. C.1).
 
-Embedding: backbone layers 2 and 3, each averaged over a 3×3 neighbourhood, layer 3 upsampled to the layer-2
-grid, concatenated. Memory bank: greedy k-center coreset (ratio 0.1) chosen on a 128-d random projection.
-Score: distance of each test patch to its nearest bank patch; image score = max patch score; map = patch
-scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
+Embedding (`embedding="released"`, the default: Roth et al.'s released code, which InCLAD's follows): each
+backbone layer (2 and 3) unfolded into 3×3 neighbourhoods (C·9 values per location, channel-major), each
+location's vector adaptively average-pooled to `embed_dim` = 1024 values, layer 3 upsampled (bilinear) to the
+layer-2 grid, and the layers' vectors concatenated and pooled again to one 1024-d embedding.
+`embedding="concat"` (anomalib's): each layer averaged over a 3×3 neighbourhood, layer 3 upsampled, concatenated
+(384-d for resnet18, 1536-d for wide_resnet50_2). Memory bank: greedy k-center coreset (ratio 0.1) chosen on a
+128-d random projection. Score: distance of each test patch to its nearest bank patch; image score = max patch
+score; map = patch scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
 """
 
 from __future__ import annotations
@@ -12,26 +16,95 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
                                tensor_bytes)
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+
+EMBEDDINGS = ("released", "concat")
+
+
+def pool_matrix(p: int, q: int) -> torch.Tensor:
+    """[q, p]: 1-D adaptive average pooling of p values to q (output j averages inputs ⌊jp/q⌋ … ⌈(j+1)p/q⌉−1)."""
+    j = torch.arange(q)
+    start, end = (j * p) // q, -((-(j + 1) * p) // q)
+    i = torch.arange(p)
+    inside = (i[None] >= start[:, None]) & (i[None] < end[:, None])
+    return inside.float() / (end - start)[:, None].float()
+
+
+def pooling(n: int, dim: int, then: int = 1) -> tuple[int, torch.Tensor]:
+    """Adaptive average pooling of n values to `dim`, followed by means of `then` consecutive outputs, as
+    (groups, matrix [q, p]): the map repeats every p inputs / q outputs, each output window inside its group,
+    so it is a grouped linear map (the same small matrix for every group)."""
+    g = math.gcd(n, dim)
+    p, q = n // g, dim // g
+    period = math.lcm(q, then)  # first-stage outputs per group, so the second stage stays inside it
+    first = torch.block_diag(*[pool_matrix(p, q)] * (period // q))
+    return n // (p * period // q), pool_matrix(period, period // then) @ first
+
+
+def pooled_patches(f: torch.Tensor, dim: int, then: int = 1) -> torch.Tensor:
+    """[B, C, h, w] → [B, dim / then, h, w]: each location's 3×3 neighbourhood (C·9 values, channel-major,
+    zero-padded, as `F.unfold` orders them) adaptively average-pooled to `dim` values, then averaged in runs
+    of `then`.
+
+    When every pooling group spans whole channels (p a multiple of 9, e.g. resnet18 and wide_resnet50_2 at
+    dim 1024), unfolding and pooling together are one grouped 3×3 convolution and the 9× larger unfolded
+    tensor is never built."""
+    b, c, h, w = f.shape
+    groups, m = pooling(9 * c, dim, then)
+    (q, p), m = m.shape, m.to(f)
+    if p % 9:
+        unfolded = F.unfold(f, kernel_size=3, padding=1).view(b, 9 * c, h, w)
+        return F.conv2d(unfolded, m.view(q, p, 1, 1).repeat(groups, 1, 1, 1), groups=groups)
+    return F.conv2d(f, m.view(q, p // 9, 3, 3).repeat(groups, 1, 1, 1), padding=1, groups=groups)
+
+
+def released_patch_features(feats: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """Roth et al.'s released embedding [B, dim, h, w] on the first layer's grid (channels-last in memory, so
+    the [patches, dim] view PatchCore takes is free).
+
+    Their code unfolds each layer, upsamples the unfolded patches to the first grid, pools each patch to `dim`,
+    then pools the layers' concatenation to `dim`. All of it is linear and pooling acts on other axes than
+    upsampling, so pooling comes first here (upsampling `dim` channels, not 9·C). When the final windows do not
+    cross layers (`dim` divisible by the number of layers L: each output averages L consecutive values of one
+    layer), the final pooling is folded into each layer's pooling too."""
+    size, n = feats[0].shape[-2:], len(feats)
+    then = n if dim % n == 0 else 1
+    layers = []
+    for f in feats:
+        pooled = pooled_patches(f, dim, then).contiguous(memory_format=torch.channels_last)
+        if pooled.shape[-2:] != size:  # bilinear upsampling is several times faster channels-last
+            pooled = F.interpolate(pooled, size=size, mode="bilinear", align_corners=False)
+        layers.append(pooled.permute(0, 2, 3, 1))
+    out = torch.cat(layers, dim=-1)  # [B, h, w, dim] (or [B, h, w, n·dim] when not folded)
+    if then == 1 and n > 1:
+        groups, m = pooling(out.shape[-1], dim)
+        out = (out.unflatten(-1, (groups, m.shape[1])) @ m.to(out).T).flatten(-2)
+    return out.permute(0, 3, 1, 2)
 
 
 class PatchCore(Detector):
     name = "patchcore"
 
-    def __init__(self, extractor, *, image_size: int, layers, coreset_ratio: float, projection_dim: int,
-                 n_starts: int, blur_sigma: float, previous_ratio: float):
+    def __init__(self, extractor, *, image_size: int, layers, embedding: str, embed_dim: int, coreset_ratio: float,
+                 projection_dim: int, n_starts: int, blur_sigma: float, previous_ratio: float):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
+        self.embedding, self.embed_dim = embedding, embed_dim
         self.coreset_ratio, self.projection_dim, self.n_starts = coreset_ratio, projection_dim, n_starts
         self.blur_sigma, self.previous_ratio = blur_sigma, previous_ratio
         self.memory_bank_: torch.Tensor | None = None
 
     # --- embedding -------------------------------------------------------------------------------
-    embed = staticmethod(local_patch_features)  # [B, D, h, w] on the grid of the first requested layer
+    def embed(self, feats: list[torch.Tensor]) -> torch.Tensor:
+        """[B, D, h, w] on the grid of the first requested layer."""
+        if self.embedding == "released":
+            return released_patch_features(feats, self.embed_dim)
+        return local_patch_features(feats)
 
     def _patches(self, split, idx) -> tuple[torch.Tensor, tuple[int, int, int]]:
         emb = self.embed(self.extractor(split, idx))
@@ -126,9 +199,12 @@ class PatchCoreTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6",
+    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
     params={
         "layers": Layers(("layer2", "layer3")),
+        "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "
+                                                        "concat: 3×3 average, layers concatenated (anomalib)"),
+        "embed_dim": Int(1024, 1, doc="released embedding: dimension of each layer's and the final pooling"),
         "coreset_ratio": Float(0.1, 0, 1, low_open=True, doc="share of training patches kept in the bank"),
         "projection_dim": Int(128, 1, doc="random projection used by the greedy coreset"),
         "n_starts": Int(10, 1, doc="random starting points of the greedy coreset"),

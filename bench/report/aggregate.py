@@ -43,7 +43,7 @@ CSV_KEYS = {
     "tables/table2.csv": ["dataset", "ordering", "metric", "level", "protocol"],
     "tables/per_method.csv": ["dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol"],
     "tables/timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
-    "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol"],
+    "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol", "route_by"],
     "tables/multi_selection.csv": ["model"],
     "tables/heatmaps.csv": ["figure", "i", "j"],
 }

@@ -1,8 +1,12 @@
-"""Greedy k-center coreset selection (PatchCore), vectorised.
+"""Greedy k-center coreset selection (PatchCore), exact and blocked.
 
-Each greedy step needs the distance of every candidate to the newly selected point. With squared norms
-precomputed that is one matrix-vector product per step (O(N·d)), instead of anomalib's per-step
-`torch.linalg.norm` over a fresh difference matrix.
+Each greedy step needs every point's distance to the selection. Updating all N points per step (one
+matrix-vector product each, as anomalib does with a fresh difference matrix) streams the whole N × d matrix once
+per selected point: memory-bound. Here only a candidate set, the `candidates` points with the largest running
+score, is updated per step; the other points' running scores are upper bounds, so while the best candidate beats
+the largest of them, it is the true argmax. The selections since the last refresh are then applied to all N
+points in one matrix product (compute-bound), at most every `block` steps. Same selections as the per-step loop
+up to floating-point ties.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ def _dist_to(x: torch.Tensor, sq: torch.Tensor, centers: torch.Tensor) -> torch.
     return d2.clamp_min_(0).sqrt_()
 
 
+def _min_dist_to(x: torch.Tensor, sq: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+    """Distance [N] from each row of x to its nearest row of `centers` (the min is taken before the sqrt)."""
+    d2 = torch.addmm((centers * centers).sum(1)[None, :], x, centers.T, alpha=-2.0).min(1).values
+    return d2.add_(sq).clamp_min_(0).sqrt_()
+
+
 def greedy_coreset(
     x: torch.Tensor,
     k: int,
@@ -49,6 +59,8 @@ def greedy_coreset(
     generator: torch.Generator | None = None,
     n_starts: int = 10,
     weights: torch.Tensor | None = None,
+    block: int = 128,
+    candidates: int = 2048,
 ) -> torch.Tensor:
     """Indices of k rows of x chosen by (optionally weighted) greedy k-center selection.
 
@@ -63,23 +75,36 @@ def greedy_coreset(
     x = x.float()
     sq = (x * x).sum(1)
     selected = torch.empty(k, dtype=torch.long, device=x.device)
-    if weights is None:
+    w = None if weights is None else weights.float()
+    i = 0
+    if w is None:
         if generator is None:
             raise ValueError("greedy_coreset needs a seeded generator for its random starting points")
         starts = torch.randperm(n, generator=generator)[: max(1, n_starts)].to(x.device)
         min_d = _dist_to(x, sq, x[starts]).mean(1)
-        score = min_d
     else:
-        min_d = torch.full((n,), float("inf"), device=x.device)
-        score = weights.clone().float()
-    d = torch.empty_like(sq)
+        selected[0] = j = int(torch.argmax(w))
+        min_d, i = _min_dist_to(x, sq, x[j : j + 1]), 1
+    m = min(candidates, n - 1)
     with _one_cpu_thread(x.device):
-        for i in range(k):
-            j = int(torch.argmax(score))
-            selected[i] = j
-            # ||x - c||² = ||x||² - 2 x·c + ||c||²: one fused matrix-vector product per step (memory-bound)
-            torch.addmv(sq, x, x[j], alpha=-2.0, out=d)
-            d.add_(sq[j]).clamp_(min=0).sqrt_()
-            torch.minimum(min_d, d, out=min_d)
-            score = min_d if weights is None else weights * min_d
+        while i < k:
+            score = min_d if w is None else w * min_d
+            top = torch.topk(score, m + 1)
+            cand, bound = top.indices[:m], float(top.values[m])  # no other point scores above `bound`
+            xc, sqc, e = x[cand], sq[cand], min_d[cand]
+            wc = None if w is None else w[cand]
+            d = torch.empty_like(e)
+            first = i
+            while i < k and i - first < block:
+                sc = e if wc is None else wc * e
+                b = int(torch.argmax(sc))
+                if i > first and float(sc[b]) < bound:
+                    break  # a point outside the candidates may now be the farthest
+                selected[i] = j = int(cand[b])
+                i += 1
+                # ||x - c||² = ||x||² - 2 x·c + ||c||²: one fused matrix-vector product over the candidates only
+                torch.addmv(sqc, xc, x[j], alpha=-2.0, out=d)
+                d.add_(sq[j]).clamp_(min=0).sqrt_()
+                torch.minimum(e, d, out=e)
+            torch.minimum(min_d, _min_dist_to(x, sq, x[selected[first:i]]), out=min_d)
     return selected
