@@ -205,3 +205,18 @@ def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
         assert np.isfinite(run["train/loss"]).all()  # every step trained for the same number of epochs
     print(model, bwt)  # the figures, shown by pytest -rP
     assert bwt["cl"] > bwt["ncl"], bwt
+
+
+def test_detectors_and_the_loop_never_import_the_continual_package():
+    """bench.continual builds on bench.models and bench.training, never the other way (no import cycle)."""
+    import ast
+    from pathlib import Path
+
+    import bench
+
+    package = Path(bench.__file__).parent
+    for path in [*package.glob("models/**/*.py"), *package.glob("training/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.startswith("bench.continual") for n in names), (path, names)
