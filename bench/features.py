@@ -187,3 +187,16 @@ def _is_tty() -> bool:
     import sys
 
     return sys.stderr.isatty()
+
+
+class ImageSource:
+    """What a detector with `ModelSpec.inputs == "images"` gets instead of a FeatureExtractor: raw [0, 1]
+    images on the device (the detector applies its own normalisation); no backbone is built."""
+
+    forward_images = 0  # no backbone passes
+
+    def __init__(self, device: torch.device, *, batch_size: int = 32, workers: int = 0, progress: bool = True):
+        self.device, self.batch_size, self.workers, self.progress = device, batch_size, workers, progress
+
+    def __call__(self, split, idx) -> torch.Tensor:
+        return split.load_images(np.asarray(idx), workers=self.workers, normalize=False).to(self.device)

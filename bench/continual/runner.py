@@ -25,9 +25,10 @@ from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
 from bench.errors import BenchError
-from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
+from bench.features import FeatureExtractor, ImageSource, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
+from bench.models.registry import get as get_spec
 
 
 @dataclass
@@ -81,12 +82,21 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     for data in splits.values():  # unreadable files fail now, before any work or output
         data.train.check_files()
         data.test.check_files()
-    _, weights_id = resolve_weights(config.backbone, config.weights)
+    weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root))
     key = config.run_key(index_sha, weights_id)
     if out is None:
         out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"
     return Run(config, Path(out), splits, index_sha, weights_id, key)
+
+
+def _inputs_id(config: RunConfig) -> str:
+    """The run key's id of what the detector consumes: the backbone weights for feature detectors, plus the
+    content ids of the assets the detector names (missing ones fail here, fast)."""
+    spec = get_spec(config.model)
+    weights_id = resolve_weights(config.backbone, config.weights)[1] if spec.inputs == "features" else "images"
+    assets = spec.asset_ids(config.hparams)
+    return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
@@ -97,12 +107,16 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         return run.out
     device = resolve_device(cfg.device)
     run.out.parent.mkdir(parents=True, exist_ok=True)
-    extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                 seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+    if get_spec(cfg.model).inputs == "features":
+        extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
+                                     seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
+                                     progress=progress)
+    else:  # raw images: no backbone, no ImageNet normalisation imposed
+        extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
     protocol = make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
                              cfg.seed)
     state = _resume(run, protocol, log) or RunState(n)
-    if cfg.weights == "none":
+    if cfg.weights == "none" and get_spec(cfg.model).inputs == "features":
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
             "to ImageNet-pretrained results")
     base_attrs = {**results.provenance(), "run_key": run.run_key, "run_name": run.out.stem, "n_tasks": n,

@@ -19,15 +19,16 @@ _PIL_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, Image.D
 _INTENSITY_MODES = frozenset({"1", "L", "I", "I;16", "F"})
 
 
-def load_image(path, size: int) -> torch.Tensor:
-    """A float tensor [3, size, size]: RGB (grey images repeated), bilinear resize, ImageNet-normalised."""
+def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
+    """A float tensor [3, size, size]: RGB (grey images repeated), bilinear resize, ImageNet-normalised
+    (`normalize=False`: raw [0, 1], for detectors with a normalisation of their own)."""
     try:
         with Image.open(path) as im:
             rgb = im.convert("RGB").resize((size, size), Image.BILINEAR)
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read image ({_reason(exc)})") from None
     x = torch.from_numpy(np.asarray(rgb, dtype=np.float32) / 255.0).permute(2, 0, 1)
-    return (x - IMAGENET_MEAN) / IMAGENET_STD
+    return (x - IMAGENET_MEAN) / IMAGENET_STD if normalize else x
 
 
 def load_mask(path, size: int, image_path) -> np.ndarray:

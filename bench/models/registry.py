@@ -127,6 +127,8 @@ class ModelSpec:
     inputs: str = "features"  # "features": frozen backbone layers via the run's FeatureExtractor; "images": raw
     version: int = 1  # algorithm version: part of the run key; bump when results change
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
+    # assets(hparams) -> {name: content id} of the external files a detector names (checked, fast); in the run key
+    assets: Callable[[dict], dict] | None = None
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
@@ -139,6 +141,9 @@ class ModelSpec:
                 raise choice_error(f"{self.name} hyperparameter", key, self.params)
             params[key] = self.params[key].check(self.name, key, value)
         return params
+
+    def asset_ids(self, hparams: dict) -> dict:
+        return self.assets(hparams) if self.assets is not None else {}
 
     def layers(self, hparams: dict) -> tuple[str, ...]:
         return tuple(hparams.get("layers", ())) if self.inputs == "features" else ()

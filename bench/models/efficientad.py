@@ -1,0 +1,348 @@
+"""EfficientAD-S (Batzner et al., WACV 2024): a PDN-S teacher, a student PDN with twice the teacher's output
+channels (the first half imitates the teacher, the second half the autoencoder) and a convolutional autoencoder.
+
+Training (per step, batch 1 by default): teacher outputs normalised per channel by their mean and std over the
+training images; hard-feature loss = mean of the squared student–teacher differences at or above their 0.999
+quantile; optional penalty = mean squared student output on an image of the `penalty` folder; autoencoder loss =
+mean squared difference between the autoencoder and the teacher on a colour-augmented copy; student–autoencoder
+loss = mean squared difference between the autoencoder and the student's second half on that copy. Adam
+(lr 1e-4, wd 1e-5) over student + autoencoder, lr × 0.1 at 95 % of the steps.
+
+Scoring: M_ST = channel mean of (teacher − student)², M_AE = channel mean of (autoencoder − student)²; each is
+mapped linearly so that its 0.9 quantile goes to 0 and its 0.995 quantile to 0.1, with quantiles fitted on a
+held-out slice of the task's *training* normals (never test images); map = 0.5·M_ST + 0.5·M_AE upsampled to the
+image; image score = map max.
+
+Teachers: `teacher=random` (what InCLAD's released code ran: its teacher-weights path defaults to none) is a
+frozen PDN seeded from the run seed; `teacher=PATH` loads a file made by `python -m bench distill-teacher`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
+from bench.errors import ConfigError, DatasetError
+from bench.models.base import Detector, Prediction
+from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
+from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+
+Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
+TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a task are kept when they fit: computed once
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+
+
+def quantile(values: torch.Tensor, q: float) -> torch.Tensor:
+    """torch.quantile's linear interpolation by two order statistics: any size (torch.quantile stops at 2^24
+    elements, a batch of 16 at 256 px is 25M)."""
+    flat = values.flatten()
+    pos = q * (flat.numel() - 1)
+    lo, frac = int(pos), pos - int(pos)
+    v_lo = flat.kthvalue(lo + 1).values
+    if frac == 0:
+        return v_lo
+    return v_lo + frac * (flat.kthvalue(lo + 2).values - v_lo)
+
+
+def hard_feature_loss(teacher: torch.Tensor, student: torch.Tensor, q: float) -> torch.Tensor:
+    """Mean of the squared differences at or above their `q` quantile (the paper's L_hard)."""
+    d = (teacher - student) ** 2
+    return d[d >= quantile(d.detach(), q)].mean()
+
+
+def normalise_map(m: torch.Tensor, q_low: torch.Tensor, q_high: torch.Tensor) -> torch.Tensor:
+    """q_low → 0, q_high → 0.1 (the paper's linear map normalisation)."""
+    return 0.1 * (m - q_low) / (q_high - q_low).clamp_min(1e-12)
+
+
+def colour_augment(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """The paper's autoencoder augmentation: one of brightness, contrast or saturation, factor in [0.8, 1.2],
+    on [0, 1] images (per image, seeded)."""
+    out = torch.empty_like(images)
+    kinds = torch.randint(0, 3, (len(images),), generator=gen)
+    factors = 0.8 + 0.4 * torch.rand(len(images), generator=gen)
+    grey = (0.299 * images[:, 0] + 0.587 * images[:, 1] + 0.114 * images[:, 2])[:, None]
+    for i, (kind, f) in enumerate(zip(kinds.tolist(), factors.tolist())):
+        x = images[i]
+        if kind == 0:
+            out[i] = x * f
+        elif kind == 1:
+            out[i] = (x - grey[i].mean()) * f + grey[i].mean()
+        else:
+            out[i] = (x - grey[i]) * f + grey[i]
+    return out.clamp(0, 1)
+
+
+def penalty_images(folder: Path) -> list[Path]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: EfficientAD penalty folder not found (expected a folder of images, e.g. "
+                           f"ImageNet training images; or leave penalty unset)")
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise DatasetError(f"{folder}: EfficientAD penalty folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    return files
+
+
+def folder_id(files: list[Path], root: Path) -> str:
+    """Content id of an image folder: SHA-256 over (relative path, file SHA-256) pairs."""
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def asset_ids(hparams: dict) -> dict:
+    """What the run key needs of the external assets: the teacher file's and the penalty folder's content ids.
+    Missing assets fail here, before any work."""
+    from bench.results import file_sha256
+
+    out = {}
+    if hparams["teacher"] != "random":
+        path = Path(hparams["teacher"])
+        load_teacher(path, hparams["out_channels"], hparams["pdn_padding"])  # fails fast, names the command
+        out["teacher"] = f"sha256:{file_sha256(path)}"
+    if hparams["penalty"]:
+        out["penalty"] = f"sha256:{folder_id(penalty_images(Path(hparams['penalty'])), Path(hparams['penalty']))}"
+    return out
+
+
+class EfficientAd(Detector):
+    name = "efficientad"
+
+    def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
+                 pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
+                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
+        self.source, self.image_size, self.device = source, image_size, source.device
+        self.teacher_spec, self.penalty = teacher, penalty
+        self.out_channels, self.pdn_padding = out_channels, pdn_padding
+        self.epochs, self.batch_size, self.lr, self.weight_decay = epochs, batch_size, lr, weight_decay
+        self.lr_step_fraction, self.hard_quantile = lr_step_fraction, hard_quantile
+        self.holdout_fraction, self.replay_size = holdout_fraction, replay_size
+        self.teacher_: nn.Module | None = None
+        self.student_: nn.Module | None = None
+        self.ae_: nn.Module | None = None
+        self.stats_: dict[str, torch.Tensor] = {}  # teacher mean/std per channel, map quantiles
+
+    # --- networks -----------------------------------------------------------------------------------------
+    def init_networks(self, seed: int) -> None:
+        """Fresh student and autoencoder (seeded, independent of the global RNG) unless continuing; the teacher
+        is frozen: seeded random init (teacher=random) or the distilled file."""
+        if self.student_ is not None:
+            return
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if self.teacher_spec == "random":
+                teacher = pdn_small(self.out_channels, self.pdn_padding)
+            else:
+                teacher = load_teacher(Path(self.teacher_spec), self.out_channels, self.pdn_padding)
+            student = pdn_small(2 * self.out_channels, self.pdn_padding)
+            ae = Autoencoder(self.out_channels, self.image_size, pdn_output_size(self.image_size, self.pdn_padding))
+        self.teacher_ = teacher.to(self.device).eval().requires_grad_(False)
+        self.student_, self.ae_ = student.to(self.device), ae.to(self.device)
+
+    def modules(self) -> dict[str, nn.Module]:
+        """The trained networks (the training loop switches them between train() and eval())."""
+        return {"student": self.student_, "ae": self.ae_}
+
+    @staticmethod
+    def imagenet(x: torch.Tensor) -> torch.Tensor:
+        return (x - IMAGENET_MEAN.to(x.device)) / IMAGENET_STD.to(x.device)
+
+    @torch.no_grad()
+    def teacher_out(self, images01: torch.Tensor) -> torch.Tensor:
+        """Normalised teacher features of [0, 1] images."""
+        t = self.teacher_(self.imagenet(images01))
+        return (t - self.stats_["t_mean"]) / self.stats_["t_std"]
+
+    # --- samples ------------------------------------------------------------------------------------------
+    def load(self, samples) -> torch.Tensor:
+        """[0, 1] images of (split, row) samples as uint8 on the CPU (exactly reversible: x = u / 255)."""
+        parts, start = [], 0
+        while start < len(samples):  # consecutive rows of one split become one read
+            end = start
+            while end < len(samples) and samples[end][0] is samples[start][0]:
+                end += 1
+            rows = np.array([r for _, r in samples[start:end]])
+            parts.append(self.source(samples[start][0], rows).cpu())
+            start = end
+        return torch.cat(parts).mul(255).round().to(torch.uint8)
+
+    def split_holdout(self, samples, seed: int) -> tuple[list, list]:
+        """(training samples, held-out samples for the map quantiles): a seeded slice of the training normals."""
+        if len(samples) < 2:
+            raise ConfigError("EfficientAD needs at least 2 training images (one is held out for the map "
+                              "normalisation quantiles)")
+        n_hold = min(len(samples) - 1, max(1, round(self.holdout_fraction * len(samples))))
+        order = np.random.default_rng(seed).permutation(len(samples))
+        hold = sorted(order[:n_hold].tolist())
+        keep = sorted(order[n_hold:].tolist())
+        return [samples[i] for i in keep], [samples[i] for i in hold]
+
+    # --- training -----------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def fit_teacher_stats(self, images: torch.Tensor) -> None:
+        """Per-channel mean and std of the raw teacher outputs over the training images (float64 sums)."""
+        total, total_sq, count = 0.0, 0.0, 0
+        for s in range(0, len(images), 16):
+            t = self.teacher_(self.imagenet(images[s : s + 16].to(self.device).float() / 255)).double()
+            total = total + t.sum((0, 2, 3))
+            total_sq = total_sq + (t * t).sum((0, 2, 3))
+            count += t.shape[0] * t.shape[2] * t.shape[3]
+        mean = total / count
+        std = (total_sq / count - mean**2).clamp_min(0).sqrt()
+        self.stats_["t_mean"] = mean.float().view(1, -1, 1, 1)
+        self.stats_["t_std"] = std.float().clamp_min(1e-6).view(1, -1, 1, 1)
+
+    def prepare_task(self, samples, seed: int) -> dict:
+        """Everything one task's training needs: images (uint8), their cached clean teacher outputs where they
+        fit the budget, the penalty files, the held-out slice for the quantiles."""
+        train, hold = self.split_holdout(samples, seed)
+        self.init_networks(seed)
+        images = self.load(train)
+        self.fit_teacher_stats(images)
+        c = self.out_channels
+        side = pdn_output_size(self.image_size, self.pdn_padding)
+        cached = None
+        if len(images) * c * side * side * 4 <= TEACHER_CACHE_BYTES:
+            cached = torch.cat([self.teacher_out(images[s : s + 16].to(self.device).float() / 255).cpu()
+                                for s in range(0, len(images), 16)])
+        penalty = penalty_images(Path(self.penalty)) if self.penalty else []
+        return {"images": images, "teacher": cached, "penalty": penalty, "hold": hold}
+
+    def optimizer(self, total_steps: int):
+        params = [*self.student_.parameters(), *self.ae_.parameters()]
+        opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        milestone = max(1, int(self.lr_step_fraction * total_steps))
+        return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[milestone], gamma=0.1)
+
+    def loss(self, task: dict, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """The paper's total loss L_ST + L_AE + L_STAE on the training images `rows`."""
+        x = task["images"][rows].to(self.device).float() / 255
+        c = self.out_channels
+        t = task["teacher"][rows].to(self.device) if task["teacher"] is not None else self.teacher_out(x)
+        s = self.student_(self.imagenet(x))[:, :c]
+        loss = hard_feature_loss(t, s, self.hard_quantile)
+        if task["penalty"]:
+            pick = int(torch.randint(len(task["penalty"]), (1,), generator=gen))
+            p = load_image(task["penalty"][pick], self.image_size).to(self.device)[None]
+            loss = loss + (self.student_(p)[:, :c] ** 2).mean()
+        aug = colour_augment(x, gen)
+        t_aug = self.teacher_out(aug)
+        a = self.ae_(self.imagenet(aug))
+        s_ae = self.student_(self.imagenet(aug))[:, c:]
+        return loss + ((t_aug - a) ** 2).mean() + ((a - s_ae) ** 2).mean()
+
+    def train(self, task: dict, seed: int) -> None:
+        n = len(task["images"])
+        steps_per_epoch = -(-n // self.batch_size)
+        opt, sched = self.optimizer(self.epochs * steps_per_epoch)
+        gen = torch.Generator().manual_seed(seed)
+        self.student_.train()
+        self.ae_.train()
+        for _epoch in range(self.epochs):
+            order = torch.randperm(n, generator=gen)
+            for s in range(0, n, self.batch_size):
+                loss = self.loss(task, order[s : s + self.batch_size], gen)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"EfficientAD loss became {float(loss)} in epoch {_epoch + 1}")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+        self.student_.eval()
+        self.ae_.eval()
+
+    # --- scoring ------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def raw_maps(self, images01: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M_ST, M_AE) [B, h, w] at the PDN's resolution."""
+        c = self.out_channels
+        x = self.imagenet(images01.to(self.device))
+        t = self.teacher_out(images01.to(self.device))
+        s = self.student_(x)
+        a = self.ae_(x)
+        return ((t - s[:, :c]) ** 2).mean(1), ((a - s[:, c:]) ** 2).mean(1)
+
+    @torch.no_grad()
+    def fit_quantiles(self, hold) -> None:
+        """The 0.9 / 0.995 quantiles of M_ST and M_AE over the held-out training images (never test data)."""
+        st, ae = [], []
+        for s in range(0, len(hold), 16):
+            m_st, m_ae = self.raw_maps(self.load(hold[s : s + 16]).float() / 255)
+            st.append(m_st.flatten().double().cpu())
+            ae.append(m_ae.flatten().double().cpu())
+        q = torch.tensor([Q_LOW, Q_HIGH], dtype=torch.float64)
+        for name, values in (("st", torch.cat(st)), ("ae", torch.cat(ae))):
+            lo, hi = np.quantile(values.numpy(), q.numpy())
+            self.stats_[f"q_{name}"] = torch.tensor([lo, hi], dtype=torch.float32, device=self.device)
+        self.holdout_keys_ = [split.keys[r] for split, r in hold]
+
+    @torch.no_grad()
+    def score_images(self, images01: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        m_st, m_ae = self.raw_maps(images01)
+        q_st, q_ae = self.stats_["q_st"], self.stats_["q_ae"]
+        m = 0.5 * normalise_map(m_st, q_st[0], q_st[1]) + 0.5 * normalise_map(m_ae, q_ae[0], q_ae[1])
+        if not self.pdn_padding:  # the unpadded PDN loses 4 px at each border: pad back, as the released code
+            m = F.pad(m, (4, 4, 4, 4))
+        m = F.interpolate(m[:, None], size=(self.image_size, self.image_size), mode="bilinear",
+                          align_corners=False)[:, 0]
+        return m.flatten(1).max(1).values.double().cpu().numpy(), m.float().cpu().numpy()
+
+    # --- Detector API -------------------------------------------------------------------------------------
+    def fit_samples(self, samples, seed: int) -> "EfficientAd":
+        task = self.prepare_task(samples, seed)
+        self.train(task, seed)
+        self.fit_quantiles(task["hold"])
+        return self
+
+    def fit(self, split, seed: int) -> "EfficientAd":
+        return self.fit_samples([(split, i) for i in range(len(split))], seed)
+
+    def predict(self, split, idx) -> Prediction:
+        self.student_.eval()
+        self.ae_.eval()
+        return Prediction(*self.score_images(self.source(split, np.asarray(idx))))
+
+    def state_dict(self) -> dict:
+        return {"student": {k: v.cpu() for k, v in self.student_.state_dict().items()},
+                "ae": {k: v.cpu() for k, v in self.ae_.state_dict().items()},
+                "teacher": {k: v.cpu() for k, v in self.teacher_.state_dict().items()},
+                "stats": {k: v.cpu() for k, v in self.stats_.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.init_networks(seed=0)  # architectures; every weight is then overwritten
+        self.teacher_.load_state_dict(state["teacher"])
+        self.student_.load_state_dict(state["student"])
+        self.ae_.load_state_dict(state["ae"])
+        self.stats_ = {k: v.to(self.device) for k, v in state["stats"].items()}
+
+
+register(ModelSpec(
+    name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
+    source="InCLAD Table 7",
+    quick={"epochs": 4, "out_channels": 64},
+    params={
+        "teacher": Param("random", "str", doc="random (seeded frozen PDN, InCLAD's code) or a teacher file "
+                                                "made by `python -m bench distill-teacher`"),
+        "penalty": Param("", "str", doc="folder of images for the student penalty (empty = none)"),
+        "out_channels": Int(384, 1, doc="teacher channels; the student has twice as many"),
+        "pdn_padding": Bool(True, doc="the paper's PDN paddings (false: the released code's unpadded PDN)"),
+        "epochs": Int(50, 1),
+        "batch_size": Int(1, 1),
+        "lr": Float(1e-4, 0, low_open=True),
+        "weight_decay": Float(1e-5, 0),
+        "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the steps"),
+        "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
+        "holdout_fraction": Float(0.1, 0, 1, low_open=True,
+                                  doc="training normals held out to fit the map quantiles"),
+        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
+        "replay_size": Int(100, 1),
+    },
+))

@@ -1,0 +1,241 @@
+"""GANomaly (Akcay et al., ACCV 2018): a DCGAN encoder → decoder → encoder generator and a DCGAN discriminator.
+
+Generator loss: adversarial = feature matching (mean squared difference of the discriminator's last feature map
+on real and generated images) × 1, contextual = L1(x, x̂) × 50, latent = mean squared (z − ẑ) × 1; discriminator
+loss: binary cross-entropy on real vs generated (re-initialised when it collapses below 1e-5, as the released
+code does). Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1]. DCGAN init (N(0, 0.02) convs,
+N(1, 0.02) BatchNorm scales).
+
+Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
+test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
+no map). BatchNorm runs in eval mode while scoring (the released code scores in train mode, so a test image's
+score depends on its batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.models.base import Detector, Prediction
+from bench.models.registry import Float, Int, ModelSpec, register
+
+D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
+
+
+def _check_size(image_size: int) -> None:
+    if image_size < 16 or image_size & (image_size - 1):
+        raise ValueError(f"GANomaly's DCGAN needs a power-of-two image size ≥ 16, got {image_size}")
+
+
+def dcgan_encoder(image_size: int, features: int, latent: int) -> nn.Sequential:
+    """Strided 4×4 convolutions halving the side down to 4×4 (channels doubling from `features`), then a 4×4
+    convolution to `latent` × 1 × 1. The discriminator is the same with latent = 1."""
+    _check_size(image_size)
+    layers: list[nn.Module] = [nn.Conv2d(3, features, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
+    size, ch = image_size // 2, features
+    while size > 4:
+        layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2), nn.LeakyReLU(0.2, inplace=True)]
+        size, ch = size // 2, ch * 2
+    layers.append(nn.Conv2d(ch, latent, 4, 1, 0, bias=False))
+    return nn.Sequential(*layers)
+
+
+def dcgan_decoder(image_size: int, features: int, latent: int) -> nn.Sequential:
+    """The encoder's mirror: 4×4 transposed convolutions from latent × 1 × 1 to 3 × S × S, tanh output."""
+    _check_size(image_size)
+    ch = features * image_size // 8
+    layers: list[nn.Module] = [nn.ConvTranspose2d(latent, ch, 4, 1, 0, bias=False), nn.BatchNorm2d(ch),
+                               nn.ReLU(inplace=True)]
+    size = 4
+    while size < image_size // 2:
+        layers += [nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch // 2), nn.ReLU(True)]
+        size, ch = size * 2, ch // 2
+    layers += [nn.ConvTranspose2d(ch, 3, 4, 2, 1, bias=False), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+def dcgan_init(module: nn.Module) -> None:
+    if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+    elif isinstance(module, nn.BatchNorm2d):
+        nn.init.normal_(module.weight, 1.0, 0.02)
+        nn.init.zeros_(module.bias)
+
+
+class Generator(nn.Module):
+    def __init__(self, image_size: int, features: int, latent: int):
+        super().__init__()
+        self.encoder1 = dcgan_encoder(image_size, features, latent)
+        self.decoder = dcgan_decoder(image_size, features, latent)
+        self.encoder2 = dcgan_encoder(image_size, features, latent)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x̂, z, ẑ) with z, ẑ [B, latent]."""
+        z = self.encoder1(x)
+        fake = self.decoder(z)
+        return fake, z.flatten(1), self.encoder2(fake).flatten(1)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, image_size: int, features: int):
+        super().__init__()
+        enc = dcgan_encoder(image_size, features, 1)
+        self.features, self.classifier = enc[:-1], enc[-1]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logit [B], last feature map)."""
+        f = self.features(x)
+        return self.classifier(f).flatten(), f
+
+
+def generator_loss(disc: Discriminator, x, fake, z, z_hat, w_adv: float, w_con: float, w_enc: float):
+    """Feature matching (discriminator features of real vs generated) + contextual L1 + latent L2."""
+    with torch.no_grad():
+        real_features = disc(x)[1]
+    adv = ((disc(fake)[1] - real_features) ** 2).mean()
+    return w_adv * adv + w_con * (fake - x).abs().mean() + w_enc * ((z_hat - z) ** 2).mean()
+
+
+def discriminator_loss(disc: Discriminator, x, fake) -> torch.Tensor:
+    real, _ = disc(x)
+    gen, _ = disc(fake.detach())
+    return (F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
+            + F.binary_cross_entropy_with_logits(gen, torch.zeros_like(gen))) / 2
+
+
+class Ganomaly(Detector):
+    name = "ganomaly"
+
+    def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
+                 lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
+                 replay_size: int):
+        _check_size(image_size)
+        self.source, self.image_size, self.device = source, image_size, source.device
+        self.n_features, self.latent = n_features, latent
+        self.epochs, self.batch_size, self.lr, self.betas = epochs, batch_size, lr, (beta1, beta2)
+        self.w_adv, self.w_con, self.w_enc, self.replay_size = w_adv, w_con, w_enc, replay_size
+        self.generator_: Generator | None = None
+        self.discriminator_: Discriminator | None = None
+
+    @staticmethod
+    def scale(images01: torch.Tensor) -> torch.Tensor:
+        return images01 * 2 - 1
+
+    def new_discriminator(self) -> Discriminator:
+        disc = Discriminator(self.image_size, self.n_features)
+        disc.apply(dcgan_init)
+        return disc.to(self.device)
+
+    def init_networks(self, seed: int) -> None:
+        """Seeded DCGAN-initialised networks (independent of the global RNG), unless continuing."""
+        if self.generator_ is not None:
+            return
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            gen = Generator(self.image_size, self.n_features, self.latent)
+            gen.apply(dcgan_init)
+            self.generator_ = gen.to(self.device)
+            self.discriminator_ = self.new_discriminator()
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator_, "discriminator": self.discriminator_}
+
+    def optimizers(self):
+        return (torch.optim.Adam(self.generator_.parameters(), lr=self.lr, betas=self.betas),
+                torch.optim.Adam(self.discriminator_.parameters(), lr=self.lr, betas=self.betas))
+
+    def step(self, x: torch.Tensor, opt_g, opt_d, seed_gen: torch.Generator) -> tuple[float, float]:
+        """One GANomaly update on a [−1, 1] batch: generator first, then the discriminator."""
+        fake, z, z_hat = self.generator_(x)
+        loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc)
+        opt_g.zero_grad(set_to_none=True)
+        loss_g.backward()
+        opt_g.step()
+        loss_d = discriminator_loss(self.discriminator_, x, fake)
+        opt_d.zero_grad(set_to_none=True)
+        loss_d.backward()
+        opt_d.step()
+        if loss_d.item() < D_COLLAPSE:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(torch.randint(2**31, (1,), generator=seed_gen)))
+                self.discriminator_.apply(dcgan_init)
+        return loss_g.item(), loss_d.item()
+
+    def load(self, samples) -> torch.Tensor:
+        """[0, 1] images of (split, row) samples as uint8 on the CPU (exactly reversible: x = u / 255)."""
+        parts, start = [], 0
+        while start < len(samples):
+            end = start
+            while end < len(samples) and samples[end][0] is samples[start][0]:
+                end += 1
+            parts.append(self.source(samples[start][0], np.array([r for _, r in samples[start:end]])).cpu())
+            start = end
+        return torch.cat(parts).mul(255).round().to(torch.uint8)
+
+    def train(self, images: torch.Tensor, seed: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        opt_g, opt_d = self.optimizers()
+        self.generator_.train()
+        self.discriminator_.train()
+        for epoch in range(self.epochs):
+            order = torch.randperm(len(images), generator=gen)
+            for s in range(0, len(images), self.batch_size):
+                x = self.scale(images[order[s : s + self.batch_size]].to(self.device).float() / 255)
+                loss_g, _ = self.step(x, opt_g, opt_d, gen)
+                if not np.isfinite(loss_g):
+                    raise FloatingPointError(f"GANomaly generator loss became {loss_g} in epoch {epoch + 1}")
+        self.generator_.eval()
+        self.discriminator_.eval()
+
+    @torch.no_grad()
+    def score_images(self, images01: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        x = self.scale(images01.to(self.device))
+        fake, z, z_hat = self.generator_(x)
+        scores = ((z - z_hat) ** 2).sum(1)
+        maps = ((fake - x) ** 2).mean(1)
+        return scores.double().cpu().numpy(), maps.float().cpu().numpy()
+
+    # --- Detector API -------------------------------------------------------------------------------------
+    def fit_samples(self, samples, seed: int) -> "Ganomaly":
+        self.init_networks(seed)
+        self.train(self.load(samples), seed)
+        return self
+
+    def fit(self, split, seed: int) -> "Ganomaly":
+        return self.fit_samples([(split, i) for i in range(len(split))], seed)
+
+    def predict(self, split, idx) -> Prediction:
+        self.generator_.eval()
+        return Prediction(*self.score_images(self.source(split, np.asarray(idx))))
+
+    def state_dict(self) -> dict:
+        return {"generator": {k: v.cpu() for k, v in self.generator_.state_dict().items()},
+                "discriminator": {k: v.cpu() for k, v in self.discriminator_.state_dict().items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.init_networks(seed=0)  # architectures; every weight is then overwritten
+        self.generator_.load_state_dict(state["generator"])
+        self.discriminator_.load_state_dict(state["discriminator"])
+
+
+register(ModelSpec(
+    name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
+    quick={"epochs": 3, "n_features": 16},
+    params={
+        "n_features": Int(64, 1, doc="feature maps of the first encoder layer (ngf = ndf)"),
+        "latent": Int(100, 1, doc="latent vector size nz"),
+        "epochs": Int(15, 1),
+        "batch_size": Int(16, 1),
+        "lr": Float(2e-4, 0, low_open=True),
+        "beta1": Float(0.5, 0, 1),
+        "beta2": Float(0.999, 0, 1),
+        "w_adv": Float(1.0, 0, doc="adversarial (feature matching) loss weight"),
+        "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
+        "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
+        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
+        "replay_size": Int(100, 1),
+    },
+))
