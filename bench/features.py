@@ -205,3 +205,14 @@ class ImageSource:
 
     def __call__(self, split, idx) -> torch.Tensor:
         return split.load_images(np.asarray(idx), workers=self.workers, normalize=False).to(self.device)
+
+    def samples(self, samples) -> torch.Tensor:
+        """Images of (split, row) samples, possibly of several splits, in order (one read per run of a split)."""
+        parts, start = [], 0
+        while start < len(samples):
+            end = start
+            while end < len(samples) and samples[end][0] is samples[start][0]:
+                end += 1
+            parts.append(self(samples[start][0], [r for _, r in samples[start:end]]))
+            start = end
+        return torch.cat(parts)

@@ -29,9 +29,10 @@ from torch import nn
 
 from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
 from bench.errors import ConfigError, DatasetError
-from bench.models.base import Detector, Prediction
+from bench.models.base import Prediction
 from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
 from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.training.loop import GradientDetector, descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
 TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a task are kept when they fit: computed once
@@ -61,12 +62,12 @@ def normalise_map(m: torch.Tensor, q_low: torch.Tensor, q_high: torch.Tensor) ->
     return 0.1 * (m - q_low) / (q_high - q_low).clamp_min(1e-12)
 
 
-def colour_augment(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def colour_augment(images: torch.Tensor) -> torch.Tensor:
     """The paper's autoencoder augmentation: one of brightness, contrast or saturation, factor in [0.8, 1.2],
-    on [0, 1] images (per image, seeded)."""
+    on [0, 1] images (per image; global RNG)."""
     out = torch.empty_like(images)
-    kinds = torch.randint(0, 3, (len(images),), generator=gen)
-    factors = 0.8 + 0.4 * torch.rand(len(images), generator=gen)
+    kinds = torch.randint(0, 3, (len(images),))
+    factors = 0.8 + 0.4 * torch.rand(len(images))
     grey = (0.299 * images[:, 0] + 0.587 * images[:, 1] + 0.114 * images[:, 2])[:, None]
     for i, (kind, f) in enumerate(zip(kinds.tolist(), factors.tolist())):
         x = images[i]
@@ -79,14 +80,15 @@ def colour_augment(images: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out.clamp(0, 1)
 
 
-def penalty_images(folder: Path) -> list[Path]:
+def image_files(folder: Path, what: str) -> list[Path]:
+    """The image files under `folder` (recursively, sorted); a missing or empty folder is one line."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise DatasetError(f"{folder}: EfficientAD penalty folder not found (expected a folder of images, e.g. "
-                           f"ImageNet training images; or leave penalty unset)")
+        raise DatasetError(f"{folder}: EfficientAD {what} image folder not found (expected a folder of natural "
+                           f"images, e.g. ImageNet training images)")
     files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
     if not files:
-        raise DatasetError(f"{folder}: EfficientAD penalty folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
+        raise DatasetError(f"{folder}: EfficientAD {what} folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
     return files
 
 
@@ -109,35 +111,41 @@ def asset_ids(hparams: dict) -> dict:
         load_teacher(path, hparams["out_channels"], hparams["pdn_padding"])  # fails fast, names the command
         out["teacher"] = f"sha256:{file_sha256(path)}"
     if hparams["penalty"]:
-        out["penalty"] = f"sha256:{folder_id(penalty_images(Path(hparams['penalty'])), Path(hparams['penalty']))}"
+        folder = Path(hparams["penalty"])
+        out["penalty"] = f"sha256:{folder_id(image_files(folder, 'penalty'), folder)}"
     return out
 
 
-class EfficientAd(Detector):
+class EfficientAd(GradientDetector):
     name = "efficientad"
+    inputs_features = False  # raw images (ImageSource), ImageNet-normalised here as the paper's PDN expects
 
     def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
                  lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
-        self.source, self.image_size, self.device = source, image_size, source.device
+        super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
+                         replay_size=replay_size)
         self.teacher_spec, self.penalty = teacher, penalty
         self.out_channels, self.pdn_padding = out_channels, pdn_padding
-        self.epochs, self.batch_size, self.lr, self.weight_decay = epochs, batch_size, lr, weight_decay
-        self.lr_step_fraction, self.hard_quantile = lr_step_fraction, hard_quantile
-        self.holdout_fraction, self.replay_size = holdout_fraction, replay_size
+        self.lr, self.weight_decay = lr, weight_decay
+        self.lr_step_fraction, self.hard_quantile, self.holdout_fraction = lr_step_fraction, hard_quantile, \
+            holdout_fraction
         self.teacher_: nn.Module | None = None
         self.student_: nn.Module | None = None
         self.ae_: nn.Module | None = None
         self.stats_: dict[str, torch.Tensor] = {}  # teacher mean/std per channel, map quantiles
+        self.holdout_keys_: list[str] = []  # the training images the quantiles were fitted on
+        self._teacher_cache: dict[str, torch.Tensor] = {}  # clean-image teacher outputs, during one training
+        self._penalty_files: list[Path] = []
+        self._milestone = 0
 
     # --- networks -----------------------------------------------------------------------------------------
-    def init_networks(self, seed: int) -> None:
-        """Fresh student and autoencoder (seeded, independent of the global RNG) unless continuing; the teacher
-        is frozen: seeded random init (teacher=random) or the distilled file."""
+    def build(self, seed: int) -> None:
+        """Fresh student and autoencoder (seeded) unless continuing; the teacher is frozen: a seeded random PDN
+        (teacher=random) or the distilled file."""
         if self.student_ is not None:
             return
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             if self.teacher_spec == "random":
                 teacher = pdn_small(self.out_channels, self.pdn_padding)
             else:
@@ -148,7 +156,6 @@ class EfficientAd(Detector):
         self.student_, self.ae_ = student.to(self.device), ae.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
-        """The trained networks (the training loop switches them between train() and eval())."""
         return {"student": self.student_, "ae": self.ae_}
 
     @staticmethod
@@ -161,19 +168,7 @@ class EfficientAd(Detector):
         t = self.teacher_(self.imagenet(images01))
         return (t - self.stats_["t_mean"]) / self.stats_["t_std"]
 
-    # --- samples ------------------------------------------------------------------------------------------
-    def load(self, samples) -> torch.Tensor:
-        """[0, 1] images of (split, row) samples as uint8 on the CPU (exactly reversible: x = u / 255)."""
-        parts, start = [], 0
-        while start < len(samples):  # consecutive rows of one split become one read
-            end = start
-            while end < len(samples) and samples[end][0] is samples[start][0]:
-                end += 1
-            rows = np.array([r for _, r in samples[start:end]])
-            parts.append(self.source(samples[start][0], rows).cpu())
-            start = end
-        return torch.cat(parts).mul(255).round().to(torch.uint8)
-
+    # --- training -----------------------------------------------------------------------------------------
     def split_holdout(self, samples, seed: int) -> tuple[list, list]:
         """(training samples, held-out samples for the map quantiles): a seeded slice of the training normals."""
         if len(samples) < 2:
@@ -181,153 +176,127 @@ class EfficientAd(Detector):
                               "normalisation quantiles)")
         n_hold = min(len(samples) - 1, max(1, round(self.holdout_fraction * len(samples))))
         order = np.random.default_rng(seed).permutation(len(samples))
-        hold = sorted(order[:n_hold].tolist())
-        keep = sorted(order[n_hold:].tolist())
-        return [samples[i] for i in keep], [samples[i] for i in hold]
+        return [samples[i] for i in sorted(order[n_hold:])], [samples[i] for i in sorted(order[:n_hold])]
 
-    # --- training -----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def fit_teacher_stats(self, images: torch.Tensor) -> None:
+    def fit_teacher_stats(self, samples) -> None:
         """Per-channel mean and std of the raw teacher outputs over the training images (float64 sums)."""
         total, total_sq, count = 0.0, 0.0, 0
-        for s in range(0, len(images), 16):
-            t = self.teacher_(self.imagenet(images[s : s + 16].to(self.device).float() / 255)).double()
-            total = total + t.sum((0, 2, 3))
-            total_sq = total_sq + (t * t).sum((0, 2, 3))
+        for s in range(0, len(samples), self.extractor.batch_size):
+            t = self.teacher_(self.imagenet(self.extractor.samples(samples[s : s + self.extractor.batch_size])))
+            t = t.double()
+            total, total_sq = total + t.sum((0, 2, 3)), total_sq + (t * t).sum((0, 2, 3))
             count += t.shape[0] * t.shape[2] * t.shape[3]
         mean = total / count
         std = (total_sq / count - mean**2).clamp_min(0).sqrt()
         self.stats_["t_mean"] = mean.float().view(1, -1, 1, 1)
         self.stats_["t_std"] = std.float().clamp_min(1e-6).view(1, -1, 1, 1)
 
-    def prepare_task(self, samples, seed: int) -> dict:
-        """Everything one task's training needs: images (uint8), their cached clean teacher outputs where they
-        fit the budget, the penalty files, the held-out slice for the quantiles."""
-        train, hold = self.split_holdout(samples, seed)
-        self.init_networks(seed)
-        images = self.load(train)
-        self.fit_teacher_stats(images)
-        c = self.out_channels
-        side = pdn_output_size(self.image_size, self.pdn_padding)
-        cached = None
-        if len(images) * c * side * side * 4 <= TEACHER_CACHE_BYTES:
-            cached = torch.cat([self.teacher_out(images[s : s + 16].to(self.device).float() / 255).cpu()
-                                for s in range(0, len(images), 16)])
-        penalty = penalty_images(Path(self.penalty)) if self.penalty else []
-        return {"images": images, "teacher": cached, "penalty": penalty, "hold": hold}
-
-    def optimizer(self, total_steps: int):
+    def optimizers(self) -> list[torch.optim.Optimizer]:
         params = [*self.student_.parameters(), *self.ae_.parameters()]
-        opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
-        milestone = max(1, int(self.lr_step_fraction * total_steps))
-        return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[milestone], gamma=0.1)
+        return [torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)]
 
-    def loss(self, task: dict, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """The paper's total loss L_ST + L_AE + L_STAE on the training images `rows`."""
-        x = task["images"][rows].to(self.device).float() / 255
-        c = self.out_channels
-        t = task["teacher"][rows].to(self.device) if task["teacher"] is not None else self.teacher_out(x)
-        s = self.student_(self.imagenet(x))[:, :c]
-        loss = hard_feature_loss(t, s, self.hard_quantile)
-        if task["penalty"]:
-            pick = int(torch.randint(len(task["penalty"]), (1,), generator=gen))
-            p = load_image(task["penalty"][pick], self.image_size).to(self.device)[None]
+    def clean_teacher(self, batch, x: torch.Tensor) -> torch.Tensor:
+        """Teacher outputs of the un-augmented training images: computed once per image per training (the
+        teacher is frozen and the images are not augmented), as long as they fit TEACHER_CACHE_BYTES."""
+        keys = [split.keys[r] for split, r in batch]
+        if all(k in self._teacher_cache for k in keys):
+            return torch.stack([self._teacher_cache[k] for k in keys]).to(self.device)
+        t = self.teacher_out(x)
+        per_image = t[0].numel() * t.element_size()
+        for k, row in zip(keys, t):
+            if (len(self._teacher_cache) + 1) * per_image <= TEACHER_CACHE_BYTES:
+                self._teacher_cache[k] = row.cpu()
+        return t
+
+    def loss(self, batch) -> torch.Tensor:
+        """The paper's L_ST + L_AE + L_STAE. Random draws (augmentation, penalty image) use the global RNG,
+        which the loop seeds per epoch."""
+        x = self.extractor.samples(batch)
+        c, b = self.out_channels, len(x)
+        aug = colour_augment(x)
+        s = self.student_(self.imagenet(torch.cat([x, aug])))  # one pass: the clean and augmented copies
+        loss = hard_feature_loss(self.clean_teacher(batch, x), s[:b, :c], self.hard_quantile)
+        if self._penalty_files:
+            pick = int(torch.randint(len(self._penalty_files), (1,)))
+            p = load_image(self._penalty_files[pick], self.image_size).to(self.device)[None]
             loss = loss + (self.student_(p)[:, :c] ** 2).mean()
-        aug = colour_augment(x, gen)
-        t_aug = self.teacher_out(aug)
         a = self.ae_(self.imagenet(aug))
-        s_ae = self.student_(self.imagenet(aug))[:, c:]
-        return loss + ((t_aug - a) ** 2).mean() + ((a - s_ae) ** 2).mean()
+        return loss + ((self.teacher_out(aug) - a) ** 2).mean() + ((a - s[b:, c:]) ** 2).mean()
 
-    def train(self, task: dict, seed: int) -> None:
-        n = len(task["images"])
-        steps_per_epoch = -(-n // self.batch_size)
-        opt, sched = self.optimizer(self.epochs * steps_per_epoch)
-        gen = torch.Generator().manual_seed(seed)
-        self.student_.train()
-        self.ae_.train()
-        for _epoch in range(self.epochs):
-            order = torch.randperm(n, generator=gen)
-            for s in range(0, n, self.batch_size):
-                loss = self.loss(task, order[s : s + self.batch_size], gen)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"EfficientAD loss became {float(loss)} in epoch {_epoch + 1}")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-        self.student_.eval()
-        self.ae_.eval()
+    def train_step(self, batch, optimizers) -> float:
+        """One step; the learning rate drops ×0.1 once 95 % of the task's steps are done (counted by Adam's own
+        step counter, so a resumed training drops it at the same step)."""
+        opt = optimizers[0]
+        state = opt.state.get(opt.param_groups[0]["params"][0], {})
+        done = int(state["step"]) if "step" in state else 0
+        for group in opt.param_groups:
+            group["lr"] = self.lr * (0.1 if done >= self._milestone else 1.0)
+        return descend(self.loss(batch), optimizers)
+
+    def fit_samples(self, samples: list, seed: int) -> "EfficientAd":
+        train_samples, hold = self.split_holdout(samples, seed)
+        self.build(seed)
+        self.fit_teacher_stats(train_samples)
+        self._penalty_files = image_files(Path(self.penalty), "penalty") if self.penalty else []
+        self._milestone = int(self.lr_step_fraction * self.epochs * -(-len(train_samples) // self.batch_size))
+        try:
+            super().fit_samples(train_samples, seed)
+        finally:
+            self._teacher_cache.clear()
+        self.fit_quantiles(hold)
+        return self
 
     # --- scoring ------------------------------------------------------------------------------------------
     @torch.no_grad()
     def raw_maps(self, images01: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(M_ST, M_AE) [B, h, w] at the PDN's resolution."""
         c = self.out_channels
-        x = self.imagenet(images01.to(self.device))
-        t = self.teacher_out(images01.to(self.device))
+        x = self.imagenet(images01)
         s = self.student_(x)
-        a = self.ae_(x)
-        return ((t - s[:, :c]) ** 2).mean(1), ((a - s[:, c:]) ** 2).mean(1)
+        return ((self.teacher_out(images01) - s[:, :c]) ** 2).mean(1), ((self.ae_(x) - s[:, c:]) ** 2).mean(1)
 
     @torch.no_grad()
     def fit_quantiles(self, hold) -> None:
         """The 0.9 / 0.995 quantiles of M_ST and M_AE over the held-out training images (never test data)."""
+        for module in self.modules().values():
+            module.eval()
         st, ae = [], []
-        for s in range(0, len(hold), 16):
-            m_st, m_ae = self.raw_maps(self.load(hold[s : s + 16]).float() / 255)
+        for s in range(0, len(hold), self.extractor.batch_size):
+            m_st, m_ae = self.raw_maps(self.extractor.samples(hold[s : s + self.extractor.batch_size]))
             st.append(m_st.flatten().double().cpu())
             ae.append(m_ae.flatten().double().cpu())
-        q = torch.tensor([Q_LOW, Q_HIGH], dtype=torch.float64)
         for name, values in (("st", torch.cat(st)), ("ae", torch.cat(ae))):
-            lo, hi = np.quantile(values.numpy(), q.numpy())
-            self.stats_[f"q_{name}"] = torch.tensor([lo, hi], dtype=torch.float32, device=self.device)
+            q = np.quantile(values.numpy(), [Q_LOW, Q_HIGH])
+            self.stats_[f"q_{name}"] = torch.tensor(q, dtype=torch.float32, device=self.device)
         self.holdout_keys_ = [split.keys[r] for split, r in hold]
 
-    @torch.no_grad()
-    def score_images(self, images01: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        m_st, m_ae = self.raw_maps(images01)
+    def score(self, split, idx) -> Prediction:
+        m_st, m_ae = self.raw_maps(self.extractor(split, idx))
         q_st, q_ae = self.stats_["q_st"], self.stats_["q_ae"]
         m = 0.5 * normalise_map(m_st, q_st[0], q_st[1]) + 0.5 * normalise_map(m_ae, q_ae[0], q_ae[1])
         if not self.pdn_padding:  # the unpadded PDN loses 4 px at each border: pad back, as the released code
             m = F.pad(m, (4, 4, 4, 4))
         m = F.interpolate(m[:, None], size=(self.image_size, self.image_size), mode="bilinear",
                           align_corners=False)[:, 0]
-        return m.flatten(1).max(1).values.double().cpu().numpy(), m.float().cpu().numpy()
-
-    # --- Detector API -------------------------------------------------------------------------------------
-    def fit_samples(self, samples, seed: int) -> "EfficientAd":
-        task = self.prepare_task(samples, seed)
-        self.train(task, seed)
-        self.fit_quantiles(task["hold"])
-        return self
-
-    def fit(self, split, seed: int) -> "EfficientAd":
-        return self.fit_samples([(split, i) for i in range(len(split))], seed)
-
-    def predict(self, split, idx) -> Prediction:
-        self.student_.eval()
-        self.ae_.eval()
-        return Prediction(*self.score_images(self.source(split, np.asarray(idx))))
+        return Prediction(m.flatten(1).max(1).values.double().cpu().numpy(), m.float().cpu().numpy())
 
     def state_dict(self) -> dict:
-        return {"student": {k: v.cpu() for k, v in self.student_.state_dict().items()},
-                "ae": {k: v.cpu() for k, v in self.ae_.state_dict().items()},
-                "teacher": {k: v.cpu() for k, v in self.teacher_.state_dict().items()},
+        """Trained networks plus the frozen teacher (a random teacher's seed is the first task's) and the
+        normalisation statistics."""
+        return {**super().state_dict(), "teacher": {k: v.cpu() for k, v in self.teacher_.state_dict().items()},
                 "stats": {k: v.cpu() for k, v in self.stats_.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.init_networks(seed=0)  # architectures; every weight is then overwritten
+        super().load_state_dict(state)
         self.teacher_.load_state_dict(state["teacher"])
-        self.student_.load_state_dict(state["student"])
-        self.ae_.load_state_dict(state["ae"])
         self.stats_ = {k: v.to(self.device) for k, v in state["stats"].items()}
 
 
 register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
     source="InCLAD Table 7",
-    quick={"epochs": 4, "out_channels": 64},
+    quick={"epochs": 2, "out_channels": 64},
     params={
         "teacher": Param("random", "str", doc="random (seeded frozen PDN, InCLAD's code) or a teacher file "
                                                 "made by `python -m bench distill-teacher`"),
@@ -342,7 +311,8 @@ register(ModelSpec(
         "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
         "holdout_fraction": Float(0.1, 0, 1, low_open=True,
                                   doc="training normals held out to fit the map quantiles"),
-        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
-        "replay_size": Int(100, 1),
+        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule,
+        # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
+        "replay_size": Int(0, 0),
     },
 ))

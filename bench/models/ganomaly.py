@@ -19,8 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.models.base import Detector, Prediction
+from bench.models.base import Prediction
 from bench.models.registry import Float, Int, ModelSpec, register
+from bench.training.loop import GradientDetector, descend, seeded
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
 
@@ -106,17 +107,19 @@ def discriminator_loss(disc: Discriminator, x, fake) -> torch.Tensor:
             + F.binary_cross_entropy_with_logits(gen, torch.zeros_like(gen))) / 2
 
 
-class Ganomaly(Detector):
+class Ganomaly(GradientDetector):
     name = "ganomaly"
+    inputs_features = False  # raw images (ImageSource), scaled to [−1, 1] here
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
                  replay_size: int):
         _check_size(image_size)
-        self.source, self.image_size, self.device = source, image_size, source.device
+        super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
+                         replay_size=replay_size)
         self.n_features, self.latent = n_features, latent
-        self.epochs, self.batch_size, self.lr, self.betas = epochs, batch_size, lr, (beta1, beta2)
-        self.w_adv, self.w_con, self.w_enc, self.replay_size = w_adv, w_con, w_enc, replay_size
+        self.lr, self.betas = lr, (beta1, beta2)
+        self.w_adv, self.w_con, self.w_enc = w_adv, w_con, w_enc
         self.generator_: Generator | None = None
         self.discriminator_: Discriminator | None = None
 
@@ -124,101 +127,46 @@ class Ganomaly(Detector):
     def scale(images01: torch.Tensor) -> torch.Tensor:
         return images01 * 2 - 1
 
-    def new_discriminator(self) -> Discriminator:
-        disc = Discriminator(self.image_size, self.n_features)
-        disc.apply(dcgan_init)
-        return disc.to(self.device)
-
-    def init_networks(self, seed: int) -> None:
-        """Seeded DCGAN-initialised networks (independent of the global RNG), unless continuing."""
+    def build(self, seed: int) -> None:
+        """Seeded DCGAN-initialised networks, unless continuing."""
         if self.generator_ is not None:
             return
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             gen = Generator(self.image_size, self.n_features, self.latent)
             gen.apply(dcgan_init)
-            self.generator_ = gen.to(self.device)
-            self.discriminator_ = self.new_discriminator()
+            disc = Discriminator(self.image_size, self.n_features)
+            disc.apply(dcgan_init)
+        self.generator_, self.discriminator_ = gen.to(self.device), disc.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
         return {"generator": self.generator_, "discriminator": self.discriminator_}
 
-    def optimizers(self):
-        return (torch.optim.Adam(self.generator_.parameters(), lr=self.lr, betas=self.betas),
-                torch.optim.Adam(self.discriminator_.parameters(), lr=self.lr, betas=self.betas))
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [torch.optim.Adam(self.generator_.parameters(), lr=self.lr, betas=self.betas),
+                torch.optim.Adam(self.discriminator_.parameters(), lr=self.lr, betas=self.betas)]
 
-    def step(self, x: torch.Tensor, opt_g, opt_d, seed_gen: torch.Generator) -> tuple[float, float]:
-        """One GANomaly update on a [−1, 1] batch: generator first, then the discriminator."""
+    def train_step(self, batch, optimizers) -> float:
+        """One GANomaly update: the generator first, then the discriminator (re-initialised from the global
+        RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
+        opt_g, opt_d = optimizers
+        x = self.scale(self.extractor.samples(batch))
         fake, z, z_hat = self.generator_(x)
         loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc)
-        opt_g.zero_grad(set_to_none=True)
-        loss_g.backward()
-        opt_g.step()
+        value = descend(loss_g, [opt_g])
+        if not np.isfinite(value):
+            return value
         loss_d = discriminator_loss(self.discriminator_, x, fake)
-        opt_d.zero_grad(set_to_none=True)
-        loss_d.backward()
-        opt_d.step()
+        descend(loss_d, [opt_d])
         if loss_d.item() < D_COLLAPSE:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(torch.randint(2**31, (1,), generator=seed_gen)))
-                self.discriminator_.apply(dcgan_init)
-        return loss_g.item(), loss_d.item()
+            self.discriminator_.apply(dcgan_init)
+        return value
 
-    def load(self, samples) -> torch.Tensor:
-        """[0, 1] images of (split, row) samples as uint8 on the CPU (exactly reversible: x = u / 255)."""
-        parts, start = [], 0
-        while start < len(samples):
-            end = start
-            while end < len(samples) and samples[end][0] is samples[start][0]:
-                end += 1
-            parts.append(self.source(samples[start][0], np.array([r for _, r in samples[start:end]])).cpu())
-            start = end
-        return torch.cat(parts).mul(255).round().to(torch.uint8)
-
-    def train(self, images: torch.Tensor, seed: int) -> None:
-        gen = torch.Generator().manual_seed(seed)
-        opt_g, opt_d = self.optimizers()
-        self.generator_.train()
-        self.discriminator_.train()
-        for epoch in range(self.epochs):
-            order = torch.randperm(len(images), generator=gen)
-            for s in range(0, len(images), self.batch_size):
-                x = self.scale(images[order[s : s + self.batch_size]].to(self.device).float() / 255)
-                loss_g, _ = self.step(x, opt_g, opt_d, gen)
-                if not np.isfinite(loss_g):
-                    raise FloatingPointError(f"GANomaly generator loss became {loss_g} in epoch {epoch + 1}")
-        self.generator_.eval()
-        self.discriminator_.eval()
-
-    @torch.no_grad()
-    def score_images(self, images01: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        x = self.scale(images01.to(self.device))
+    def score(self, split, idx) -> Prediction:
+        x = self.scale(self.extractor(split, idx))
         fake, z, z_hat = self.generator_(x)
         scores = ((z - z_hat) ** 2).sum(1)
         maps = ((fake - x) ** 2).mean(1)
-        return scores.double().cpu().numpy(), maps.float().cpu().numpy()
-
-    # --- Detector API -------------------------------------------------------------------------------------
-    def fit_samples(self, samples, seed: int) -> "Ganomaly":
-        self.init_networks(seed)
-        self.train(self.load(samples), seed)
-        return self
-
-    def fit(self, split, seed: int) -> "Ganomaly":
-        return self.fit_samples([(split, i) for i in range(len(split))], seed)
-
-    def predict(self, split, idx) -> Prediction:
-        self.generator_.eval()
-        return Prediction(*self.score_images(self.source(split, np.asarray(idx))))
-
-    def state_dict(self) -> dict:
-        return {"generator": {k: v.cpu() for k, v in self.generator_.state_dict().items()},
-                "discriminator": {k: v.cpu() for k, v in self.discriminator_.state_dict().items()}}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.init_networks(seed=0)  # architectures; every weight is then overwritten
-        self.generator_.load_state_dict(state["generator"])
-        self.discriminator_.load_state_dict(state["discriminator"])
+        return Prediction(scores.double().cpu().numpy(), maps.float().cpu().numpy())
 
 
 register(ModelSpec(
@@ -235,7 +183,8 @@ register(ModelSpec(
         "w_adv": Float(1.0, 0, doc="adversarial (feature matching) loss weight"),
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
-        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
-        "replay_size": Int(100, 1),
+        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule,
+        # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
+        "replay_size": Int(0, 0),
     },
 ))
