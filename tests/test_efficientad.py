@@ -127,6 +127,7 @@ def test_scores_pointwise_and_state_round_trip(fitted):
 
 
 def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
+    """A buffer of 16 images (the rule, 0.2 × 16, would keep 3: too few to measure on 16-image tasks)."""
     from bench import results
     from bench.continual.runner import execute, prepare
 
@@ -134,7 +135,7 @@ def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
     r = {}
     for protocol in ("ncl", "cl"):
         cfg = make_config(tiny_root, tasks, protocol=protocol, model="efficientad", image_size=SIZE,
-                          hparams=dict(QUICK))
+                          hparams={**QUICK, "replay_size": 16})
         path = execute(prepare(cfg, out_dir=tmp_path), progress=False, log=lambda *_: None)
         r[protocol] = results.read_run(path)["R/image"]
     b = {p: bwt(m) for p, m in r.items()}

@@ -171,7 +171,7 @@ class Ganomaly(GradientDetector):
 
 register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
-    quick={"epochs": 3, "n_features": 16},
+    quick={"epochs": 40, "n_features": 16, "batch_size": 4},
     params={
         "n_features": Int(64, 1, doc="feature maps of the first encoder layer (ngf = ndf)"),
         "latent": Int(100, 1, doc="latent vector size nz"),
