@@ -14,7 +14,7 @@ export HDF5_USE_FILE_LOCKING := FALSE
 export HF_HUB_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo data perf device-check weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
+.PHONY: help venv test demo demo-all data perf device-check weights lock submit status resubmit aggregate verify scenarios image slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -31,8 +31,11 @@ test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
 	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA, NCL/CL, three orderings + Table 2 (CPU, weights=none)
+demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA/FastFlow, NCL/CL, three orderings + Table 2 (CPU, weights=none)
 	$(PY) -m bench demo
+
+demo-all: $(STAMP) ## the demo with every registered detector (longer than `make demo`)
+	$(PY) -m bench.demo --all
 
 data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md
 	$(PY) -m bench data --dataset $(DATASET) $(if $(PRESET),--preset $(PRESET),)

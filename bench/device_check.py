@@ -2,11 +2,11 @@
 
   python -m bench.device_check [--device cuda] [--quick] [--out outputs/device/check.json]     (make device-check)
 
-Agreement: PatchCore, PaDiM and CFA (2 epochs), NCL and CL, over 3 tasks of the tiny synthetic benchmark (64 px,
-resnet18, weights=none), once on the CPU and once on `--device`. PatchCore and PaDiM train nothing, so each test
-image's score must agree within SCORE_RTOL and every R entry within R_ATOL (cuDNN's TF32 convolutions move
-features by ~1e-3 relative). CFA trains its descriptor, which carries float differences through every epoch: only
-its R is compared, within CFA_R_ATOL.
+Agreement: every registered detector with its quick setting (at most 2 epochs), NCL and CL, over 3 tasks of the
+tiny synthetic benchmark (64 px, resnet18, weights=none), once on the CPU and once on `--device`. PatchCore and
+PaDiM train nothing, so each test image's score must agree within SCORE_RTOL and every R entry within R_ATOL
+(cuDNN's TF32 convolutions move features by ~1e-3 relative). Trained detectors (CFA's descriptor, the students,
+decoders and flows) carry float differences through every epoch: only their R is compared, within TRAINED_R_ATOL.
 
 Throughput (not with --quick): backbone images per second at 224 px for both backbones, and train and eval
 seconds of one 2-task CL run per model at 224 px, on both devices.
@@ -31,11 +31,25 @@ from bench.config import RunConfig
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
+from bench.models.registry import specs
 from bench.perf import best_of, figure_line
 
-MODELS = {"patchcore": {}, "padim": {}, "cfa": {"epochs": 2}}
 TASKS = ["chip", "disc", "checker"]
-SCORE_RTOL, R_ATOL, CFA_R_ATOL = 1e-2, 0.02, 0.05
+SCORE_RTOL, R_ATOL, TRAINED_R_ATOL = 1e-2, 0.02, 0.05
+
+
+def _check_settings() -> dict[str, dict]:
+    """model → its quick setting with at most 2 epochs (from the registry: every detector is checked)."""
+    out = {}
+    for name, spec in specs().items():
+        hparams = dict(spec.quick)
+        if "epochs" in spec.params:
+            hparams["epochs"] = min(hparams.get("epochs", 2), 2)
+        out[name] = hparams
+    return out
+
+
+MODELS = _check_settings()
 
 
 def _run(root: Path, out: Path, model: str, protocol: str, device: str, tasks, image_size: int) -> dict:
@@ -67,8 +81,8 @@ def agreement(root: Path, work: Path, device: str) -> list[dict]:
                    "max_rel_dscore": float(f"{score_diff:.2g}")}
             if "routing/counts" in ref:
                 row["routing_equal"] = bool(np.array_equal(ref["routing/counts"], dev["routing/counts"]))
-            if model == "cfa":
-                row["ok"] = r_diff <= CFA_R_ATOL
+            if "epochs" in MODELS[model]:
+                row["ok"] = r_diff <= TRAINED_R_ATOL
             else:
                 row["ok"] = r_diff <= R_ATOL and score_diff <= SCORE_RTOL
             rows.append(row)
@@ -90,7 +104,7 @@ def backbone_throughput(device: torch.device, batch: int = 32, size: int = 224, 
 
 
 def run_times(root: Path, work: Path, device: str) -> dict:
-    """Train and eval seconds of a 2-task CL run per model at 224 px (CFA 2 epochs) on `device`."""
+    """Train and eval seconds of a 2-task CL run per model at 224 px (trained ones 2 epochs) on `device`."""
     from bench.data import read_index
 
     out, tasks = {}, sorted(read_index("synthetic", root)["task"].unique())

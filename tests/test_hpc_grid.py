@@ -146,13 +146,13 @@ def test_expansion_gives_the_run_keys_and_paths_of_bench_run(grid_file, small_ro
 
 def test_synthetic_grid_is_the_demo(demo_root, tmp_path):
     """`make submit DATASET=synthetic` after `make demo` finds every run done: same run keys, same files."""
-    from bench.demo import demo_configs
+    from bench.demo import DEMO_MODELS, demo_configs
 
     grid = grids.load_grid("synthetic")
     planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), demo_root, tmp_path)
     runs_dir = tmp_path / "synthetic" / "runs"
     demo = [prepare(cfg, out_dir=runs_dir) for cfg in demo_configs(demo_root)]
-    assert len(demo) == 18
+    assert len(demo) == len(DEMO_MODELS) * 3 * 2
     assert sorted((p.key, p.run.out) for p in planned) == sorted((r.run_key, r.out) for r in demo)
 
 

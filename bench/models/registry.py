@@ -127,6 +127,7 @@ class ModelSpec:
     inputs: str = "features"  # "features": frozen backbone layers via the run's FeatureExtractor; "images": raw
     version: int = 1  # algorithm version: part of the run key; bump when results change
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
+    layers_of: Callable | None = None  # hparams → backbone layers, for detectors without a `layers` parameter
     # assets(hparams) -> {name: content id} of the external files a detector names (checked, fast); in the run key
     assets: Callable[[dict], dict] | None = None
 
@@ -146,7 +147,9 @@ class ModelSpec:
         return self.assets(hparams) if self.assets is not None else {}
 
     def layers(self, hparams: dict) -> tuple[str, ...]:
-        return tuple(hparams.get("layers", ())) if self.inputs == "features" else ()
+        if self.inputs != "features":
+            return ()
+        return tuple(self.layers_of(hparams)) if self.layers_of else tuple(hparams.get("layers", ()))
 
 
 _SPECS: dict[str, ModelSpec] = {}

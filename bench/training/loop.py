@@ -41,6 +41,7 @@ from tqdm import tqdm
 from bench import checkpoint
 from bench.errors import BenchError
 from bench.models.base import Detector, Prediction
+from bench.models.registry import Int
 
 
 class NonFiniteLossError(BenchError):
@@ -62,10 +63,11 @@ class TrainContext:
 
 @contextmanager
 def seeded(seed: int):
-    """Run the block with the global torch RNG seeded (and restored afterwards): random inits that depend on
-    nothing but `seed`."""
+    """Run the block with the global torch RNG seeded from `seed` (and restored afterwards): random inits that
+    depend on nothing but `seed`. The stream is derived from `seed`, not `seed` itself, so a student built with
+    seed s never equals a random-init (weights=none) teacher built with torch.manual_seed(s)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(int(np.random.SeedSequence([seed, 2]).generate_state(1)[0]))
         yield
 
 
@@ -205,6 +207,15 @@ def record_losses(arrays: dict, step: int, n_tasks: int, losses: list[float]) ->
     out[:, : old.shape[1]] = old
     out[step, : len(losses)] = losses
     arrays["train/loss"] = out
+
+
+def training_params(epochs: int, batch_size: int) -> dict:
+    """The hyperparameters every gradient-trained detector has (defaults: InCLAD Table 7)."""
+    return {
+        "epochs": Int(epochs, 1),
+        "batch_size": Int(batch_size, 1, doc="training batch (Table 7; InCLAD's run script passes 32 to all)"),
+        "replay_size": Int(0, 0, doc="images replayed under CL; 0 = round(0.2 × mean training-task size)"),
+    }
 
 
 class GradientDetector(Detector):

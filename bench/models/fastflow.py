@@ -1,0 +1,152 @@
+"""FastFlow (Yu et al., 2021): 2D normalizing flows on frozen backbone features.
+
+Backbone layers 1–3 (frozen; their features come from the run's cache, so training runs only the flows), each
+level through a trainable LayerNorm over [C, h, w] and its own flow of `flow_steps` steps. A step is a fixed
+(seeded) channel permutation followed by an affine coupling: the first half of the channels x₁ passes unchanged,
+the second becomes x₂·exp(s) + t with (s̃, t) = subnet(x₁) and s = clamp·tanh(0.1·s̃) (FrEIA's AllInOneBlock
+soft clamp, which anomalib's FastFlow uses), so log|det J| = Σ s. Subnets alternate 3×3 and 1×1 convolutions
+(conv → ReLU → conv, hidden channels = hidden_ratio × input channels). Written here, no FrEIA dependency; FrEIA's
+block also learns a global per-channel affine, omitted (docs/models.md).
+Loss: mean over the batch of Σ_levels (½‖z‖² − log|det J|). Map: mean over levels of −exp(−½ mean_c z²),
+upsampled (bilinear) to the input size; image score = map max. Adam lr 1e-3, weight decay 0, 200 epochs, batch 8
+(InCLAD Table 7).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.models.base import Prediction
+from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.training.loop import GradientDetector, seeded, training_params
+
+SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp
+
+
+def subnet(in_channels: int, out_channels: int, kernel: int, hidden_ratio: float) -> nn.Module:
+    hidden = max(1, int(in_channels * hidden_ratio))
+    return nn.Sequential(nn.Conv2d(in_channels, hidden, kernel, padding=kernel // 2), nn.ReLU(),
+                         nn.Conv2d(hidden, out_channels, kernel, padding=kernel // 2))
+
+
+class CouplingStep(nn.Module):
+    """Permute channels (fixed), then an affine coupling with a soft-clamped log-scale."""
+
+    def __init__(self, channels: int, kernel: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+        super().__init__()
+        self.keep = channels - channels // 2  # x₁: the channels that condition the transform of x₂
+        self.clamp = clamp
+        perm = torch.randperm(channels, generator=generator)
+        self.register_buffer("perm", perm)
+        self.register_buffer("inverse_perm", torch.argsort(perm))
+        self.subnet = subnet(self.keep, 2 * (channels - self.keep), kernel, hidden_ratio)
+
+    def _scale_shift(self, x1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.subnet(x1) * SUBNET_SCALE
+        half = a.shape[1] // 2
+        return self.clamp * torch.tanh(a[:, :half]), a[:, half:]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(z, log|det J| per sample [B])."""
+        x = x[:, self.perm]
+        x1, x2 = x[:, : self.keep], x[:, self.keep :]
+        s, t = self._scale_shift(x1)
+        return torch.cat([x1, x2 * torch.exp(s) + t], 1), s.flatten(1).sum(1)
+
+    def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        z1, z2 = z[:, : self.keep], z[:, self.keep :]
+        s, t = self._scale_shift(z1)
+        return torch.cat([z1, (z2 - t) * torch.exp(-s)], 1)[:, self.inverse_perm]
+
+
+class Flow(nn.Module):
+    """One level's flow: `steps` coupling steps, subnets alternating 3×3 (even steps) and 1×1 (odd steps)."""
+
+    def __init__(self, channels: int, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+        super().__init__()
+        self.steps = nn.ModuleList(CouplingStep(channels, 3 if i % 2 == 0 else 1, hidden_ratio, clamp, generator)
+                                   for i in range(steps))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_det = torch.zeros(x.shape[0], device=x.device, dtype=x.dtype)
+        for step in self.steps:
+            x, ld = step(x)
+            log_det = log_det + ld
+        return x, log_det
+
+    def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        for step in reversed(self.steps):
+            z = step.inverse(z)
+        return z
+
+
+class FastFlowNet(nn.Module):
+    """LayerNorm + flow per level."""
+
+    def __init__(self, shapes, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(list(shape), elementwise_affine=True) for shape in shapes)
+        self.flows = nn.ModuleList(Flow(shape[0], steps, hidden_ratio, clamp, generator) for shape in shapes)
+
+    def forward(self, feats: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [flow(norm(f)) for f, norm, flow in zip(feats, self.norms, self.flows)]
+
+
+def flow_loss(outputs) -> torch.Tensor:
+    return sum((0.5 * z.pow(2).flatten(1).sum(1) - log_det).mean() for z, log_det in outputs)
+
+
+def flow_map(outputs, image_size: int) -> torch.Tensor:
+    """[B, S, S]: mean over levels of −exp(−½ mean_c z²), upsampled (bilinear) to the input size."""
+    maps = [F.interpolate(-torch.exp(-0.5 * z.pow(2).mean(1, keepdim=True)), size=(image_size, image_size),
+                          mode="bilinear", align_corners=False)[:, 0] for z, _ in outputs]
+    return torch.stack(maps).mean(0)
+
+
+class FastFlow(GradientDetector):
+    name = "fastflow"
+
+    def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
+                 lr: float, weight_decay: float, flow_steps: int, hidden_ratio: float, clamp: float):
+        super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
+                         replay_size=replay_size)
+        self.layers = tuple(layers)
+        self.lr, self.weight_decay = lr, weight_decay
+        self.flow_steps, self.hidden_ratio, self.clamp = flow_steps, hidden_ratio, clamp
+        self.net_: FastFlowNet | None = None
+
+    def build(self, seed: int) -> None:
+        if self.net_ is None:
+            with seeded(seed):
+                generator = torch.Generator().manual_seed(seed)
+                net = FastFlowNet(self.feature_shapes(), self.flow_steps, self.hidden_ratio, self.clamp, generator)
+            self.net_ = net.to(self.device)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"flows": self.net_} if self.net_ is not None else {}
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [torch.optim.Adam(self.net_.parameters(), lr=self.lr, weight_decay=self.weight_decay)]
+
+    def loss(self, batch) -> torch.Tensor:
+        return flow_loss(self.net_(self.features(batch)))
+
+    def score(self, split, idx) -> Prediction:
+        maps = flow_map(self.net_(self.extractor(split, idx)), self.image_size)
+        return Prediction(maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy())
+
+
+register(ModelSpec(
+    name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
+    params={
+        "layers": Layers(("layer1", "layer2", "layer3")),
+        **training_params(epochs=200, batch_size=8),
+        "lr": Float(1e-3, 0, low_open=True),
+        "weight_decay": Float(0.0, 0),
+        "flow_steps": Int(8, 1),
+        "hidden_ratio": Float(1.0, 0, low_open=True),
+        "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
+    },
+))
