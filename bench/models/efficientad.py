@@ -32,7 +32,7 @@ from bench.errors import ConfigError, DatasetError
 from bench.models.base import Prediction
 from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
 from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
-from bench.training.loop import GradientDetector, descend, seeded
+from bench.training.loop import GradientDetector, descend, seeded, training_params
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
 TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a task are kept when they fit: computed once
@@ -298,21 +298,17 @@ register(ModelSpec(
     source="InCLAD Table 7",
     quick={"epochs": 2, "out_channels": 64},
     params={
+        **training_params(epochs=50, batch_size=1),
         "teacher": Param("random", "str", doc="random (seeded frozen PDN, InCLAD's code) or a teacher file "
                                                 "made by `python -m bench distill-teacher`"),
         "penalty": Param("", "str", doc="folder of images for the student penalty (empty = none)"),
         "out_channels": Int(384, 1, doc="teacher channels; the student has twice as many"),
         "pdn_padding": Bool(True, doc="the paper's PDN paddings (false: the released code's unpadded PDN)"),
-        "epochs": Int(50, 1),
-        "batch_size": Int(1, 1),
         "lr": Float(1e-4, 0, low_open=True),
         "weight_decay": Float(1e-5, 0),
         "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the steps"),
         "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
         "holdout_fraction": Float(0.1, 0, 1, low_open=True,
                                   doc="training normals held out to fit the map quantiles"),
-        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule,
-        # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
-        "replay_size": Int(0, 0),
     },
 ))

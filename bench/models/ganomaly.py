@@ -21,7 +21,7 @@ from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.registry import Float, Int, ModelSpec, register
-from bench.training.loop import GradientDetector, descend, seeded
+from bench.training.loop import GradientDetector, descend, seeded, training_params
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
 
@@ -173,18 +173,14 @@ register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
     params={
+        **training_params(epochs=15, batch_size=16),
         "n_features": Int(64, 1, doc="feature maps of the first encoder layer (ngf = ndf)"),
         "latent": Int(100, 1, doc="latent vector size nz"),
-        "epochs": Int(15, 1),
-        "batch_size": Int(16, 1),
         "lr": Float(2e-4, 0, low_open=True),
         "beta1": Float(0.5, 0, 1),
         "beta2": Float(0.999, 0, 1),
         "w_adv": Float(1.0, 0, doc="adversarial (feature matching) loss weight"),
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
-        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule,
-        # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
-        "replay_size": Int(0, 0),
     },
 ))
