@@ -51,3 +51,33 @@ def test_bad_input_is_one_line(tmp_path, capsys, argv, expected):
     argv = [a.format(tmp=tmp_path) for a in argv]
     code = main(["distill-teacher", *argv, "--out", str(tmp_path / "t.safetensors"), "--weights", "none"])
     assert code == 2 and expected in _one_error_line(capsys)
+
+
+def test_run_key_holds_the_teacher_and_penalty_content(tiny_root, tmp_path, make_config):
+    """Same path, other content → another run key; a missing teacher fails in prepare, before any work."""
+    from bench.continual.runner import prepare
+    from bench.errors import WeightsError
+    from bench.models.ops.pdn import pdn_small, save_teacher
+
+    teacher, penalty = tmp_path / "t.safetensors", tmp_path / "penalty"
+    penalty.mkdir()
+    (penalty / "a.png").write_bytes((tiny_root / "grain" / "train" / "good" / "000.png").read_bytes())
+
+    def key(**hparams):
+        cfg = make_config(tiny_root, ["disc"], model="efficientad", hparams={"out_channels": 8, **hparams})
+        return prepare(cfg, out_dir=tmp_path).run_key
+
+    random_key = key()
+    for seed in (0, 1):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            save_teacher(teacher, pdn_small(8), padding=True)
+        if seed == 0:
+            first = key(teacher=str(teacher))
+    second = key(teacher=str(teacher))
+    assert len({random_key, first, second}) == 3
+    with_penalty = key(teacher=str(teacher), penalty=str(penalty))
+    (penalty / "a.png").write_bytes((tiny_root / "disc" / "train" / "good" / "000.png").read_bytes())
+    assert len({second, with_penalty, key(teacher=str(teacher), penalty=str(penalty))}) == 3
+    with pytest.raises(WeightsError, match="distill-teacher"):
+        key(teacher=str(tmp_path / "missing.safetensors"))
