@@ -24,13 +24,13 @@ QUIET = {"progress": False, "log": lambda *_: None}
 
 
 def contract_settings(name: str) -> dict:
-    """The quick settings with at most 2 epochs of batches of at least 8 (two epochs: a kill can land in the
+    """The quick settings with at most 2 epochs of batches of at least 16 (two epochs: a kill can land in the
     second, after an epoch checkpoint)."""
     settings, params = dict(get(name).quick), get(name).params
     if "epochs" in params:
         settings["epochs"] = min(settings.get("epochs", 2), 2)
     if "batch_size" in params:
-        settings["batch_size"] = max(settings.get("batch_size", params["batch_size"].default), 8)
+        settings["batch_size"] = max(settings.get("batch_size", params["batch_size"].default), 16)
     return settings
 
 

@@ -28,6 +28,7 @@ killed mid-task resumes at the last finished epoch and ends with the same weight
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class TrainContext:
     log: Callable = lambda *_: None
     cache_features: bool = True  # False: recompute the frozen network every epoch (the perf baseline only)
     losses: list = field(default_factory=list)  # per-epoch mean losses of this step's trainings, in order
+    epoch_seconds: list = field(default_factory=list)  # wall seconds of each of those epochs
     calls: int = 0  # trainings run in this step (a protocol may train more than once per step)
 
 
@@ -153,6 +155,7 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
     bar = tqdm(total=epochs, initial=start, desc=f"train {detector.name}", unit="epoch", leave=False,
                disable=not (ctx.progress and _is_tty()))
     for epoch in range(start, epochs):
+        t0 = time.perf_counter()
         for module in modules.values():
             module.train()
         order = torch.randperm(len(samples), generator=order_rng).tolist()
@@ -167,10 +170,12 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         for sched in schedulers:
             sched.step()
         losses.append(total / count)
+        ctx.epoch_seconds.append(time.perf_counter() - t0)
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.4g}")
         if ctx.progress and not _is_tty():
-            ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g}")
+            ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
+                    f"({ctx.epoch_seconds[-1]:.1f}s)")
         if ctx.checkpoint is not None:
             _save_epoch(ctx.checkpoint, {
                 "tag": tag, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
