@@ -1,5 +1,5 @@
 """GANomaly: the DCGAN generator/discriminator shapes, the generator loss against its definition, the detector
-learns synthetic tasks alone with quick settings (32 px), an image's score is the same alone and in a batch
+learns synthetic tasks alone with quick settings (32 px), any f·2^k size works (224 px too), an image's score is the same alone and in a batch
 (BatchNorm in eval mode while scoring), scoring changes no BatchNorm buffer, and Replay forgets less than NCL."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.errors import ConfigError
 from bench.features import ImageSource
 from bench.metrics import bwt, roc_auc
 from bench.models import create, get
@@ -26,14 +27,17 @@ def _source():
 
 
 def test_networks_shapes():
-    for size in (32, 64, 256):
-        g = Generator(size, 8, 100)
-        fake, z, z_hat = g(torch.zeros(2, 3, size, size))
+    for size, side in ((32, 4), (64, 4), (256, 4), (224, 7), (96, 6)):
+        g = Generator(size, 4, 100)
+        with torch.no_grad():
+            fake, z, z_hat = g(torch.zeros(2, 3, size, size))
+            logit, feats = Discriminator(size, 4)(fake)
         assert fake.shape == (2, 3, size, size) and z.shape == z_hat.shape == (2, 100)
-        logit, feats = Discriminator(size, 8)(fake)
-        assert logit.shape == (2,) and feats.shape[-1] == 4
-    with pytest.raises(ValueError, match="power-of-two"):
-        Generator(48, 8, 100)
+        assert logit.shape == (2,) and feats.shape[-1] == side
+    # the DCGAN of 256 px: 64 → 2048 channels over six halvings, down to 4 × 4 (Akcay et al.'s network)
+    assert Generator(256, 64, 100).encoder1[-1].in_channels == 2048
+    with pytest.raises(ConfigError, match="GANomaly"):
+        Generator(7, 8, 100)
 
 
 def test_generator_loss_is_feature_matching_plus_weighted_l1_and_latent_l2():

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.registry import Float, Int, ModelSpec, register
 from bench.training.loop import GradientDetector, descend, seeded, training_params
@@ -26,34 +27,40 @@ from bench.training.loop import GradientDetector, descend, seeded, training_para
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
 
 
-def _check_size(image_size: int) -> None:
-    if image_size < 16 or image_size & (image_size - 1):
-        raise ValueError(f"GANomaly's DCGAN needs a power-of-two image size ≥ 16, got {image_size}")
+def dcgan_depth(image_size: int) -> tuple[int, int]:
+    """(halvings k, final side f) with image_size = f · 2^k: stride-2 layers halve the side while it stays even
+    and at least 4 (DCGAN's 4×4 end for powers of two; 224 px ends at 7×7)."""
+    k, side = 0, image_size
+    while side % 2 == 0 and side // 2 >= 4:
+        k, side = k + 1, side // 2
+    if k == 0:
+        raise ConfigError(f"GANomaly's DCGAN needs an image size f·2^k with k ≥ 1 and f ≥ 4 (e.g. 64, 224, 256), "
+                          f"got {image_size}")
+    return k, side
 
 
 def dcgan_encoder(image_size: int, features: int, latent: int) -> nn.Sequential:
-    """Strided 4×4 convolutions halving the side down to 4×4 (channels doubling from `features`), then a 4×4
+    """Strided 4×4 convolutions halving the side down to f × f (channels doubling from `features`), then an f×f
     convolution to `latent` × 1 × 1. The discriminator is the same with latent = 1."""
-    _check_size(image_size)
+    k, side = dcgan_depth(image_size)
     layers: list[nn.Module] = [nn.Conv2d(3, features, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
-    size, ch = image_size // 2, features
-    while size > 4:
+    ch = features
+    for _ in range(k - 1):
         layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2), nn.LeakyReLU(0.2, inplace=True)]
-        size, ch = size // 2, ch * 2
-    layers.append(nn.Conv2d(ch, latent, 4, 1, 0, bias=False))
+        ch *= 2
+    layers.append(nn.Conv2d(ch, latent, side, 1, 0, bias=False))
     return nn.Sequential(*layers)
 
 
 def dcgan_decoder(image_size: int, features: int, latent: int) -> nn.Sequential:
-    """The encoder's mirror: 4×4 transposed convolutions from latent × 1 × 1 to 3 × S × S, tanh output."""
-    _check_size(image_size)
-    ch = features * image_size // 8
-    layers: list[nn.Module] = [nn.ConvTranspose2d(latent, ch, 4, 1, 0, bias=False), nn.BatchNorm2d(ch),
+    """The encoder's mirror: transposed convolutions from latent × 1 × 1 to 3 × S × S, tanh output."""
+    k, side = dcgan_depth(image_size)
+    ch = features * 2 ** (k - 1)
+    layers: list[nn.Module] = [nn.ConvTranspose2d(latent, ch, side, 1, 0, bias=False), nn.BatchNorm2d(ch),
                                nn.ReLU(inplace=True)]
-    size = 4
-    while size < image_size // 2:
+    for _ in range(k - 1):
         layers += [nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch // 2), nn.ReLU(True)]
-        size, ch = size * 2, ch // 2
+        ch //= 2
     layers += [nn.ConvTranspose2d(ch, 3, 4, 2, 1, bias=False), nn.Tanh()]
     return nn.Sequential(*layers)
 
@@ -114,7 +121,7 @@ class Ganomaly(GradientDetector):
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
                  replay_size: int):
-        _check_size(image_size)
+        dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size)
         self.n_features, self.latent = n_features, latent
