@@ -35,7 +35,7 @@ from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
 from bench.training.loop import GradientDetector, descend, seeded, training_params
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
-TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a task are kept when they fit: computed once
+TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a training are kept when they fit
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
@@ -179,11 +179,17 @@ class EfficientAd(GradientDetector):
         return [samples[i] for i in sorted(order[n_hold:])], [samples[i] for i in sorted(order[:n_hold])]
 
     @torch.no_grad()
-    def fit_teacher_stats(self, samples) -> None:
-        """Per-channel mean and std of the raw teacher outputs over the training images (float64 sums)."""
-        total, total_sq, count = 0.0, 0.0, 0
-        for s in range(0, len(samples), self.extractor.batch_size):
-            t = self.teacher_(self.imagenet(self.extractor.samples(samples[s : s + self.extractor.batch_size])))
+    def fit_teacher(self, samples) -> None:
+        """Per-channel mean and std of the raw teacher outputs over the training images (float64 sums), and the
+        normalised outputs kept for training when they fit TEACHER_CACHE_BYTES: the teacher is frozen and the
+        clean images are not augmented, so each is computed once per training, in fixed batches of the sample
+        order (a resumed training gets bit-identical targets)."""
+        total, total_sq, count, raw = 0.0, 0.0, 0, []
+        bs = self.extractor.batch_size
+        for s in range(0, len(samples), bs):
+            t = self.teacher_(self.imagenet(self.extractor.samples(samples[s : s + bs])))
+            if (len(raw) + len(t)) * t[0].numel() * t.element_size() <= TEACHER_CACHE_BYTES:
+                raw += list(t.cpu())
             t = t.double()
             total, total_sq = total + t.sum((0, 2, 3)), total_sq + (t * t).sum((0, 2, 3))
             count += t.shape[0] * t.shape[2] * t.shape[3]
@@ -191,23 +197,19 @@ class EfficientAd(GradientDetector):
         std = (total_sq / count - mean**2).clamp_min(0).sqrt()
         self.stats_["t_mean"] = mean.float().view(1, -1, 1, 1)
         self.stats_["t_std"] = std.float().clamp_min(1e-6).view(1, -1, 1, 1)
+        if len(raw) == len(samples):
+            m, sd = self.stats_["t_mean"][0].cpu(), self.stats_["t_std"][0].cpu()
+            self._teacher_cache = {split.keys[r]: (t - m) / sd for (split, r), t in zip(samples, raw)}
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         params = [*self.student_.parameters(), *self.ae_.parameters()]
         return [torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)]
 
     def clean_teacher(self, batch, x: torch.Tensor) -> torch.Tensor:
-        """Teacher outputs of the un-augmented training images: computed once per image per training (the
-        teacher is frozen and the images are not augmented), as long as they fit TEACHER_CACHE_BYTES."""
-        keys = [split.keys[r] for split, r in batch]
-        if all(k in self._teacher_cache for k in keys):
-            return torch.stack([self._teacher_cache[k] for k in keys]).to(self.device)
-        t = self.teacher_out(x)
-        per_image = t[0].numel() * t.element_size()
-        for k, row in zip(keys, t):
-            if (len(self._teacher_cache) + 1) * per_image <= TEACHER_CACHE_BYTES:
-                self._teacher_cache[k] = row.cpu()
-        return t
+        """Normalised teacher outputs of the un-augmented training images: cached (see fit_teacher) or computed."""
+        if self._teacher_cache:
+            return torch.stack([self._teacher_cache[split.keys[r]] for split, r in batch]).to(self.device)
+        return self.teacher_out(x)
 
     def loss(self, batch) -> torch.Tensor:
         """The paper's L_ST + L_AE + L_STAE. Random draws (augmentation, penalty image) use the global RNG,
@@ -237,7 +239,7 @@ class EfficientAd(GradientDetector):
     def fit_samples(self, samples: list, seed: int) -> "EfficientAd":
         train_samples, hold = self.split_holdout(samples, seed)
         self.build(seed)
-        self.fit_teacher_stats(train_samples)
+        self.fit_teacher(train_samples)
         self._penalty_files = image_files(Path(self.penalty), "penalty") if self.penalty else []
         self._milestone = int(self.lr_step_fraction * self.epochs * -(-len(train_samples) // self.batch_size))
         try:
@@ -296,7 +298,7 @@ class EfficientAd(GradientDetector):
 register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
     source="InCLAD Table 7",
-    quick={"epochs": 2, "out_channels": 64},
+    quick={"epochs": 3, "out_channels": 64},
     params={
         **training_params(epochs=50, batch_size=1),
         "teacher": Param("random", "str", doc="random (seeded frozen PDN, InCLAD's code) or a teacher file "
