@@ -114,10 +114,6 @@ def _load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
                          "param_groups": state["param_groups"]})
 
 
-def _save_epoch(path: Path, state: dict) -> None:
-    checkpoint.save(path, state)
-
-
 def _load_epoch(path: Path | None, tag: str) -> dict | None:
     if path is None or not path.is_file():
         return None
@@ -177,7 +173,7 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
             ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
                     f"({ctx.epoch_seconds[-1]:.1f}s)")
         if ctx.checkpoint is not None:
-            _save_epoch(ctx.checkpoint, {
+            checkpoint.save(ctx.checkpoint, {
                 "tag": tag, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
                 "modules": {name: m.state_dict() for name, m in modules.items()},
                 "optimizers": [_optimizer_state(o) for o in optimizers],
