@@ -204,3 +204,27 @@ def _is_tty() -> bool:
     import sys
 
     return sys.stderr.isatty()
+
+
+class ImageSource:
+    """What a detector with `ModelSpec.inputs == "images"` gets instead of a FeatureExtractor: raw [0, 1]
+    images on the device (the detector applies its own normalisation); no backbone is built."""
+
+    forward_images = 0  # no backbone passes
+
+    def __init__(self, device: torch.device, *, batch_size: int = 32, workers: int = 0, progress: bool = True):
+        self.device, self.batch_size, self.workers, self.progress = device, batch_size, workers, progress
+
+    def __call__(self, split, idx) -> torch.Tensor:
+        return split.load_images(np.asarray(idx), workers=self.workers, normalize=False).to(self.device)
+
+    def samples(self, samples) -> torch.Tensor:
+        """Images of (split, row) samples, possibly of several splits, in order (one read per run of a split)."""
+        parts, start = [], 0
+        while start < len(samples):
+            end = start
+            while end < len(samples) and samples[end][0] is samples[start][0]:
+                end += 1
+            parts.append(self(samples[start][0], [r for _, r in samples[start:end]]))
+            start = end
+        return torch.cat(parts)

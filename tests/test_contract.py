@@ -13,6 +13,7 @@ import torch
 
 from bench import results
 from bench.continual.runner import execute, prepare
+from bench.features import ImageSource
 from bench.models import create
 from bench.models.registry import get, specs
 from conftest import model_extractor, task_split_pair
@@ -35,6 +36,8 @@ def contract_settings(name: str) -> dict:
 
 def fresh_extractor(name: str):
     spec = get(name)
+    if spec.inputs == "images":  # backbone-less detectors read raw images
+        return ImageSource(torch.device("cpu"), batch_size=8, progress=False)
     return model_extractor(spec.layers(spec.resolve(contract_settings(name))))
 
 
@@ -66,7 +69,8 @@ def _scores(det, test, idx, extractor):
 def _buffers(det) -> dict[str, torch.Tensor]:
     """Every buffer (BatchNorm running statistics...) of the detector's modules and its backbone."""
     modules = dict(det.modules()) if hasattr(det, "modules") else {}
-    modules["backbone"] = det.extractor.model
+    if hasattr(det.extractor, "model"):
+        modules["backbone"] = det.extractor.model
     return {f"{m}.{k}": v.clone() for m, module in modules.items() if module is not None
             for k, v in module.state_dict().items() if not isinstance(v, torch.nn.Parameter)}
 

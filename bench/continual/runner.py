@@ -39,9 +39,10 @@ from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
-from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
+from bench.features import FeatureExtractor, ImageSource, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
+from bench.models.registry import get as get_spec
 from bench.training.loop import TrainContext, record_losses
 
 
@@ -101,7 +102,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     for data in splits.values():  # unreadable files fail now, before any work or output
         data.train.check_files()
         data.test.check_files()
-    _, weights_id = resolve_weights(config.backbone, config.weights)
+    weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
     key = config.run_key(index_sha, weights_id)
     if out is None:
@@ -199,6 +200,15 @@ def _check_terminated() -> None:
         raise Interrupted("SIGTERM")
 
 
+def _inputs_id(config: RunConfig) -> str:
+    """The run key's id of what the detector consumes: the backbone weights for feature detectors, plus the
+    content ids of the assets the detector names (missing ones fail here, fast)."""
+    spec = get_spec(config.model)
+    weights_id = resolve_weights(config.backbone, config.weights)[1] if spec.inputs == "features" else "images"
+    assets = spec.asset_ids(config.hparams)
+    return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
+
+
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
     """Run (or resume) the stream; returns the result file. `max_steps` stops early (resumable)."""
     check_max_steps(max_steps)
@@ -216,19 +226,24 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
-    extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                 seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+    feature_model = get_spec(cfg.model).inputs == "features"
+    if feature_model:
+        extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
+                                     seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
+                                     progress=progress)
+        extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
+    else:  # raw images: no backbone, no ImageNet normalisation imposed
+        extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
 
     def fresh_protocol():
         return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
                              cfg.seed, [len(run.splits[t].train) for t in cfg.tasks])
 
-    extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
     protocol = fresh_protocol()
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
         protocol, state = fresh_protocol(), RunState(n)
-    if cfg.weights == "none":
+    if cfg.weights == "none" and feature_model:
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
             "to ImageNet-pretrained results")
     base_attrs = {**results.provenance(), "run_key": run.run_key, "run_name": run.out.stem, "n_tasks": n,

@@ -24,9 +24,9 @@ _GREY16_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
 _UNSCALED_MODES = {"I": "32-bit integer", "F": "32-bit float"}
 
 
-def load_image(path, size: int) -> torch.Tensor:
+def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
     """A float tensor [3, size, size]: RGB (grey images repeated; 16-bit grey scaled by 1/65535), bilinear
-    resize, ImageNet-normalised."""
+    resize, ImageNet-normalised (`normalize=False`: raw [0, 1], for detectors with a normalisation of their own)."""
     try:
         with Image.open(path) as im:
             if im.mode in _UNSCALED_MODES:
@@ -41,7 +41,7 @@ def load_image(path, size: int) -> torch.Tensor:
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read image ({_reason(exc)})") from None
     x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)
-    return (x - IMAGENET_MEAN) / IMAGENET_STD
+    return (x - IMAGENET_MEAN) / IMAGENET_STD if normalize else x
 
 
 def load_mask(path, size: int, image_path) -> np.ndarray:

@@ -50,14 +50,15 @@ class TaskSplit:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def load_images(self, idx, workers: int = 0) -> torch.Tensor:
-        """Images of rows `idx` as [B, 3, S, S]; `workers` > 0 decodes in threads (PIL releases the GIL)."""
+    def load_images(self, idx, workers: int = 0, normalize: bool = True) -> torch.Tensor:
+        """Images of rows `idx` as [B, 3, S, S], ImageNet-normalised unless `normalize=False` (raw [0, 1]);
+        `workers` > 0 decodes in threads (PIL releases the GIL)."""
         paths = [self.root / p for p in self.rows["image_path"].to_numpy()[np.asarray(idx, dtype=np.int64)]]
         if workers > 0:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                images = list(pool.map(lambda p: load_image(p, self.image_size), paths))
+                images = list(pool.map(lambda p: load_image(p, self.image_size, normalize), paths))
         else:
-            images = [load_image(p, self.image_size) for p in paths]
+            images = [load_image(p, self.image_size, normalize) for p in paths]
         return torch.stack(images) if images else torch.empty(0, 3, self.image_size, self.image_size)
 
     def load_masks(self, idx) -> np.ndarray:

@@ -128,6 +128,8 @@ class ModelSpec:
     version: int = 1  # algorithm version: part of the run key; bump when results change
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
     layers_of: Callable | None = None  # hparams → backbone layers, for detectors without a `layers` parameter
+    # assets(hparams) -> {name: content id} of the external files a detector names (checked, fast); in the run key
+    assets: Callable[[dict], dict] | None = None
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
@@ -140,6 +142,9 @@ class ModelSpec:
                 raise choice_error(f"{self.name} hyperparameter", key, self.params)
             params[key] = self.params[key].check(self.name, key, value)
         return params
+
+    def asset_ids(self, hparams: dict) -> dict:
+        return self.assets(hparams) if self.assets is not None else {}
 
     def layers(self, hparams: dict) -> tuple[str, ...]:
         if self.inputs != "features":

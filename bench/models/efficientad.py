@@ -1,0 +1,316 @@
+"""EfficientAD-S (Batzner et al., WACV 2024): a PDN-S teacher, a student PDN with twice the teacher's output
+channels (the first half imitates the teacher, the second half the autoencoder) and a convolutional autoencoder.
+
+Training (per step, batch 1 by default): teacher outputs normalised per channel by their mean and std over the
+training images; hard-feature loss = mean of the squared student–teacher differences at or above their 0.999
+quantile; optional penalty = mean squared student output on an image of the `penalty` folder; autoencoder loss =
+mean squared difference between the autoencoder and the teacher on a colour-augmented copy; student–autoencoder
+loss = mean squared difference between the autoencoder and the student's second half on that copy. Adam
+(lr 1e-4, wd 1e-5) over student + autoencoder, lr × 0.1 at 95 % of the steps.
+
+Scoring: M_ST = channel mean of (teacher − student)², M_AE = channel mean of (autoencoder − student)²; each is
+mapped linearly so that its 0.9 quantile goes to 0 and its 0.995 quantile to 0.1, with quantiles fitted on a
+held-out slice of the task's *training* normals (never test images); map = 0.5·M_ST + 0.5·M_AE upsampled to the
+image; image score = map max.
+
+Teachers: `teacher=random` (what InCLAD's released code ran: its teacher-weights path defaults to none) is a
+frozen PDN seeded from the run seed; `teacher=PATH` loads a file made by `python -m bench distill-teacher`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
+from bench.errors import ConfigError, DatasetError
+from bench.models.base import Prediction
+from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
+from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.training.loop import GradientDetector, descend, seeded, training_params
+
+Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
+TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a training are kept when they fit
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+
+
+def quantile(values: torch.Tensor, q: float) -> torch.Tensor:
+    """torch.quantile's linear interpolation by two order statistics: any size (torch.quantile stops at 2^24
+    elements, a batch of 16 at 256 px is 25M)."""
+    flat = values.flatten()
+    pos = q * (flat.numel() - 1)
+    lo, frac = int(pos), pos - int(pos)
+    v_lo = flat.kthvalue(lo + 1).values
+    if frac == 0:
+        return v_lo
+    return v_lo + frac * (flat.kthvalue(lo + 2).values - v_lo)
+
+
+def hard_feature_loss(teacher: torch.Tensor, student: torch.Tensor, q: float) -> torch.Tensor:
+    """Mean of the squared differences at or above their `q` quantile (the paper's L_hard)."""
+    d = (teacher - student) ** 2
+    return d[d >= quantile(d.detach(), q)].mean()
+
+
+def normalise_map(m: torch.Tensor, q_low: torch.Tensor, q_high: torch.Tensor) -> torch.Tensor:
+    """q_low → 0, q_high → 0.1 (the paper's linear map normalisation)."""
+    return 0.1 * (m - q_low) / (q_high - q_low).clamp_min(1e-12)
+
+
+def colour_augment(images: torch.Tensor) -> torch.Tensor:
+    """The paper's autoencoder augmentation: one of brightness, contrast or saturation, factor in [0.8, 1.2],
+    on [0, 1] images (per image; global RNG)."""
+    out = torch.empty_like(images)
+    kinds = torch.randint(0, 3, (len(images),))
+    factors = 0.8 + 0.4 * torch.rand(len(images))
+    grey = (0.299 * images[:, 0] + 0.587 * images[:, 1] + 0.114 * images[:, 2])[:, None]
+    for i, (kind, f) in enumerate(zip(kinds.tolist(), factors.tolist())):
+        x = images[i]
+        if kind == 0:
+            out[i] = x * f
+        elif kind == 1:
+            out[i] = (x - grey[i].mean()) * f + grey[i].mean()
+        else:
+            out[i] = (x - grey[i]) * f + grey[i]
+    return out.clamp(0, 1)
+
+
+def image_files(folder: Path, what: str) -> list[Path]:
+    """The image files under `folder` (recursively, sorted); a missing or empty folder is one line."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: EfficientAD {what} image folder not found (expected a folder of natural "
+                           f"images, e.g. ImageNet training images)")
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise DatasetError(f"{folder}: EfficientAD {what} folder holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    return files
+
+
+def folder_id(files: list[Path], root: Path) -> str:
+    """Content id of an image folder: SHA-256 over (relative path, file SHA-256) pairs."""
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def asset_ids(hparams: dict) -> dict:
+    """What the run key needs of the external assets: the teacher file's and the penalty folder's content ids.
+    Missing assets fail here, before any work."""
+    from bench.results import file_sha256
+
+    out = {}
+    if hparams["teacher"] != "random":
+        path = Path(hparams["teacher"])
+        load_teacher(path, hparams["out_channels"], hparams["pdn_padding"])  # fails fast, names the command
+        out["teacher"] = f"sha256:{file_sha256(path)}"
+    if hparams["penalty"]:
+        folder = Path(hparams["penalty"])
+        out["penalty"] = f"sha256:{folder_id(image_files(folder, 'penalty'), folder)}"
+    return out
+
+
+class EfficientAd(GradientDetector):
+    name = "efficientad"
+    inputs_features = False  # raw images (ImageSource), ImageNet-normalised here as the paper's PDN expects
+
+    def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
+                 pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
+                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
+        super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
+                         replay_size=replay_size)
+        self.teacher_spec, self.penalty = teacher, penalty
+        self.out_channels, self.pdn_padding = out_channels, pdn_padding
+        self.lr, self.weight_decay = lr, weight_decay
+        self.lr_step_fraction, self.hard_quantile, self.holdout_fraction = lr_step_fraction, hard_quantile, \
+            holdout_fraction
+        self.teacher_: nn.Module | None = None
+        self.student_: nn.Module | None = None
+        self.ae_: nn.Module | None = None
+        self.stats_: dict[str, torch.Tensor] = {}  # teacher mean/std per channel, map quantiles
+        self.holdout_keys_: list[str] = []  # the training images the quantiles were fitted on
+        self._teacher_cache: dict[str, torch.Tensor] = {}  # clean-image teacher outputs, during one training
+        self._penalty_files: list[Path] = []
+        self._milestone = 0
+
+    # --- networks -----------------------------------------------------------------------------------------
+    def build(self, seed: int) -> None:
+        """Fresh student and autoencoder (seeded) unless continuing; the teacher is frozen: a seeded random PDN
+        (teacher=random) or the distilled file."""
+        if self.student_ is not None:
+            return
+        with seeded(seed):
+            if self.teacher_spec == "random":
+                teacher = pdn_small(self.out_channels, self.pdn_padding)
+            else:
+                teacher = load_teacher(Path(self.teacher_spec), self.out_channels, self.pdn_padding)
+            student = pdn_small(2 * self.out_channels, self.pdn_padding)
+            ae = Autoencoder(self.out_channels, self.image_size, pdn_output_size(self.image_size, self.pdn_padding))
+        self.teacher_ = teacher.to(self.device).eval().requires_grad_(False)
+        self.student_, self.ae_ = student.to(self.device), ae.to(self.device)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"student": self.student_, "ae": self.ae_}
+
+    @staticmethod
+    def imagenet(x: torch.Tensor) -> torch.Tensor:
+        return (x - IMAGENET_MEAN.to(x.device)) / IMAGENET_STD.to(x.device)
+
+    @torch.no_grad()
+    def teacher_out(self, images01: torch.Tensor) -> torch.Tensor:
+        """Normalised teacher features of [0, 1] images."""
+        t = self.teacher_(self.imagenet(images01))
+        return (t - self.stats_["t_mean"]) / self.stats_["t_std"]
+
+    # --- training -----------------------------------------------------------------------------------------
+    def split_holdout(self, samples, seed: int) -> tuple[list, list]:
+        """(training samples, held-out samples for the map quantiles): a seeded slice of the training normals."""
+        if len(samples) < 2:
+            raise ConfigError("EfficientAD needs at least 2 training images (one is held out for the map "
+                              "normalisation quantiles)")
+        n_hold = min(len(samples) - 1, max(1, round(self.holdout_fraction * len(samples))))
+        order = np.random.default_rng(seed).permutation(len(samples))
+        return [samples[i] for i in sorted(order[n_hold:])], [samples[i] for i in sorted(order[:n_hold])]
+
+    @torch.no_grad()
+    def fit_teacher(self, samples) -> None:
+        """Per-channel mean and std of the raw teacher outputs over the training images (float64 sums), and the
+        normalised outputs kept for training when they fit TEACHER_CACHE_BYTES: the teacher is frozen and the
+        clean images are not augmented, so each is computed once per training, in fixed batches of the sample
+        order (a resumed training gets bit-identical targets)."""
+        total, total_sq, count, raw = 0.0, 0.0, 0, []
+        bs = self.extractor.batch_size
+        for s in range(0, len(samples), bs):
+            t = self.teacher_(self.imagenet(self.extractor.samples(samples[s : s + bs])))
+            if (len(raw) + len(t)) * t[0].numel() * t.element_size() <= TEACHER_CACHE_BYTES:
+                raw += list(t.cpu())
+            t = t.double()
+            total, total_sq = total + t.sum((0, 2, 3)), total_sq + (t * t).sum((0, 2, 3))
+            count += t.shape[0] * t.shape[2] * t.shape[3]
+        mean = total / count
+        std = (total_sq / count - mean**2).clamp_min(0).sqrt()
+        self.stats_["t_mean"] = mean.float().view(1, -1, 1, 1)
+        self.stats_["t_std"] = std.float().clamp_min(1e-6).view(1, -1, 1, 1)
+        if len(raw) == len(samples):
+            m, sd = self.stats_["t_mean"][0].cpu(), self.stats_["t_std"][0].cpu()
+            self._teacher_cache = {split.keys[r]: (t - m) / sd for (split, r), t in zip(samples, raw)}
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        params = [*self.student_.parameters(), *self.ae_.parameters()]
+        return [torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)]
+
+    def clean_teacher(self, batch, x: torch.Tensor) -> torch.Tensor:
+        """Normalised teacher outputs of the un-augmented training images: cached (see fit_teacher) or computed."""
+        if self._teacher_cache:
+            return torch.stack([self._teacher_cache[split.keys[r]] for split, r in batch]).to(self.device)
+        return self.teacher_out(x)
+
+    def loss(self, batch) -> torch.Tensor:
+        """The paper's L_ST + L_AE + L_STAE. Random draws (augmentation, penalty image) use the global RNG,
+        which the loop seeds per epoch."""
+        x = self.extractor.samples(batch)
+        c, b = self.out_channels, len(x)
+        aug = colour_augment(x)
+        s = self.student_(self.imagenet(torch.cat([x, aug])))  # one pass: the clean and augmented copies
+        loss = hard_feature_loss(self.clean_teacher(batch, x), s[:b, :c], self.hard_quantile)
+        if self._penalty_files:
+            pick = int(torch.randint(len(self._penalty_files), (1,)))
+            p = load_image(self._penalty_files[pick], self.image_size).to(self.device)[None]
+            loss = loss + (self.student_(p)[:, :c] ** 2).mean()
+        a = self.ae_(self.imagenet(aug))
+        return loss + ((self.teacher_out(aug) - a) ** 2).mean() + ((a - s[b:, c:]) ** 2).mean()
+
+    def train_step(self, batch, optimizers) -> float:
+        """One step; the learning rate drops ×0.1 once 95 % of the task's steps are done (counted by Adam's own
+        step counter, so a resumed training drops it at the same step)."""
+        opt = optimizers[0]
+        state = opt.state.get(opt.param_groups[0]["params"][0], {})
+        done = int(state["step"]) if "step" in state else 0
+        for group in opt.param_groups:
+            group["lr"] = self.lr * (0.1 if done >= self._milestone else 1.0)
+        return descend(self.loss(batch), optimizers)
+
+    def fit_samples(self, samples: list, seed: int) -> "EfficientAd":
+        train_samples, hold = self.split_holdout(samples, seed)
+        self.build(seed)
+        self.fit_teacher(train_samples)
+        self._penalty_files = image_files(Path(self.penalty), "penalty") if self.penalty else []
+        self._milestone = int(self.lr_step_fraction * self.epochs * -(-len(train_samples) // self.batch_size))
+        try:
+            super().fit_samples(train_samples, seed)
+        finally:
+            self._teacher_cache.clear()
+        self.fit_quantiles(hold)
+        return self
+
+    # --- scoring ------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def raw_maps(self, images01: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(M_ST, M_AE) [B, h, w] at the PDN's resolution."""
+        c = self.out_channels
+        x = self.imagenet(images01)
+        s = self.student_(x)
+        return ((self.teacher_out(images01) - s[:, :c]) ** 2).mean(1), ((self.ae_(x) - s[:, c:]) ** 2).mean(1)
+
+    @torch.no_grad()
+    def fit_quantiles(self, hold) -> None:
+        """The 0.9 / 0.995 quantiles of M_ST and M_AE over the held-out training images (never test data)."""
+        for module in self.modules().values():
+            module.eval()
+        st, ae = [], []
+        for s in range(0, len(hold), self.extractor.batch_size):
+            m_st, m_ae = self.raw_maps(self.extractor.samples(hold[s : s + self.extractor.batch_size]))
+            st.append(m_st.flatten().double().cpu())
+            ae.append(m_ae.flatten().double().cpu())
+        for name, values in (("st", torch.cat(st)), ("ae", torch.cat(ae))):
+            q = np.quantile(values.numpy(), [Q_LOW, Q_HIGH])
+            self.stats_[f"q_{name}"] = torch.tensor(q, dtype=torch.float32, device=self.device)
+        self.holdout_keys_ = [split.keys[r] for split, r in hold]
+
+    def score(self, split, idx) -> Prediction:
+        m_st, m_ae = self.raw_maps(self.extractor(split, idx))
+        q_st, q_ae = self.stats_["q_st"], self.stats_["q_ae"]
+        m = 0.5 * normalise_map(m_st, q_st[0], q_st[1]) + 0.5 * normalise_map(m_ae, q_ae[0], q_ae[1])
+        if not self.pdn_padding:  # the unpadded PDN loses 4 px at each border: pad back, as the released code
+            m = F.pad(m, (4, 4, 4, 4))
+        m = F.interpolate(m[:, None], size=(self.image_size, self.image_size), mode="bilinear",
+                          align_corners=False)[:, 0]
+        return Prediction(m.flatten(1).max(1).values.double().cpu().numpy(), m.float().cpu().numpy())
+
+    def state_dict(self) -> dict:
+        """Trained networks plus the frozen teacher (a random teacher's seed is the first task's) and the
+        normalisation statistics."""
+        return {**super().state_dict(), "teacher": {k: v.cpu() for k, v in self.teacher_.state_dict().items()},
+                "stats": {k: v.cpu() for k, v in self.stats_.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.teacher_.load_state_dict(state["teacher"])
+        self.stats_ = {k: v.to(self.device) for k, v in state["stats"].items()}
+
+
+register(ModelSpec(
+    name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
+    source="InCLAD Table 7",
+    quick={"epochs": 3, "out_channels": 64},
+    params={
+        **training_params(epochs=50, batch_size=1),
+        "teacher": Param("random", "str", doc="random (seeded frozen PDN, InCLAD's code) or a teacher file "
+                                                "made by `python -m bench distill-teacher`"),
+        "penalty": Param("", "str", doc="folder of images for the student penalty (empty = none)"),
+        "out_channels": Int(384, 1, doc="teacher channels; the student has twice as many"),
+        "pdn_padding": Bool(True, doc="the paper's PDN paddings (false: the released code's unpadded PDN)"),
+        "lr": Float(1e-4, 0, low_open=True),
+        "weight_decay": Float(1e-5, 0),
+        "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the steps"),
+        "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
+        "holdout_fraction": Float(0.1, 0, 1, low_open=True,
+                                  doc="training normals held out to fit the map quantiles"),
+    },
+))

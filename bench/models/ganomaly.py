@@ -1,0 +1,193 @@
+"""GANomaly (Akcay et al., ACCV 2018): a DCGAN encoder → decoder → encoder generator and a DCGAN discriminator.
+
+Generator loss: adversarial = feature matching (mean squared difference of the discriminator's last feature map
+on real and generated images) × 1, contextual = L1(x, x̂) × 50, latent = mean squared (z − ẑ) × 1; discriminator
+loss: binary cross-entropy on real vs generated (re-initialised when it collapses below 1e-5, as the released
+code does). Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1]. DCGAN init (N(0, 0.02) convs,
+N(1, 0.02) BatchNorm scales).
+
+Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
+test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
+no map). BatchNorm runs in eval mode while scoring (the released code scores in train mode, so a test image's
+score depends on its batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.errors import ConfigError
+from bench.models.base import Prediction
+from bench.models.registry import Float, Int, ModelSpec, register
+from bench.training.loop import GradientDetector, descend, seeded, training_params
+
+D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
+
+
+def dcgan_depth(image_size: int) -> tuple[int, int]:
+    """(halvings k, final side f) with image_size = f · 2^k: stride-2 layers halve the side while it stays even
+    and at least 4 (DCGAN's 4×4 end for powers of two; 224 px ends at 7×7)."""
+    k, side = 0, image_size
+    while side % 2 == 0 and side // 2 >= 4:
+        k, side = k + 1, side // 2
+    if k == 0:
+        raise ConfigError(f"GANomaly's DCGAN needs an image size f·2^k with k ≥ 1 and f ≥ 4 (e.g. 64, 224, 256), "
+                          f"got {image_size}")
+    return k, side
+
+
+def dcgan_encoder(image_size: int, features: int, latent: int) -> nn.Sequential:
+    """Strided 4×4 convolutions halving the side down to f × f (channels doubling from `features`), then an f×f
+    convolution to `latent` × 1 × 1. The discriminator is the same with latent = 1."""
+    k, side = dcgan_depth(image_size)
+    layers: list[nn.Module] = [nn.Conv2d(3, features, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
+    ch = features
+    for _ in range(k - 1):
+        layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2), nn.LeakyReLU(0.2, inplace=True)]
+        ch *= 2
+    layers.append(nn.Conv2d(ch, latent, side, 1, 0, bias=False))
+    return nn.Sequential(*layers)
+
+
+def dcgan_decoder(image_size: int, features: int, latent: int) -> nn.Sequential:
+    """The encoder's mirror: transposed convolutions from latent × 1 × 1 to 3 × S × S, tanh output."""
+    k, side = dcgan_depth(image_size)
+    ch = features * 2 ** (k - 1)
+    layers: list[nn.Module] = [nn.ConvTranspose2d(latent, ch, side, 1, 0, bias=False), nn.BatchNorm2d(ch),
+                               nn.ReLU(inplace=True)]
+    for _ in range(k - 1):
+        layers += [nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch // 2), nn.ReLU(True)]
+        ch //= 2
+    layers += [nn.ConvTranspose2d(ch, 3, 4, 2, 1, bias=False), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+def dcgan_init(module: nn.Module) -> None:
+    if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+    elif isinstance(module, nn.BatchNorm2d):
+        nn.init.normal_(module.weight, 1.0, 0.02)
+        nn.init.zeros_(module.bias)
+
+
+class Generator(nn.Module):
+    def __init__(self, image_size: int, features: int, latent: int):
+        super().__init__()
+        self.encoder1 = dcgan_encoder(image_size, features, latent)
+        self.decoder = dcgan_decoder(image_size, features, latent)
+        self.encoder2 = dcgan_encoder(image_size, features, latent)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x̂, z, ẑ) with z, ẑ [B, latent]."""
+        z = self.encoder1(x)
+        fake = self.decoder(z)
+        return fake, z.flatten(1), self.encoder2(fake).flatten(1)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, image_size: int, features: int):
+        super().__init__()
+        enc = dcgan_encoder(image_size, features, 1)
+        self.features, self.classifier = enc[:-1], enc[-1]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logit [B], last feature map)."""
+        f = self.features(x)
+        return self.classifier(f).flatten(), f
+
+
+def generator_loss(disc: Discriminator, x, fake, z, z_hat, w_adv: float, w_con: float, w_enc: float):
+    """Feature matching (discriminator features of real vs generated) + contextual L1 + latent L2."""
+    with torch.no_grad():
+        real_features = disc(x)[1]
+    adv = ((disc(fake)[1] - real_features) ** 2).mean()
+    return w_adv * adv + w_con * (fake - x).abs().mean() + w_enc * ((z_hat - z) ** 2).mean()
+
+
+def discriminator_loss(disc: Discriminator, x, fake) -> torch.Tensor:
+    real, _ = disc(x)
+    gen, _ = disc(fake.detach())
+    return (F.binary_cross_entropy_with_logits(real, torch.ones_like(real))
+            + F.binary_cross_entropy_with_logits(gen, torch.zeros_like(gen))) / 2
+
+
+class Ganomaly(GradientDetector):
+    name = "ganomaly"
+    inputs_features = False  # raw images (ImageSource), scaled to [−1, 1] here
+
+    def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
+                 lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
+                 replay_size: int):
+        dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
+        super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
+                         replay_size=replay_size)
+        self.n_features, self.latent = n_features, latent
+        self.lr, self.betas = lr, (beta1, beta2)
+        self.w_adv, self.w_con, self.w_enc = w_adv, w_con, w_enc
+        self.generator_: Generator | None = None
+        self.discriminator_: Discriminator | None = None
+
+    @staticmethod
+    def scale(images01: torch.Tensor) -> torch.Tensor:
+        return images01 * 2 - 1
+
+    def build(self, seed: int) -> None:
+        """Seeded DCGAN-initialised networks, unless continuing."""
+        if self.generator_ is not None:
+            return
+        with seeded(seed):
+            gen = Generator(self.image_size, self.n_features, self.latent)
+            gen.apply(dcgan_init)
+            disc = Discriminator(self.image_size, self.n_features)
+            disc.apply(dcgan_init)
+        self.generator_, self.discriminator_ = gen.to(self.device), disc.to(self.device)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator_, "discriminator": self.discriminator_}
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [torch.optim.Adam(self.generator_.parameters(), lr=self.lr, betas=self.betas),
+                torch.optim.Adam(self.discriminator_.parameters(), lr=self.lr, betas=self.betas)]
+
+    def train_step(self, batch, optimizers) -> float:
+        """One GANomaly update: the generator first, then the discriminator (re-initialised from the global
+        RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
+        opt_g, opt_d = optimizers
+        x = self.scale(self.extractor.samples(batch))
+        fake, z, z_hat = self.generator_(x)
+        loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc)
+        value = descend(loss_g, [opt_g])
+        if not np.isfinite(value):
+            return value
+        loss_d = discriminator_loss(self.discriminator_, x, fake)
+        descend(loss_d, [opt_d])
+        if loss_d.item() < D_COLLAPSE:
+            self.discriminator_.apply(dcgan_init)
+        return value
+
+    def score(self, split, idx) -> Prediction:
+        x = self.scale(self.extractor(split, idx))
+        fake, z, z_hat = self.generator_(x)
+        scores = ((z - z_hat) ** 2).sum(1)
+        maps = ((fake - x) ** 2).mean(1)
+        return Prediction(scores.double().cpu().numpy(), maps.float().cpu().numpy())
+
+
+register(ModelSpec(
+    name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
+    quick={"epochs": 40, "n_features": 16, "batch_size": 4},
+    params={
+        **training_params(epochs=15, batch_size=16),
+        "n_features": Int(64, 1, doc="feature maps of the first encoder layer (ngf = ndf)"),
+        "latent": Int(100, 1, doc="latent vector size nz"),
+        "lr": Float(2e-4, 0, low_open=True),
+        "beta1": Float(0.5, 0, 1),
+        "beta2": Float(0.999, 0, 1),
+        "w_adv": Float(1.0, 0, doc="adversarial (feature matching) loss weight"),
+        "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
+        "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
+    },
+))
