@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import signal
 import sys
@@ -42,6 +43,7 @@ from bench.errors import BenchError, CheckpointError, ConfigError, NumericalErro
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
+from bench.models.registry import get as model_spec
 from bench.training.loop import TrainContext, record_losses
 
 
@@ -54,6 +56,7 @@ class RunState:
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
     scores: list = field(default_factory=list)  # (step, task, label, value) per image per evaluation
+    commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
     def __post_init__(self):
         if not self.arrays:
@@ -94,6 +97,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
     config.hparams = resolve_hparams(config.model, config.hparams)
+    config.model_version = model_spec(config.model).version
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
@@ -228,11 +232,18 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
         protocol, state = fresh_protocol(), RunState(n)
+    provenance = results.provenance()
+    commit = provenance["git_commit"]
+    if state.commits and state.commits[-1] != commit:
+        log(f"note: resuming under commit {commit[:12]}; steps 1..{state.steps_done} ran under "
+            f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
+    if commit not in state.commits[-1:]:
+        state.commits.append(commit)
     if cfg.weights == "none":
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
             "to ImageNet-pretrained results")
-    base_attrs = {**results.provenance(), "run_key": run.run_key, "run_name": run.out.stem, "n_tasks": n,
-                  "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": run.index_sha,
+    base_attrs = {**provenance, "git_commits": json.dumps(state.commits), "run_key": run.run_key,
+                  "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": run.index_sha,
                   "weights_id": run.weights_id, "seed": cfg.seed, "device": _device_name(device)}
     tasks_info = _tasks_info(run)
     masks: dict[str, np.ndarray] = {}
@@ -350,7 +361,8 @@ def _write(run, state, routing, tasks_info, attrs):
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:
     checkpoint.save(run.checkpoint_path, {
         "run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
-        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores})
+        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores,
+        "git_commits": list(state.commits)})
 
 
 def _resume(run: Run, protocol, log) -> RunState | None:
@@ -366,7 +378,10 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         steps = ckpt["steps_done"]
         if not isinstance(steps, int) or not 1 <= steps <= n:
             raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
-        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]])
+        commits = ckpt["git_commits"]
+        if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
+            raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
+        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]], commits)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
