@@ -60,6 +60,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--workers", type=int, default=4, help="threads decoding images (does not change results)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
+    p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
+                   help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
 
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
@@ -69,7 +71,7 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
                             ordering=args.ordering, tasks=args.tasks, backbone=args.backbone, weights=args.weights,
                             protocol=args.protocol, seed=args.seed, image_size=args.image_size,
                             batch_size=args.batch_size, device=args.device, workers=args.workers,
-                            hparams=parse_overrides(args.set))
+                            hparams=parse_overrides(args.set), pixel_eval=args.pixel_eval)
 
 
 def print_summary(path: Path) -> None:

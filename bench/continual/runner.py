@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench import checkpoint, results
@@ -36,6 +37,7 @@ from bench.config import RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
+from bench.data.images import header_size, load_mask
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
@@ -295,11 +297,38 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     return run.out
 
 
+def native_masks(split, idx) -> list[np.ndarray]:
+    """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
+    out = []
+    for _, row in split.rows.iloc[np.asarray(idx, dtype=np.int64)].iterrows():
+        image = split.root / row["image_path"]
+        if row["mask_path"]:
+            out.append(load_mask(split.root / row["mask_path"], None, image))
+        else:
+            w, h = header_size(image, "image")
+            out.append(np.zeros((h, w), dtype=np.uint8))
+    return out
+
+
+def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
+    """Add a batch of maps [B, S, S]; `masks` is [B, S, S] (resized evaluation) or a list of native [H, W] masks,
+    each map then upsampled bilinearly to its mask's size and scored there."""
+    if isinstance(masks, np.ndarray):
+        pixel.update(maps, masks)
+        return
+    for m, mask in zip(maps, masks):
+        if m.shape != mask.shape:
+            m = F.interpolate(torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))[None, None],
+                              size=mask.shape, mode="bilinear", align_corners=False)[0, 0].numpy()
+        pixel.update(m[None], mask[None])
+
+
 def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
     if split.name not in masks and split.has_pixel_labels:
-        masks[split.name] = split.load_masks(np.arange(len(split)))
+        every = np.arange(len(split))
+        masks[split.name] = native_masks(split, every) if cfg.pixel_eval == "native" else split.load_masks(every)
     pixel = PixelRocAuc() if split.has_pixel_labels else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.batch_size))
@@ -314,7 +343,9 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
                                  f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
                                  f"are degenerate")
         if pixel is not None and pred.maps is not None:
-            pixel.update(pred.maps, masks[split.name][idx])
+            mask = masks[split.name]
+            update_pixel_metric(pixel, pred.maps, mask[idx] if isinstance(mask, np.ndarray) else
+                                [mask[i] for i in idx])
         if pred.routed is not None and routing is not None:
             np.add.at(routing[t, j], pred.routed, 1)
     state.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
