@@ -28,6 +28,8 @@ DEVICES = ("auto", "cpu", "cuda")
 # Pixel ROC-AUC at image_size² (masks resized nearest-neighbour, as every published number) or at each mask's own
 # size (maps upsampled bilinearly): see docs/reports.md.
 PIXEL_EVALS = ("resized", "native")
+# how the feature cache stores frozen-backbone features (see bench.features.FeatureCache); part of the run key
+CACHE_DTYPES = ("float32", "float16")
 # Ranges of the run-level settings. Below 32 px the deepest backbone layer used (stride 16) has no neighbourhood;
 # seeds feed numpy's and torch's generators, which take unsigned 32-bit values everywhere.
 IMAGE_SIZE_RANGE = (32, 8192)
@@ -56,6 +58,8 @@ class RunConfig:
     workers: int = 0
     hparams: dict = field(default_factory=dict)
     pixel_eval: str = "resized"
+    feature_dtype: str = "float32"
+    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory. Not in the run key
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
@@ -68,7 +72,7 @@ class RunConfig:
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
         for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES),
-                            ("pixel_eval", PIXEL_EVALS)):
+                            ("pixel_eval", PIXEL_EVALS), ("feature_dtype", CACHE_DTYPES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         if not isinstance(self.weights, str) or not self.weights.strip():
@@ -77,6 +81,8 @@ class RunConfig:
                                   ("seed", SEED_RANGE), ("workers", WORKERS_RANGE)):
             check_int(name, getattr(self, name), low, high)
         check_memory(self.image_size, self.batch_size)
+        if not isinstance(self.cache_budget, str):
+            raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if tasks:
@@ -111,7 +117,7 @@ class RunConfig:
             "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
             "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
             "hparams": self.hparams, "schema": SCHEMA_VERSION, "model_version": self.model_version,
-            "pixel_eval": self.pixel_eval,
+            "pixel_eval": self.pixel_eval, "feature_dtype": self.feature_dtype,
         }
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
@@ -168,7 +174,8 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
                      tasks: list[str] | str | None = None, backbone: str = "resnet18", weights: str = "imagenet",
                      protocol: str = "cl", seed: int = 0, image_size: int = 224, batch_size: int = 32,
                      device: str = "auto", workers: int = 0, hparams: dict | None = None,
-                     pixel_eval: str = "resized") -> RunConfig:
+                     pixel_eval: str = "resized", feature_dtype: str = "float32",
+                     cache_budget: str = "") -> RunConfig:
     """A validated RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
     from bench.data import read_index  # late: bench.data imports this module
@@ -181,7 +188,8 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
     root = Path(root).expanduser()
     config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], backbone=backbone, weights=weights,
                        protocol=protocol, seed=seed, image_size=image_size, batch_size=batch_size, device=device,
-                       workers=workers, hparams=dict(hparams or {}), pixel_eval=pixel_eval)
+                       workers=workers, hparams=dict(hparams or {}), pixel_eval=pixel_eval,
+                       feature_dtype=feature_dtype, cache_budget=cache_budget)
     config.validate(tasks=False)
     available = sorted(read_index(dataset, root)["task"].unique())
     config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)

@@ -42,7 +42,8 @@ from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
-from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
+from bench.features import (FeatureExtractor, cache_budget, resolve_device, resolve_weights, scratch_dir,
+                            synchronize)
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.models.registry import get as model_spec
@@ -223,7 +224,9 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                 seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+                                 seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress,
+                                 cache_budget=cache_budget(cfg.cache_budget), cache_dtype=cfg.feature_dtype,
+                                 spill_dir=scratch_dir(run.out.parent))
 
     def fresh_protocol():
         return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
@@ -262,6 +265,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
             protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
             protocol.learn(run.splits[task].train, t)
+            if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
+                extractor.drop(run.splits[task].train.keys)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
             record_losses(state.arrays, t, n, protocol.detector.context.losses)
@@ -277,13 +282,11 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             _save_checkpoint(run, protocol, state)
             run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
-                # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
                 _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
-                                                          "backbone_forward_images": extractor.forward_images})
+                                                          **_cache_attrs(extractor)})
         if state.steps_done == n:
             # also reached by a rerun whose checkpoint already holds the whole stream (killed before this write)
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete",
-                                                      "backbone_forward_images": extractor.forward_images})
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **_cache_attrs(extractor)})
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
         # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
@@ -294,7 +297,15 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         except Exception:  # noqa: BLE001 - a full disk must not hide the original error
             pass
         raise
+    finally:
+        extractor.close()  # frees the cache and its spill file
     return run.out
+
+
+def _cache_attrs(extractor) -> dict:
+    # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
+    return {"backbone_forward_images": extractor.forward_images, "cache_budget_bytes": extractor.cache.budget,
+            "cache_spilled_images": extractor.cache.spilled_images}
 
 
 def native_masks(split, idx) -> list[np.ndarray]:
