@@ -101,3 +101,42 @@ def test_budget_settings(monkeypatch):
     monkeypatch.setenv("BENCH_CACHE_BUDGET", "2G")
     assert cache_budget() == 2 * 2**30 and cache_budget("1G") == 2**30
     assert os.environ["BENCH_CACHE_BUDGET"] == "2G"
+
+
+def test_submit_refuses_a_memory_request_below_the_estimate(tiny_root, tmp_path, capsys):
+    from bench.cli import main
+    from conftest import _one_error_line, write_grid
+
+    small = write_grid(tmp_path / "small.yaml", resources={"gpus": 1, "cpus": 1, "mem_gb": 1, "time_min": 10})
+    argv = ["submit", "--dataset", "synthetic", "--root", str(tiny_root), "--outputs", str(tmp_path), "--dry-run"]
+    assert main([*argv, "--grid", str(small)]) == 2
+    err = _one_error_line(capsys)
+    assert "small.yaml" in err and "patchcore" in err and "mem_gb request 1" in err
+    enough = write_grid(tmp_path / "enough.yaml", resources={"gpus": 1, "cpus": 1, "mem_gb": 2, "time_min": 10})
+    assert main([*argv, "--grid", str(enough)]) == 0
+
+
+def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
+    # VisA's image counts (12 tasks, 722 train / 180 test each) as the planner sees them, without any files
+    from types import SimpleNamespace
+
+    from bench.config import RunConfig
+    from bench.hpc.grid import GIB, estimate_memory
+
+    def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32"):
+        tasks = [f"t{i}" for i in range(12)]
+        cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, backbone=backbone, protocol=protocol,
+                        feature_dtype=feature_dtype, hparams=resolve_hparams(model))
+        return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 722,
+                                                                                        test=[0] * 180)
+                                                                   for t in tasks}))
+
+    cfa = est("cfa")
+    # 5.6 MB per image (layers 1-3 of wide_resnet50_2 at 224 px, float32) × every image of the stream
+    assert cfa.cache == 10824 * 4 * (256 * 56**2 + 512 * 28**2 + 1024 * 14**2)
+    assert 55 * GIB < cfa.cache < 60 * GIB
+    assert cfa.peak(32 * GIB) <= 32 * GIB < cfa.fixed + cfa.cache  # 32 GB suffice only thanks to the budget
+    assert est("cfa", protocol="ncl").cache == (722 + 2160) * cfa.cache // 10824
+    assert est("cfa", feature_dtype="float16").cache * 2 == cfa.cache
+    assert est("cfa", backbone="resnet18").cache < cfa.cache / 3
+    assert est("patchcore").cache < cfa.cache / 4  # PatchCore caches test images only
