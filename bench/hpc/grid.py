@@ -302,7 +302,7 @@ CHANNELS = {"resnet18": {"stem": 64, "layer1": 64, "layer2": 128, "layer3": 256,
 STRIDES = {"stem": 2, "layer1": 4, "layer2": 8, "layer3": 16, "layer4": 32}
 TRAINED_STATE_BYTES = GIB  # a gradient-trained detector's networks, optimiser and replay indices
 # these fit in one pass over a task's images and never cache training features; every other feature-based
-# detector revisits its training features each epoch, so the cache keeps them
+# detector revisits its training features each epoch, so the cache keeps them while it trains
 SINGLE_PASS = ("patchcore", "padim")
 
 
@@ -332,8 +332,10 @@ def estimate_memory(run) -> MemoryEstimate:
     n_train = [len(run.splits[t].train) for t in cfg.tasks]
     n_test = [len(run.splits[t].test) for t in cfg.tasks]
     cached = sum(n_test)
-    if get(cfg.model).inputs == "features" and cfg.model not in SINGLE_PASS:
+    if cfg.model == "cfa":  # keeps its training features for CL replay; NCL drops a finished task's
         cached += max(n_train) if cfg.protocol == "ncl" else sum(n_train)
+    elif get(cfg.model).inputs == "features" and cfg.model not in SINGLE_PASS:
+        cached += round(1.2 * max(n_train))  # the training loop drops them after each task; replay adds ~0.2×
     banks = 1 if cfg.protocol == "ncl" else n  # CL keeps one bank or distribution per task
     hp = cfg.hparams
     if cfg.model == "patchcore":
