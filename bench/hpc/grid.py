@@ -339,7 +339,7 @@ def estimate_memory(run) -> MemoryEstimate:
     banks = 1 if cfg.protocol == "ncl" else n  # CL keeps one bank or distribution per task
     hp = cfg.hparams
     if cfg.model == "patchcore":
-        channels, patches = dims[layers[0]]
+        _, patches = dims[layers[0]]
         dim = hp["embed_dim"] if hp["embedding"] == "released" else sum(c for c, _ in dims.values())
         fit = max(n_train) * patches * dim * 4 * 2  # every training patch, and the coreset's working copies
         state = fit + sum(sorted(n_train)[-banks:]) * patches * dim * 4 * hp["coreset_ratio"]
