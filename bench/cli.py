@@ -62,7 +62,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
     p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
                    help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
-    p.add_argument("--feature-dtype", default="float32", choices=("float32", "float16"),
+    p.add_argument("--feature-dtype", default="float16", choices=("float16", "float32"),
                    help="how cached backbone features are stored (part of the run key)")
     p.add_argument("--cache-budget", default="", metavar="SIZE",
                    help="memory the feature cache may hold before spilling to scratch, e.g. 8G (default: "

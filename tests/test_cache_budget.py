@@ -28,9 +28,11 @@ def _run(tmp_path, make_config, root, name, **kw):
 
 
 def _bytes_per_image(model, root):
+    """Cached bytes of one image at the runs' default storage (float16)."""
     train, _ = task_split_pair(root, TASKS[0], 64)
     extractor = model_extractor(model_layers(model, resolve_hparams(model)))
-    return sum(f[0].nbytes for f in extractor(train, np.arange(1)))
+    stored = FeatureCache(dtype="float16").stored
+    return sum(stored(f[0]).nbytes for f in extractor(train, np.arange(1)))
 
 
 @pytest.mark.parametrize("model", ["patchcore", "cfa"])
