@@ -2,8 +2,8 @@
 
 The *run key* hashes everything that changes the result (dataset content, task order, model, backbone,
 weights, protocol, seed, image size, batch size, hyperparameters, the model's algorithm version, the pixel
-evaluation resolution) and nothing that does not (paths, device,
-worker count). The *config hash* covers the whole configuration and is recorded as provenance.
+evaluation mode, the feature storage dtype) and nothing that does not (paths, device, worker count, cache
+budget). The *config hash* covers the whole configuration and is recorded as provenance.
 
 Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
 the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
@@ -25,8 +25,8 @@ BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so t
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
 PROTOCOLS = ("ncl", "cl")
 DEVICES = ("auto", "cpu", "cuda")
-# Pixel ROC-AUC at image_size² (masks resized nearest-neighbour, as every published number) or at each mask's own
-# size (maps upsampled bilinearly): see docs/reports.md.
+# Pixel ROC-AUC at image_size² (masks resized nearest-neighbour: the default) or at each mask's own size (maps
+# upsampled bilinearly): see docs/reports.md.
 PIXEL_EVALS = ("resized", "native")
 # how the feature cache stores frozen-backbone features (see bench.features.FeatureCache); part of the run key
 CACHE_DTYPES = ("float32", "float16")
@@ -85,6 +85,8 @@ class RunConfig:
         check_memory(self.image_size, self.batch_size)
         if not isinstance(self.cache_budget, str):
             raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
+        if self.cache_budget:
+            parse_bytes(self.cache_budget)
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if tasks:
@@ -141,6 +143,20 @@ def check_int(name: str, value, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"{option_name(name)} {value!r} is not allowed (expected an integer from {low} to {high})")
     return value
+
+
+def parse_bytes(text, what: str = "--cache-budget") -> int:
+    """'8G', '512M', '1.5T', '300000' (bytes) → bytes; ConfigError otherwise."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    value = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in units and value[-1:] else ""
+    try:
+        number = float(value[:-1] if unit else value)
+    except ValueError:
+        number = -1
+    if not 0 <= number < 2**63:
+        raise ConfigError(f"{what} {text!r}: expected a size such as 8G, 512M or a number of bytes")
+    return int(number * units[unit])
 
 
 def check_max_steps(value) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes
-from bench.errors import ConfigError, WeightsError, choice_error
+from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
+from bench.errors import WeightsError, choice_error
 from bench.results import file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
@@ -235,20 +235,6 @@ def scratch_dir(fallback: Path | None = None) -> Path:
         if os.environ.get(name):
             return Path(os.environ[name])
     return Path(fallback or tempfile.gettempdir())
-
-
-def parse_bytes(text, what: str = "--cache-budget") -> int:
-    """'8G', '512M', '1.5T', '300000' (bytes) → bytes; ConfigError otherwise."""
-    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-    value = str(text).strip().upper().removesuffix("B").removesuffix("I")
-    unit = value[-1:] if value[-1:] in units and value[-1:] else ""
-    try:
-        number = float(value[:-1] if unit else value)
-    except ValueError:
-        number = -1
-    if not number >= 0:
-        raise ConfigError(f"{what} {text!r}: expected a size such as 8G, 512M or a number of bytes")
-    return int(number * units[unit])
 
 
 def job_memory_bytes() -> int:

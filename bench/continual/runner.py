@@ -249,7 +249,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             "to ImageNet-pretrained results")
     base_attrs = {**provenance, "git_commits": json.dumps(state.commits), "run_key": run.run_key,
                   "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
-                  "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed, "device": _device_name(device)}
+                  "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
+                  "device": _device_name(device)}
     tasks_info = _tasks_info(run)
     masks: dict[str, np.ndarray] = {}
     routing = _routing_array(state, n, protocol)
