@@ -61,6 +61,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--workers", type=int, default=4, help="threads decoding images (does not change results)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
+    p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
+                   help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
+    p.add_argument("--feature-dtype", default="float16", choices=("float16", "float32"),
+                   help="how cached backbone features are stored (part of the run key)")
+    p.add_argument("--cache-budget", default="", metavar="SIZE",
+                   help="memory the feature cache may hold before spilling to scratch, e.g. 8G (default: "
+                        "$BENCH_CACHE_BUDGET or half the job's memory)")
 
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
@@ -70,7 +77,8 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
                             ordering=args.ordering, tasks=args.tasks, backbone=args.backbone, weights=args.weights,
                             protocol=args.protocol, seed=args.seed, image_size=args.image_size,
                             batch_size=args.batch_size, device=args.device, workers=args.workers,
-                            hparams=parse_overrides(args.set))
+                            hparams=parse_overrides(args.set), pixel_eval=args.pixel_eval,
+                            feature_dtype=args.feature_dtype, cache_budget=args.cache_budget)
 
 
 def print_summary(path: Path) -> None:

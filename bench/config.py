@@ -1,8 +1,9 @@
 """Run configuration: one dataclass, JSON round-trip, and the hashes that identify a run.
 
 The *run key* hashes everything that changes the result (dataset content, task order, model, backbone,
-weights, protocol, seed, image size, batch size, hyperparameters) and nothing that does not (paths, device,
-worker count). The *config hash* covers the whole configuration and is recorded as provenance.
+weights, protocol, seed, image size, batch size, hyperparameters, the model's algorithm version, the pixel
+evaluation mode, the feature storage dtype) and nothing that does not (paths, device, worker count, cache
+budget). The *config hash* covers the whole configuration and is recorded as provenance.
 
 Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
 the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
@@ -24,6 +25,11 @@ BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so t
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
 PROTOCOLS = ("ncl", "cl")
 DEVICES = ("auto", "cpu", "cuda")
+# Pixel ROC-AUC at image_size² (masks resized nearest-neighbour: the default) or at each mask's own size (maps
+# upsampled bilinearly): see docs/reports.md.
+PIXEL_EVALS = ("resized", "native")
+# how the feature cache stores frozen-backbone features (see bench.features.FeatureCache); part of the run key
+CACHE_DTYPES = ("float32", "float16")
 # Ranges of the run-level settings. Below 32 px the deepest backbone layer used (stride 16) has no neighbourhood;
 # seeds feed numpy's and torch's generators, which take unsigned 32-bit values everywhere.
 IMAGE_SIZE_RANGE = (32, 8192)
@@ -51,6 +57,14 @@ class RunConfig:
     device: str = "auto"
     workers: int = 0
     hparams: dict = field(default_factory=dict)
+    pixel_eval: str = "resized"
+    # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
+    # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
+    feature_dtype: str = "float16"
+    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory. Not in the run key
+    # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
+    # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
+    model_version: int | None = None
 
     def validate(self, *, tasks: bool = True) -> "RunConfig":
         """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
@@ -59,7 +73,8 @@ class RunConfig:
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
-        for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES)):
+        for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES),
+                            ("pixel_eval", PIXEL_EVALS), ("feature_dtype", CACHE_DTYPES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         if not isinstance(self.weights, str) or not self.weights.strip():
@@ -68,6 +83,12 @@ class RunConfig:
                                   ("seed", SEED_RANGE), ("workers", WORKERS_RANGE)):
             check_int(name, getattr(self, name), low, high)
         check_memory(self.image_size, self.batch_size)
+        if not isinstance(self.cache_budget, str):
+            raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
+        if self.cache_budget:
+            parse_bytes(self.cache_budget)
+        if self.model_version is not None:
+            check_int("model_version", self.model_version, 1, 10**6)
         if tasks:
             names = self.tasks
             if not isinstance(names, list) or not names or not all(isinstance(t, str) and t for t in names):
@@ -99,7 +120,8 @@ class RunConfig:
             "dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
             "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
             "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
-            "hparams": self.hparams, "schema": SCHEMA_VERSION,
+            "hparams": self.hparams, "schema": SCHEMA_VERSION, "model_version": self.model_version,
+            "pixel_eval": self.pixel_eval, "feature_dtype": self.feature_dtype,
         }
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
@@ -121,6 +143,20 @@ def check_int(name: str, value, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"{option_name(name)} {value!r} is not allowed (expected an integer from {low} to {high})")
     return value
+
+
+def parse_bytes(text, what: str = "--cache-budget") -> int:
+    """'8G', '512M', '1.5T', '300000' (bytes) → bytes; ConfigError otherwise."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    value = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in units and value[-1:] else ""
+    try:
+        number = float(value[:-1] if unit else value)
+    except ValueError:
+        number = -1
+    if not 0 <= number < 2**63:
+        raise ConfigError(f"{what} {text!r}: expected a size such as 8G, 512M or a number of bytes")
+    return int(number * units[unit])
 
 
 def check_max_steps(value) -> None:
@@ -155,7 +191,9 @@ def check_memory(image_size: int, batch_size: int) -> None:
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
                      tasks: list[str] | str | None = None, backbone: str = "resnet18", weights: str = "imagenet",
                      protocol: str = "cl", seed: int = 0, image_size: int = 224, batch_size: int = 32,
-                     device: str = "auto", workers: int = 0, hparams: dict | None = None) -> RunConfig:
+                     device: str = "auto", workers: int = 0, hparams: dict | None = None,
+                     pixel_eval: str = "resized", feature_dtype: str = "float16",
+                     cache_budget: str = "") -> RunConfig:
     """A validated RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
     from bench.data import read_index  # late: bench.data imports this module
@@ -168,7 +206,8 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
     root = Path(root).expanduser()
     config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], backbone=backbone, weights=weights,
                        protocol=protocol, seed=seed, image_size=image_size, batch_size=batch_size, device=device,
-                       workers=workers, hparams=dict(hparams or {}))
+                       workers=workers, hparams=dict(hparams or {}), pixel_eval=pixel_eval,
+                       feature_dtype=feature_dtype, cache_budget=cache_budget)
     config.validate(tasks=False)
     available = sorted(read_index(dataset, root)["task"].unique())
     config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)

@@ -1,4 +1,4 @@
-"""Frozen timm backbones, offline weight staging, and the per-run feature cache.
+"""Frozen timm backbones, offline weight staging, and the per-run feature cache (bounded, spilling to scratch).
 
 Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision-style `*.tv_in1k`
 weights staged by `make weights` into data/weights/), or a path to a state-dict file. The hub is never
@@ -8,18 +8,23 @@ contacted while running: missing weights fail in milliseconds with the staging c
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench.config import BACKBONES
+from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
 from bench.results import file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
-IMAGENET_TAG = "tv_in1k"  # torchvision's weights: the ones the papers' numbers come from (timm's default differs)
+IMAGENET_TAG = "tv_in1k"
+FLOAT16_MAX = 65504.0
+# share of the job's memory the feature cache may fill before spilling: the rest holds the backbone's batches, the
+# model's state (PatchCore's bank, CFA's replay) and the evaluation's pixel scores
+CACHE_FRACTION = 0.5  # torchvision's weights: the ones the papers' numbers come from (timm's default differs)
 
 
 def weights_dir() -> Path:
@@ -144,20 +149,131 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class FeatureCache:
+    """Per-image features held in host memory up to `budget` bytes; beyond it, entries spill to one file in
+    `folder`, read back through numpy memory maps. The file is unlinked as soon as it is opened, so it vanishes
+    when the cache is closed or the process ends, even by a kill.
+
+    `dtype="float16"` stores each tensor in half precision when its values fit (|x| ≤ 65504; otherwise that tensor
+    stays float32); `get` always returns float32.
+    """
+
+    def __init__(self, budget: int | None = None, dtype: str = "float32", folder: Path | None = None):
+        if dtype not in CACHE_DTYPES:
+            raise choice_error("feature cache dtype", dtype, CACHE_DTYPES)
+        self.budget, self.dtype, self.folder = budget, dtype, folder
+        self._memory: dict[str, tuple[torch.Tensor, ...]] = {}
+        self._spilled: dict[str, tuple[tuple[int, str, tuple[int, ...]], ...]] = {}  # (offset, dtype, shape)
+        self._file = None
+        self.memory_bytes = 0
+        self.spilled_bytes = 0  # bytes written to the spill file (dropped entries are not reclaimed)
+        self.spilled_images = 0
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._memory or key in self._spilled
+
+    def __len__(self) -> int:
+        return len(self._memory) + len(self._spilled)
+
+    def stored(self, t: torch.Tensor) -> torch.Tensor:
+        """`t` as the cache keeps it: fresh features go through this too, so a cached read equals a fresh one."""
+        if self.dtype == "float16" and t.dtype == torch.float32 and t.abs().max() <= FLOAT16_MAX:
+            return t.half()
+        return t
+
+    def put(self, key: str, tensors: tuple[torch.Tensor, ...]) -> None:
+        size = sum(t.nbytes for t in tensors)
+        if self.budget is None or self.memory_bytes + size <= self.budget:
+            self._memory[key] = tensors
+            self.memory_bytes += size
+            return
+        entries = []
+        f = self._spill_file()
+        for t in tensors:
+            arr = np.ascontiguousarray(t.numpy())
+            entries.append((self.spilled_bytes, arr.dtype.str, arr.shape))
+            f.write(arr.tobytes())
+            self.spilled_bytes += arr.nbytes
+        f.flush()
+        self._spilled[key] = tuple(entries)
+        self.spilled_images += 1
+
+    def get(self, key: str) -> tuple[torch.Tensor, ...]:
+        if key in self._memory:
+            return self._memory[key]
+        return tuple(torch.from_numpy(np.array(np.memmap(self._file, dtype=np.dtype(dt), mode="r", offset=off,
+                                                         shape=shape)))
+                     for off, dt, shape in self._spilled[key])
+
+    def drop(self, key: str) -> None:
+        tensors = self._memory.pop(key, None)
+        if tensors is not None:
+            self.memory_bytes -= sum(t.nbytes for t in tensors)
+        self._spilled.pop(key, None)
+
+    def close(self) -> None:
+        self._memory.clear()
+        self._spilled.clear()
+        self.memory_bytes = 0
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _spill_file(self):
+        if self._file is None:
+            folder = Path(self.folder or scratch_dir())
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="bench-features-", suffix=".spill", dir=folder)
+            os.unlink(name)  # the open descriptor keeps the data; nothing is left behind
+            self._file = os.fdopen(fd, "w+b")
+        return self._file
+
+
+def scratch_dir(fallback: Path | None = None) -> Path:
+    """Node-local scratch for spilled features: $SLURM_TMPDIR, else $TMPDIR, else `fallback` (the run's folder)."""
+    for name in ("SLURM_TMPDIR", "TMPDIR"):
+        if os.environ.get(name):
+            return Path(os.environ[name])
+    return Path(fallback or tempfile.gettempdir())
+
+
+def job_memory_bytes() -> int:
+    """The memory this job may use: SLURM's request where set ($SLURM_MEM_PER_NODE, or $SLURM_MEM_PER_CPU × the
+    job's CPUs, both in MB), else the cgroup limit or physical memory."""
+    if os.environ.get("SLURM_MEM_PER_NODE"):
+        return parse_bytes(os.environ["SLURM_MEM_PER_NODE"] + "M", "$SLURM_MEM_PER_NODE")
+    if os.environ.get("SLURM_MEM_PER_CPU"):
+        cpus = os.environ.get("SLURM_CPUS_PER_TASK") or os.environ.get("SLURM_CPUS_ON_NODE") or "1"
+        return parse_bytes(os.environ["SLURM_MEM_PER_CPU"] + "M", "$SLURM_MEM_PER_CPU") * int(cpus)
+    return memory_limit_bytes()
+
+
+def cache_budget(setting: str | None = None) -> int:
+    """Bytes the feature cache may hold in memory: `setting` (e.g. '8G'), else $BENCH_CACHE_BUDGET, else
+    CACHE_FRACTION of the job's memory (the rest is for the backbone, the model's state and the evaluation)."""
+    if setting:
+        return parse_bytes(setting, "--cache-budget")
+    if os.environ.get("BENCH_CACHE_BUDGET"):
+        return parse_bytes(os.environ["BENCH_CACHE_BUDGET"], "$BENCH_CACHE_BUDGET")
+    return int(CACHE_FRACTION * job_memory_bytes())
+
+
 class FeatureExtractor:
     """Runs a frozen backbone with a per-run cache keyed by image: each image is forwarded at most once.
 
-    Cached features live in host memory (float32, per image, per layer) and move to the device on use.
-    `keep=False` requests (training images a method never revisits) are not stored.
+    Cached features live in a `FeatureCache` (host memory up to `cache_budget` bytes, then a spill file in
+    `spill_dir`) and move to the device on use. `keep=False` requests (training images a method never revisits)
+    are not stored.
     """
 
     def __init__(self, backbone: str, weights: str, layers, device: torch.device, *, seed: int = 0,
-                 batch_size: int = 32, workers: int = 0, progress: bool = True):
+                 batch_size: int = 32, workers: int = 0, progress: bool = True, cache_budget: int | None = None,
+                 cache_dtype: str = "float32", spill_dir: Path | None = None):
         self.backbone_name, self.weights, self.layers = backbone, weights, tuple(layers)
         self.device, self.seed, self.batch_size, self.workers = device, seed, batch_size, workers
         self.progress = progress
         self._model = None
-        self._cache: dict[str, tuple[torch.Tensor, ...]] = {}
+        self.cache = FeatureCache(cache_budget, cache_dtype, spill_dir)
         self.forward_images = 0  # images pushed through the backbone: the cache's efficiency, tested
 
     @property
@@ -173,25 +289,29 @@ class FeatureExtractor:
         return feats
 
     def __call__(self, split, idx, keep: bool = True) -> list[torch.Tensor]:
-        """Features of `split` rows `idx`: one tensor [B, C, h, w] per layer, on the device."""
+        """Features of `split` rows `idx`: one float32 tensor [B, C, h, w] per layer, on the device."""
         all_keys = split.keys
         keys = [all_keys[i] for i in idx]
-        missing = [i for i, k in zip(idx, keys) if k not in self._cache]
+        missing = [i for i, k in zip(idx, keys) if k not in self.cache]
         fresh = {}
         if missing:
             feats = self._forward(split.load_images(np.asarray(missing), workers=self.workers))
             for n, i in enumerate(missing):
-                per_image = tuple(f[n].detach().to("cpu", copy=True) for f in feats)
+                per_image = tuple(self.cache.stored(f[n].detach().to("cpu", copy=True)) for f in feats)
                 fresh[all_keys[i]] = per_image
                 if keep:
-                    self._cache[all_keys[i]] = per_image
-        rows = [fresh.get(k) or self._cache[k] for k in keys]
-        return [torch.stack([r[layer] for r in rows]).to(self.device) for layer in range(len(self.layers))]
+                    self.cache.put(all_keys[i], per_image)
+        rows = [fresh.get(k) or self.cache.get(k) for k in keys]
+        return [torch.stack([r[layer].float() for r in rows]).to(self.device) for layer in range(len(self.layers))]
 
     def drop(self, keys) -> None:
-        """Forget the cached features of `keys` (training images a method will not revisit)."""
+        """Forget the cached features of `keys` (images the run will not read again)."""
         for key in keys:
-            self._cache.pop(key, None)
+            self.cache.drop(key)
+
+    def close(self) -> None:
+        """Free the cache and its spill file."""
+        self.cache.close()
 
     def batches(self, split, desc: str, keep: bool = True):
         """Iterate (idx, features) over a whole split with a progress bar."""
@@ -211,9 +331,16 @@ class ImageSource:
     images on the device (the detector applies its own normalisation); no backbone is built."""
 
     forward_images = 0  # no backbone passes
+    cache = None  # nothing is cached: images are read when asked for
 
     def __init__(self, device: torch.device, *, batch_size: int = 32, workers: int = 0, progress: bool = True):
         self.device, self.batch_size, self.workers, self.progress = device, batch_size, workers, progress
+
+    def drop(self, keys) -> None:
+        """The runner's hint that these images are never read again: nothing is held, nothing to drop."""
+
+    def close(self) -> None:
+        """Nothing to free."""
 
     def __call__(self, split, idx) -> torch.Tensor:
         return split.load_images(np.asarray(idx), workers=self.workers, normalize=False).to(self.device)

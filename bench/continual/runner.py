@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench import checkpoint, results
@@ -35,14 +37,16 @@ from bench.config import RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
+from bench.data.images import header_size, load_mask
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
 from bench.data.tasks import task_splits
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
-from bench.features import FeatureExtractor, ImageSource, resolve_device, resolve_weights, synchronize
+from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
+                            scratch_dir, synchronize)
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
-from bench.models.registry import get as get_spec
+from bench.models.registry import get as model_spec
 from bench.training.loop import TrainContext, record_losses
 
 
@@ -55,6 +59,7 @@ class RunState:
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
     scores: list = field(default_factory=list)  # (step, task, label, value) per image per evaluation
+    commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
     def __post_init__(self):
         if not self.arrays:
@@ -95,6 +100,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
     config.hparams = resolve_hparams(config.model, config.hparams)
+    config.model_version = model_spec(config.model).version
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
@@ -203,7 +209,7 @@ def _check_terminated() -> None:
 def _inputs_id(config: RunConfig) -> str:
     """The run key's id of what the detector consumes: the backbone weights for feature detectors, plus the
     content ids of the assets the detector names (missing ones fail here, fast)."""
-    spec = get_spec(config.model)
+    spec = model_spec(config.model)
     weights_id = resolve_weights(config.backbone, config.weights)[1] if spec.inputs == "features" else "images"
     assets = spec.asset_ids(config.hparams)
     return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
@@ -226,11 +232,12 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
-    feature_model = get_spec(cfg.model).inputs == "features"
+    feature_model = model_spec(cfg.model).inputs == "features"
     if feature_model:
         extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                      seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
-                                     progress=progress)
+                                     progress=progress, cache_budget=cache_budget(cfg.cache_budget),
+                                     cache_dtype=cfg.feature_dtype, spill_dir=scratch_dir(run.out.parent))
         extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
     else:  # raw images: no backbone, no ImageNet normalisation imposed
         extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
@@ -243,12 +250,20 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
         protocol, state = fresh_protocol(), RunState(n)
+    provenance = results.provenance()
+    commit = provenance["git_commit"]
+    if state.commits and state.commits[-1] != commit:
+        log(f"note: resuming under commit {commit[:12]}; steps 1..{state.steps_done} ran under "
+            f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
+    if commit not in state.commits[-1:]:
+        state.commits.append(commit)
     if cfg.weights == "none" and feature_model:
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
             "to ImageNet-pretrained results")
-    base_attrs = {**results.provenance(), "run_key": run.run_key, "run_name": run.out.stem, "n_tasks": n,
-                  "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": run.index_sha,
-                  "weights_id": run.weights_id, "seed": cfg.seed, "device": _device_name(device)}
+    base_attrs = {**provenance, "git_commits": json.dumps(state.commits), "run_key": run.run_key,
+                  "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
+                  "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
+                  "device": _device_name(device)}
     tasks_info = _tasks_info(run)
     masks: dict[str, np.ndarray] = {}
     routing = _routing_array(state, n, protocol)
@@ -264,6 +279,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
             protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
             protocol.learn(run.splits[task].train, t)
+            if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
+                extractor.drop(run.splits[task].train.keys)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
             record_losses(state.arrays, t, n, protocol.detector.context.losses)
@@ -279,13 +296,11 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             _save_checkpoint(run, protocol, state)
             run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
-                # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
                 _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
-                                                          "backbone_forward_images": extractor.forward_images})
+                                                          **_cache_attrs(extractor)})
         if state.steps_done == n:
             # also reached by a rerun whose checkpoint already holds the whole stream (killed before this write)
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete",
-                                                      "backbone_forward_images": extractor.forward_images})
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **_cache_attrs(extractor)})
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
         # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
@@ -296,14 +311,50 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         except Exception:  # noqa: BLE001 - a full disk must not hide the original error
             pass
         raise
+    finally:
+        extractor.close()  # frees the cache and its spill file
     return run.out
+
+
+def _cache_attrs(extractor) -> dict:
+    # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
+    cache = extractor.cache  # None for detectors that read raw images
+    return {"backbone_forward_images": extractor.forward_images,
+            **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
+
+
+def native_masks(split, idx) -> list[np.ndarray]:
+    """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
+    out = []
+    for _, row in split.rows.iloc[np.asarray(idx, dtype=np.int64)].iterrows():
+        image = split.root / row["image_path"]
+        if row["mask_path"]:
+            out.append(load_mask(split.root / row["mask_path"], None, image))
+        else:
+            w, h = header_size(image, "image")
+            out.append(np.zeros((h, w), dtype=np.uint8))
+    return out
+
+
+def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
+    """Add a batch of maps [B, S, S]; `masks` is [B, S, S] (resized evaluation) or a list of native [H, W] masks,
+    each map then upsampled bilinearly to its mask's size and scored there."""
+    if isinstance(masks, np.ndarray):
+        pixel.update(maps, masks)
+        return
+    for m, mask in zip(maps, masks):
+        if m.shape != mask.shape:
+            m = F.interpolate(torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))[None, None],
+                              size=mask.shape, mode="bilinear", align_corners=False)[0, 0].numpy()
+        pixel.update(m[None], mask[None])
 
 
 def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
     if split.name not in masks and split.has_pixel_labels:
-        masks[split.name] = split.load_masks(np.arange(len(split)))
+        every = np.arange(len(split))
+        masks[split.name] = native_masks(split, every) if cfg.pixel_eval == "native" else split.load_masks(every)
     pixel = PixelRocAuc() if split.has_pixel_labels else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.batch_size))
@@ -318,7 +369,9 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
                                  f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
                                  f"are degenerate")
         if pixel is not None and pred.maps is not None:
-            pixel.update(pred.maps, masks[split.name][idx])
+            mask = masks[split.name]
+            update_pixel_metric(pixel, pred.maps, mask[idx] if isinstance(mask, np.ndarray) else
+                                [mask[i] for i in idx])
         if pred.routed is not None and routing is not None:
             np.add.at(routing[t, j], pred.routed, 1)
     state.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
@@ -365,7 +418,8 @@ def _write(run, state, routing, tasks_info, attrs):
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:
     checkpoint.save(run.checkpoint_path, {
         "run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
-        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores})
+        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores,
+        "git_commits": list(state.commits)})
 
 
 def _resume(run: Run, protocol, log) -> RunState | None:
@@ -381,7 +435,10 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         steps = ckpt["steps_done"]
         if not isinstance(steps, int) or not 1 <= steps <= n:
             raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
-        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]])
+        commits = ckpt["git_commits"]
+        if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
+            raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
+        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]], commits)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")

@@ -44,8 +44,9 @@ def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
     return (x - IMAGENET_MEAN) / IMAGENET_STD if normalize else x
 
 
-def load_mask(path, size: int, image_path) -> np.ndarray:
-    """A uint8 [size, size] array of 0/1 (any nonzero pixel is defect), nearest-neighbour resized.
+def load_mask(path, size: int | None, image_path) -> np.ndarray:
+    """A uint8 [size, size] array of 0/1 (any nonzero pixel is defect), nearest-neighbour resized; size=None keeps
+    the mask's own [H, W].
 
     The mask must have its image's original size: a mismatch means the wrong mask was paired with the image.
     """
@@ -61,6 +62,8 @@ def load_mask(path, size: int, image_path) -> np.ndarray:
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read mask ({_reason(exc)})") from None
     binary = (arr != 0) if arr.ndim == 2 else (arr != 0).any(axis=2)
+    if size is None:
+        return binary.astype(np.uint8)
     resized = Image.fromarray(binary.astype(np.uint8)).resize((size, size), Image.NEAREST)
     return np.asarray(resized, dtype=np.uint8).copy()
 

@@ -116,6 +116,7 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     profile_name = args.profile or DEFAULT_PROFILE
     cluster = args.cluster or DEFAULT_CLUSTER
     grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
+    grids.check_memory_requests(planned, grid)
     outputs = args.outputs.resolve()
     todo = triage(planned, statuses, str(grid.path), list_failed=resubmit)
     if not todo:
