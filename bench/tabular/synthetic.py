@@ -2,9 +2,10 @@
 
 Deterministic from a seed. Records live in an 8-dimensional latent space mapped linearly (plus noise) onto the 77
 CICIDS2017 feature columns. Each normal regime r has mean s·e_r (s = `separation`); the attacks of regime r's task
-sit at −s·e_r: far from the task's own regime (its expert detects them) but exactly as far from every other
-regime as the task's normals are (so another regime's expert ranks them at chance and does not cover the task),
-and far from the union of the regimes (so an expert of the union detects every task's attacks). Planted structure:
+sit at −s/2·e_r: far from the task's own regime (its expert detects them), nearer to every other regime than the
+task's normals are (another regime's expert ranks them below the normals, clearly, so it does not cover the task
+and its ROC-AUC is stable across detectors), yet outside the union of the regimes (an expert of the union detects
+every task's attacks). Planted structure:
 
 | day       | normals                        | attacks                                  | expected   |
 |-----------|--------------------------------|------------------------------------------|------------|
@@ -49,7 +50,7 @@ def _day_latents(day: str, n_norm: int, n_anom: int, s: float, rng: np.random.Ge
     normal = means[r] + rng.normal(size=(n_norm, LATENT))
     if day == "Saturday":
         return normal, means[r] + rng.normal(size=(n_anom, LATENT))
-    return normal, -means[r] + rng.normal(size=(n_anom, LATENT))
+    return normal, -0.5 * means[r] + rng.normal(size=(n_anom, LATENT))
 
 
 def generate(root, seed: int = 0, n_normal: int = 600, n_anomal: int = 150, separation: float = 8.0,
