@@ -87,3 +87,24 @@ def test_ste_run_resumes_to_identical_results(chain, tmp_path):
     lines = []
     ste_run(index, "iforest", part, hparams=QUICK["iforest"], log=lines.append)
     assert lines == [f"{part.name}: complete, not recomputed"]
+
+
+def test_cli_index_ste_and_bad_input(tmp_path, capsys):
+    from conftest import cli_stdout
+
+    from bench.cli import main
+
+    root = generate(tmp_path / "raw", seed=1, n_normal=120, n_anomal=30)
+    out = cli_stdout("tabular", "index", "--root", root, "--out", tmp_path / "idx", "--min-normal", 50)
+    assert "7 tasks" in out and "duplicates_dropped" in out
+    cli_stdout("tabular", "ste", "--index", tmp_path / "idx", "--model", "iforest", "--quick", "--max-steps", 2,
+               "--out", tmp_path / "r.h5")
+    assert read_run(tmp_path / "r.h5")["attrs"]["steps_done"] == 2
+    capsys.readouterr()
+    assert main(["tabular", "index", "--dataset", "cicids2017", "--root", str(tmp_path / "nope"),
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and len(err.strip().splitlines()) == 1
+    assert main(["tabular", "ste", "--index", str(tmp_path / "idx"), "--model", "patchcore",
+                 "--out", str(tmp_path / "y.h5")]) == 2
+    assert "valid: ae1svm, autoencoder, iforest" in capsys.readouterr().err
