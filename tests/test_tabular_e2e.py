@@ -62,6 +62,9 @@ def test_release_files(chain):
     w = manifest["w_table"]["natural-day"]
     assert set(w) == {"smooth_drift", "abrupt_drift", "curriculum", "generalization", "mean"}
     assert all(v is None or 0 <= v <= 1 for v in w.values())
+    report = (rel / "report.md").read_text()
+    assert "| natural-day (selected) | 4 |" in report and "removed" in report
+    assert len(list((rel / "figures").glob("ste_natural-day_*.png"))) == 3
     points = manifest["candidates"]["natural-day"]["borda_points"]["curriculum_up"]
     assert sum(points.values()) == 3 * len(kept) * (len(kept) - 1) / 2  # 3 models × (0 + 1 + … + K−1)
 
