@@ -111,3 +111,19 @@ def test_cli_index_ste_and_bad_input(tmp_path, capsys):
     assert main(["tabular", "ste", "--index", str(tmp_path / "idx"), "--model", "patchcore",
                  "--out", str(tmp_path / "y.h5")]) == 2
     assert "valid: ae1svm, autoencoder, iforest" in capsys.readouterr().err
+
+
+def test_multi_dataset_scenario_each_dataset_one_task(tmp_path):
+    from bench.tabular.scenario import multi_table
+
+    a = generate(tmp_path / "a", seed=0, n_normal=60, n_anomal=15)
+    b = generate(tmp_path / "b", seed=5, n_normal=60, n_anomal=15)
+    table = multi_table({"synthetic": a, "cicids2017": b / "MachineLearningCVE"})
+    f = table.frame
+    assert set(f["dataset"]) == {"synthetic", "cicids2017"} and len(table.files) == 14
+    assert f["dataset_day"].nunique() == 14 and f["source"].str.startswith("cicids2017/").sum() == len(f) / 2
+    manifest = construct("multi", tmp_path / "out", roots={"synthetic": a, "cicids2017": b},
+                         candidates=[DiscoverySettings(column="dataset", min_normal=10)],
+                         models=("iforest", "ae1svm"), hparams=QUICK, log=lambda s: None)
+    assert manifest["candidates"]["natural-dataset"]["tasks"] == ["cicids2017", "synthetic"]
+    assert set(manifest["files_sha256"]) == {p.name for p in table.files}
