@@ -84,7 +84,15 @@ def test_ste_run_resumes_to_identical_results(chain, tmp_path):
     t1, M1, a1 = read_matrix(whole)
     t2, M2, a2 = read_matrix(part)
     assert t1 == t2 and np.array_equal(M1, M2) and a1["run_key"] == a2["run_key"]
-    assert np.array_equal(read_run(whole)["scores/value"], read_run(part)["scores/value"])
+    full = read_run(whole)
+    assert np.array_equal(full["scores/value"], read_run(part)["scores/value"])
+    from bench.metrics import roc_auc
+    sel = (full["scores/step"] == 2) & (full["scores/task"] == 5)  # flat scores reproduce a matrix cell
+    assert roc_auc(full["scores/label"][sel], full["scores/value"][sel]) == pytest.approx(M1[2, 5], abs=1e-6)
+    import pandas as pd
+    records = pd.read_csv(index / "index.csv")
+    rows = full["scores/record"][sel]
+    assert (records["task"].iloc[rows] == t1[5]).all() and (records["split"].iloc[rows] == "test").all()
     assert a2["track"] == "tabular" and json.loads(a2["levels"]) == ["record"] and a2["evaluation"] == "cross"
     assert np.isfinite(M1).all()  # cross-evaluation: the upper triangle too
     lines = []
