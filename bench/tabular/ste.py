@@ -96,7 +96,7 @@ def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | 
              "scores/step": np.repeat(np.arange(K, dtype=np.int16), n_test),
              "scores/task": np.tile(test_task.astype(np.int16), K),
              "scores/label": np.tile(labels[all_test].astype(np.int8), K),
-             "scores/record": np.tile(all_test.astype(np.int64), K)}
+             "scores/record": np.tile(all_test.astype(np.int32), K)}
     stop = K if max_steps is None else min(K, done + max_steps)
 
     def write(status: str, steps: int):
