@@ -106,6 +106,12 @@ def test_cicunsw_cicflowmeter4_names_single_file_and_data_label_pair(tmp_path):
     assert raw.frame["label"].tolist() == [0, 1, 0, 0] and {f.name for f in raw.files} == {"Data.csv", "Label.csv"}
 
 
+def test_the_cli_offers_every_reader():
+    from bench.tabular.commands import DATASETS
+
+    assert DATASETS == ("synthetic",) + cic.DATASETS == ("synthetic",) + tuple(cic.READERS)
+
+
 def test_the_three_formats_meet_in_one_schema(tmp_path):
     X = values(3, 3)
     write_2017((tmp_path / "Monday-WorkingHours.pcap_ISCX.csv"), X, ["BENIGN"] * 3)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
-DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # = scenario.TABULAR_DATASETS (kept import-light)
+DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # synthetic + cic.DATASETS (this module stays light)
 
 
 def register(sub) -> None:

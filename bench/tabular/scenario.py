@@ -25,7 +25,6 @@ from bench.tabular.preprocess import PrepSettings, build_index, load_index
 from bench.tabular.ste import read_matrix, ste_run
 
 MODELS = ("autoencoder", "iforest", "ae1svm")  # phase 1 of the paper
-TABULAR_DATASETS = ("synthetic",) + cic.DATASETS
 SYNTHETIC_ROOT = Path("data/raw/tabular-synthetic")
 
 
