@@ -101,18 +101,22 @@ def stratified_weights(labels: np.ndarray, n_boot: int, rng: np.random.Generator
 
 def weighted_ap(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Average precision (as `bench.metrics.normalized_pr_auc`: tied scores form one threshold) of `scores` [n]
-    for every column of `weights` [n, B]; one descending sort serves all B resamples."""
+    for every column of `weights` [n, B]; one descending sort serves all B resamples.
+
+    Only thresholds whose tie group holds a positive add to AP, so the records are summed segment by segment up
+    to those thresholds (one pass, no [n, B] running sum)."""
     order = np.argsort(scores, kind="stable")[::-1]
-    ranked = scores[order]
+    ranked, is_pos = scores[order], positive[order]
     ends = np.flatnonzero(np.append(ranked[1:] != ranked[:-1], True))  # last position of each tie group
-    w = weights[order].astype(np.float64)
-    drawn = np.cumsum(w, axis=0)[ends]
-    w[~positive[order]] = 0
-    true_pos = np.cumsum(w, axis=0)[ends]
-    gained = np.diff(true_pos, axis=0, prepend=0)
+    pos_at = np.flatnonzero(is_pos)
+    group_end = ends[np.searchsorted(ends, pos_at)]  # the threshold at which each positive is counted
+    thresholds, first_pos = np.unique(group_end, return_index=True)
+    w = weights[order[: thresholds[-1] + 1]]
+    drawn = np.cumsum(np.add.reduceat(w, np.r_[0, thresholds[:-1] + 1], axis=0), axis=0, dtype=np.float64)
+    gained = np.add.reduceat(w[pos_at], first_pos, axis=0).astype(np.float64)
+    true_pos = np.cumsum(gained, axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(gained > 0, true_pos / drawn, 0.0)
-        return (gained * precision).sum(0) / true_pos[-1]
+        return (gained * np.where(gained > 0, true_pos / drawn, 0.0)).sum(0) / true_pos[-1]
 
 
 def _statistic(metric: str, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
