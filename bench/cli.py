@@ -49,7 +49,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="patchcore", choices=ALL_MODELS)
     p.add_argument("--backbone", default="resnet18", choices=BACKBONES)
     p.add_argument("--weights", default="imagenet", help="imagenet (staged by `make weights`) | none | PATH")
-    p.add_argument("--protocol", default="cl", choices=("ncl", "cl"))
+    p.add_argument("--protocol", default="cl", choices=("ncl", "cl", "cumulative"))
     order = p.add_mutually_exclusive_group(required=True)
     order.add_argument("--ordering", help="easy_to_hard | hard_to_easy | random | alphabetical")
     order.add_argument("--tasks", help="explicit comma-separated task order, e.g. bottle,cable,screw")

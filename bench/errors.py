@@ -22,3 +22,7 @@ class ConfigError(BenchError):
 def choice_error(kind: str, value, valid) -> ConfigError:
     """An error listing the valid choices, e.g. `unknown model 'x' (valid: patchcore, padim)`."""
     return ConfigError(f"unknown {kind} {value!r} (valid: {', '.join(sorted(map(str, valid)))})")
+
+
+class CheckpointError(BenchError):
+    """A checkpoint file is corrupt, truncated, foreign, or holds something other than plain data."""

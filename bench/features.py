@@ -18,7 +18,7 @@ from bench.config import BACKBONES
 from bench.errors import WeightsError, choice_error
 from bench.results import file_sha256
 
-LAYERS = ("layer1", "layer2", "layer3", "layer4")
+LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision's weights: the ones the papers' numbers come from (timm's default differs)
 
 
@@ -84,7 +84,7 @@ def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int 
     if bad:
         raise choice_error("layer", bad[0], LAYERS)
     path, _ = resolve_weights(name, weights)
-    out_indices = tuple(LAYERS.index(layer) + 1 for layer in layers)
+    out_indices = tuple(LAYERS.index(layer) for layer in layers)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # `none` = random init, reproducible from the run seed
         model = timm.create_model(name, pretrained=False, features_only=True, out_indices=out_indices)
@@ -175,6 +175,11 @@ class FeatureExtractor:
                     self._cache[all_keys[i]] = per_image
         rows = [fresh.get(k) or self._cache[k] for k in keys]
         return [torch.stack([r[layer] for r in rows]).to(self.device) for layer in range(len(self.layers))]
+
+    def drop(self, keys) -> None:
+        """Forget the cached features of `keys` (training images a method will not revisit)."""
+        for key in keys:
+            self._cache.pop(key, None)
 
     def batches(self, split, desc: str, keep: bool = True):
         """Iterate (idx, features) over a whole split with a progress bar."""

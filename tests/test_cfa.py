@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bench import results
-from bench.continual.protocols import step_seed
-from bench.continual.replay import ReplayBuffer, equal_shares, split_from_state, split_state
+from bench.models.base import step_seed
+from bench.training.replay import ReplayBuffer, equal_shares, split_from_state, split_state
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError

@@ -28,6 +28,7 @@ from bench.errors import BenchError
 from bench.features import FeatureExtractor, resolve_device, resolve_weights, synchronize
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
 from bench.models import build_detector, model_layers, resolve_hparams
+from bench.training.loop import TrainContext, record_losses
 
 
 @dataclass
@@ -70,6 +71,10 @@ class Run:
     def checkpoint_path(self) -> Path:
         return self.out.with_name(self.out.name + ".ckpt")
 
+    @property
+    def epoch_checkpoint_path(self) -> Path:
+        return self.out.with_name(self.out.name + ".epoch.ckpt")
+
 
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
@@ -100,7 +105,7 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
     extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
                                  seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
     protocol = make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
-                             cfg.seed)
+                             cfg.seed, [len(run.splits[t].train) for t in cfg.tasks])
     state = _resume(run, protocol, log) or RunState(n)
     if cfg.weights == "none":
         log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
@@ -117,9 +122,13 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
             task = cfg.tasks[t]
             synchronize(device)
             t0 = time.perf_counter()
+            # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
+            protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
             protocol.learn(run.splits[task].train, t)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
+            record_losses(state.arrays, t, n, protocol.detector.context.losses)
+            protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
             for j in range(t + 1):
                 _evaluate(run, protocol, state, routing, masks, t, j, progress)
@@ -129,6 +138,7 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
             state.steps_done = t + 1
             _log_step(log, cfg, state, t)
             _save_checkpoint(run, protocol, state)
+            run.epoch_checkpoint_path.unlink(missing_ok=True)
             status = "complete" if state.steps_done == n else "running"
             # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
             _write(run, state, routing, tasks_info, {**base_attrs, "status": status,

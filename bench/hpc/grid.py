@@ -199,9 +199,9 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         bad = [b for b in grid.axis(model, "backbones") if b not in BACKBONES]
         if bad:
             raise ConfigError(f"{path}: unknown backbone {bad[0]!r} (valid: {', '.join(BACKBONES)})")
-        bad = [p for p in grid.axis(model, "protocols") if p not in ("ncl", "cl")]
+        bad = [p for p in grid.axis(model, "protocols") if p not in ("ncl", "cl", "cumulative")]
         if bad:
-            raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: cl, ncl)")
+            raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: cl, cumulative, ncl)")
     return grid
 
 

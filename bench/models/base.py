@@ -1,4 +1,8 @@
-"""The detector contract (DESIGN.md §3) and the shared pieces of frozen-backbone detectors."""
+"""The detector and protocol contracts (DESIGN.md §3) and the shared pieces of frozen-backbone detectors.
+
+The Protocol base lives here, not in bench.continual, because a detector may bring its own continual adaptation
+(the task banks of PatchCore, PaDiM, CFA): bench.models never imports bench.continual, which builds on it.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +52,41 @@ class Detector:
     def continual(self, seed: int):
         """The method's own continual adaptation (a Protocol), or None to use generic replay."""
         return None
+
+
+def step_seed(seed: int, step: int) -> int:
+    """Independent, reproducible seed per (run seed, step): a resumed run draws what an uninterrupted one did."""
+    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
+
+
+class Protocol:
+    """A continual strategy wrapping a detector: `learn(split, step)` one task, `predict(split, idx)`."""
+
+    routes = False  # True for task-bank protocols: predictions say which bank scored each image
+
+    def __init__(self, detector, seed: int):
+        self.detector, self.seed = detector, seed
+
+    def step_seed(self, step: int) -> int:
+        return step_seed(self.seed, step)
+
+    def learn(self, split, step: int) -> None:
+        raise NotImplementedError
+
+    def predict(self, split, idx):
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:
+        raise NotImplementedError
+
+    def state_bytes(self) -> int:
+        return tensor_bytes(self.state_dict())
+
+    def record(self, arrays: dict, step: int, n_tasks: int) -> None:
+        """Add what this step measured beyond R to the run's arrays (HDF5 datasets): nothing by default."""
 
 
 def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> torch.Tensor:

@@ -15,17 +15,15 @@ single-task model, so that NCL and CL share one definition and agree after their
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.continual.protocols import Protocol
-from bench.continual.replay import ReplayBuffer, split_from_state, split_state
-from bench.models.base import Detector, Prediction, local_patch_features, max_of_maps, route, tensor_bytes
+from bench.models.base import Detector, Prediction, Protocol, local_patch_features, max_of_maps, route, tensor_bytes
 from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.training.loop import TrainContext, descend, sample_features, train
+from bench.training.replay import ReplayBuffer, rerooted, split_from_state, split_state
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
@@ -72,8 +70,17 @@ def patch_scores(phi: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     return out
 
 
+class Radius(nn.Module):
+    """The soft boundary's radius as a module, so the training loop checkpoints it with the descriptor."""
+
+    def __init__(self, value: torch.Tensor):
+        super().__init__()
+        self.value = nn.Parameter(value.clone())
+
+
 class Cfa(Detector):
     name = "cfa"
+    inputs_features = True  # for the training loop: training reads cached backbone features
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, lr: float, weight_decay: float,
                  k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int):
@@ -84,6 +91,10 @@ class Cfa(Detector):
         self.descriptor_: CoordConv | None = None
         self.radius_: torch.Tensor | None = None
         self.bank_: torch.Tensor | None = None
+        self.context = TrainContext()  # set by the runner: epoch checkpoints, progress
+        self.losses_: list[float] = []
+        self._radius: Radius | None = None
+        self._train_bank: torch.Tensor | None = None
 
     # --- samples and features ---------------------------------------------------------------------
     def cache(self, split) -> list[tuple[object, int]]:
@@ -95,14 +106,7 @@ class Cfa(Detector):
 
     def _features(self, samples) -> list[torch.Tensor]:
         """Cached backbone features of (split, row) samples, in order, possibly from several splits."""
-        parts, start = [], 0
-        while start < len(samples):  # consecutive runs of one split become one extractor call
-            end = start
-            while end < len(samples) and samples[end][0] is samples[start][0]:
-                end += 1
-            parts.append(self.extractor(samples[start][0], np.array([r for _, r in samples[start:end]])))
-            start = end
-        return [torch.cat(layer) for layer in zip(*parts)]
+        return sample_features(self.extractor, samples)
 
     def init_descriptor(self, samples, seed: int) -> None:
         """A fresh descriptor (seeded, independent of the global RNG) unless one is being continued."""
@@ -131,22 +135,30 @@ class Cfa(Detector):
         return (total / len(samples)).float()
 
     def train(self, samples, bank: torch.Tensor, seed: int) -> None:
-        """Fit the descriptor (and radius) to `samples` against the fixed `bank`: AdamW, seeded shuffles."""
-        gen = torch.Generator().manual_seed(seed)
-        radius = nn.Parameter(self.radius_.clone())
-        params = [*self.descriptor_.parameters(), radius]
-        optimizer = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, amsgrad=True)
-        for _epoch in range(self.epochs):
-            order = torch.randperm(len(samples), generator=gen).tolist()
-            for batch in self._batches([samples[i] for i in order]):
-                with torch.no_grad():
-                    feats = self._features(batch)
-                loss = soft_boundary_loss(self.embed(feats), bank, radius, self.k_neighbors,
-                                          self.repulsion_neighbors)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-        self.radius_ = radius.detach()
+        """Fit the descriptor (and radius) to `samples` against the fixed `bank`: AdamW, seeded shuffles, in
+        the shared training loop (epoch checkpoints, loss log)."""
+        self._radius, self._train_bank = Radius(self.radius_).to(self.extractor.device), bank
+        self.losses_ = train(self, samples, seed, epochs=self.epochs, batch_size=self.extractor.batch_size)
+        self.radius_ = self._radius.value.detach()
+        self._radius = self._train_bank = None
+
+    # --- what the training loop calls (bench.training.loop) ----------------------------------------
+    def modules(self) -> dict[str, nn.Module]:
+        return {"descriptor": self.descriptor_, "radius": self._radius}
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        params = [*self.descriptor_.parameters(), self._radius.value]
+        return [torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay, amsgrad=True)]
+
+    def schedulers(self, optimizers) -> list:
+        return []
+
+    def train_step(self, batch, optimizers) -> float:
+        with torch.no_grad():
+            feats = self._features(batch)
+        loss = soft_boundary_loss(self.embed(feats), self._train_bank, self._radius.value, self.k_neighbors,
+                                  self.repulsion_neighbors)
+        return descend(loss, optimizers)
 
     # --- scoring ----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -191,13 +203,6 @@ class Cfa(Detector):
 
     def continual(self, seed: int) -> "CfaTaskBanks":
         return CfaTaskBanks(self, seed)
-
-
-def rerooted(kept: list, split) -> list:
-    """`kept` with the splits of `split`'s dataset moved to `split`'s root. Only that dataset's: in the
-    multi-dataset stream every member dataset has a root of its own."""
-    return [dataclasses.replace(s, root=split.root) if s.dataset == split.dataset and s.root != split.root else s
-            for s in kept]
 
 
 class CfaTaskBanks(Protocol):
@@ -262,7 +267,7 @@ class CfaTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6", quick={"epochs": 3},
+    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6", quick={"epochs": 3}, version=2,
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),
@@ -271,7 +276,8 @@ register(ModelSpec(
         "k_neighbors": Int(3, 1, doc="K: bank features each feature is attracted to"),
         "repulsion_neighbors": Int(3, 0, doc="J: hard negatives repelled"),
         "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
-        # not given by InCLAD: images kept for replay (CL), split equally between past tasks
-        "replay_size": Int(100, 1),
+        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule for replay,
+        # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
+        "replay_size": Int(0, 0),
     },
 ))

@@ -13,9 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.continual.protocols import Protocol
 from bench.errors import ConfigError
-from bench.models.base import Detector, Prediction, max_of_maps, route, tensor_bytes
+from bench.models.base import Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
 from bench.models.registry import Float, Int, Layers, ModelSpec, register
 
 

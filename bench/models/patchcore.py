@@ -13,8 +13,8 @@ import math
 import numpy as np
 import torch
 
-from bench.continual.protocols import Protocol
-from bench.models.base import Detector, Prediction, anomaly_maps, local_patch_features, route, tensor_bytes
+from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
+                               tensor_bytes)
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
 from bench.models.registry import Float, Int, Layers, ModelSpec, register

@@ -1,4 +1,6 @@
-"""A bounded, seeded, task-balanced replay buffer, and the (de)serialisation of the task splits it points into.
+"""Replay of past tasks: the size rule, a bounded, seeded, task-balanced buffer, and the (de)serialisation of the
+task splits it points into. Shared by CFA's task banks (InCLAD App. C.3) and the generic Replay and Cumulative
+protocols of gradient-trained detectors (bench.continual.protocols).
 
 The buffer stores opaque items (row indices, paths, tensors...) under a task name. At most `capacity` items are
 kept over all tasks; when a new task arrives every task is cut back to an equal share (a task with fewer items
@@ -9,6 +11,7 @@ ever drops items and its content depends on nothing but (seed per task, stream o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +20,17 @@ import pandas as pd
 
 from bench.data.tasks import TaskSplit
 from bench.errors import ConfigError
+
+
+REPLAY_FRACTION = 0.2  # InCLAD's code: the buffer holds 20% of a mean training task
+
+
+def default_replay_size(train_sizes: Sequence[int]) -> int:
+    """The replay buffer size when none is given: round(0.2 × mean training-task size) over the run's stream,
+    at least 1 image."""
+    if not len(train_sizes):
+        raise ValueError("the replay size rule needs the training-task sizes of the stream")
+    return max(1, round(REPLAY_FRACTION * sum(train_sizes) / len(train_sizes)))
 
 
 def equal_shares(counts: Sequence[int], capacity: int) -> list[int]:
@@ -80,3 +94,10 @@ def split_from_state(state: dict, root: Path | None = None) -> TaskSplit:
     """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path)."""
     return TaskSplit(state["dataset"], state["task"], state["split"], Path(root or state["root"]),
                      pd.DataFrame(state["rows"]), state["image_size"])
+
+
+def rerooted(kept: list, split: TaskSplit) -> list:
+    """`kept` with the splits of `split`'s dataset moved to `split`'s root. Only that dataset's: in the
+    multi-dataset stream every member dataset has a root of its own."""
+    return [dataclasses.replace(s, root=split.root) if s.dataset == split.dataset and s.root != split.root else s
+            for s in kept]

@@ -1,0 +1,86 @@
+"""Checkpoints that cannot carry code: atomic `save(path, obj)`, safe `load(path)`.
+
+A checkpoint lies next to its result file, where anyone who can write there could plant one; unpickling it with
+`torch.load(weights_only=False)` would run whatever its `__reduce__` says. So only plain data is stored —
+tensors, numpy arrays (as tensors, marked so they come back as arrays), dicts with string keys, lists, tuples,
+str, int, float, bool, None — and files are read with `weights_only=True`, which refuses any other global.
+Anything unreadable (truncated, corrupt, another program's file) raises CheckpointError naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.errors import CheckpointError
+
+FORMAT = "bench-checkpoint"
+VERSION = 1
+_NDARRAY = "__ndarray__"  # marks a numpy array stored as a tensor
+
+
+def tmp_path(path: Path) -> Path:
+    """A temp name no other process on any host writes (`<name>.tmp.<host>.<pid>`)."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
+
+
+def save(path, obj) -> None:
+    """Write `obj` (plain data, see the module doc) atomically: readers see the old file or the new one."""
+    path = Path(path)
+    tmp = tmp_path(path)
+    try:
+        torch.save({"format": FORMAT, "version": VERSION, "payload": _encode(obj, "")}, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load(path):
+    """The object `save` wrote; CheckpointError for anything else (no code is ever run while reading)."""
+    path = Path(path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated zip, foreign pickle, a global outside the allow-list: all one verdict
+        # torch's own message advises weights_only=False, exactly what must not be done with this file
+        raise CheckpointError(f"{path}: not a readable checkpoint: corrupt, truncated, or holding objects other "
+                              f"than plain data, which are never unpickled ({type(e).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "payload" not in data:
+        raise CheckpointError(f"{path}: not a bench checkpoint (no '{FORMAT}' header)")
+    if data.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {data.get('version')!r}, expected {VERSION}")
+    return _decode(data["payload"])
+
+
+def _encode(obj, where: str):
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "biuf":
+            raise TypeError(f"checkpoint: array {where or '<root>'} has dtype {obj.dtype} (numbers only)")
+        return {_NDARRAY: torch.from_numpy(np.ascontiguousarray(obj))}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            raise TypeError(f"checkpoint: dict {where or '<root>'} has non-string keys")
+        return {k: _encode(v, f"{where}/{k}") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_encode(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    raise TypeError(f"checkpoint: {where or '<root>'} is a {type(obj).__name__} (only plain data is stored)")
+
+
+def _decode(obj):
+    if isinstance(obj, dict):
+        if set(obj) == {_NDARRAY} and isinstance(obj[_NDARRAY], torch.Tensor):
+            return obj[_NDARRAY].numpy()
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_decode(v) for v in obj)
+    return obj

@@ -1,0 +1,290 @@
+"""The one training loop of gradient-trained detectors, and the base class they derive from.
+
+How a detector plugs in (subclass `GradientDetector`; see bench/models/stfpm.py for a complete one):
+
+- hyperparameters it must accept: `epochs`, `batch_size` (training batch, InCLAD Table 7), `replay_size`
+  (images kept for the Replay protocol; 0 = the rule round(0.2 × mean training-task size));
+- `build(seed)`: create the trainable modules on `self.device` if they do not exist yet (a warm start keeps
+  them: NCL, Replay and Cumulative continue from the current weights). Seed every random init from `seed`
+  (use `seeded(seed)`); shapes come from `self.feature_shapes()` (a dry forward, no data needed);
+- `modules() -> dict[str, nn.Module]`: the trainable modules. The loop switches them to `train()` while
+  training and the base class to `eval()` while scoring; their state dicts are the detector's checkpoint;
+- `optimizers() -> list[Optimizer]`: built fresh for every task (InCLAD's behaviour); optionally
+  `schedulers(optimizers) -> list` (stepped once per epoch);
+- `loss(batch) -> scalar tensor`: the loss of a batch, a list of (split, row) samples (several splits under
+  Replay). Frozen inputs come from `self.features(batch)` (the run's cached backbone features: each training
+  image goes through the frozen network once per task, not once per epoch) and raw images, when the trained
+  part reads them, from `self.images(batch)`. A detector with several optimizers or alternating updates
+  overrides `train_step(batch, optimizers) -> float` instead (zero_grad/backward/step are then its own);
+- `score(split, idx) -> Prediction`: scores and maps [B, S, S] at the input size, pointwise; called in eval
+  mode under `torch.no_grad()`.
+
+The loop (`train`) owns the rest: epochs, a seeded sample order, explicit train()/eval(), the per-epoch mean
+loss (the runner stores it as `train/loss`, step × epoch), a progress bar (one line per epoch off a TTY), an
+error naming the epoch when the loss is not finite, and an epoch checkpoint (`TrainContext.checkpoint`): a run
+killed mid-task resumes at the last finished epoch and ends with the same weights as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from bench import checkpoint
+from bench.errors import BenchError
+from bench.models.base import Detector, Prediction
+
+
+class NonFiniteLossError(BenchError):
+    """Training diverged: the loss became NaN or infinite (the model would be garbage)."""
+
+
+@dataclass
+class TrainContext:
+    """What the runner tells the loop about the current step. The default: no checkpoint, silent."""
+
+    checkpoint: Path | None = None  # epoch checkpoint file; None = no mid-task resume
+    tag: str = ""  # identifies the training (run key + step): a checkpoint with another tag is ignored
+    progress: bool = False
+    log: Callable = lambda *_: None
+    cache_features: bool = True  # False: recompute the frozen network every epoch (the perf baseline only)
+    losses: list = field(default_factory=list)  # per-epoch mean losses of this step's trainings, in order
+    calls: int = 0  # trainings run in this step (a protocol may train more than once per step)
+
+
+@contextmanager
+def seeded(seed: int):
+    """Run the block with the global torch RNG seeded (and restored afterwards): random inits that depend on
+    nothing but `seed`."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0])
+
+
+def _runs(samples):
+    """Consecutive runs of one split: (split, row indices) — one extractor/image call each."""
+    start = 0
+    while start < len(samples):
+        end = start
+        while end < len(samples) and samples[end][0] is samples[start][0]:
+            end += 1
+        yield samples[start][0], np.array([r for _, r in samples[start:end]], dtype=np.int64)
+        start = end
+
+
+def sample_features(extractor, samples, keep: bool = True) -> list[torch.Tensor]:
+    """Backbone features of (split, row) samples, in order, one tensor per layer, on the extractor's device."""
+    parts = [extractor(split, rows, keep=keep) for split, rows in _runs(samples)]
+    return [torch.cat(layer) for layer in zip(*parts)]
+
+
+def sample_images(samples, device, workers: int = 0) -> torch.Tensor:
+    """Raw (normalised) images [B, 3, S, S] of (split, row) samples, in order."""
+    return torch.cat([split.load_images(rows, workers=workers) for split, rows in _runs(samples)]).to(device)
+
+
+def _batches(samples, batch_size: int):
+    return [samples[s : s + batch_size] for s in range(0, len(samples), batch_size)]
+
+
+def _optimizer_state(opt: torch.optim.Optimizer) -> dict:
+    """An optimizer's state dict with string keys (checkpoints store plain data with string keys only)."""
+    sd = opt.state_dict()
+    return {"state": {str(k): v for k, v in sd["state"].items()}, "param_groups": sd["param_groups"]}
+
+
+def _load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
+    opt.load_state_dict({"state": {int(k): v for k, v in state["state"].items()},
+                         "param_groups": state["param_groups"]})
+
+
+def _save_epoch(path: Path, state: dict) -> None:
+    checkpoint.save(path, state)
+
+
+def _load_epoch(path: Path | None, tag: str) -> dict | None:
+    if path is None or not path.is_file():
+        return None
+    state = checkpoint.load(path)
+    return state if state.get("tag") == tag else None
+
+
+def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int, batch_size: int) -> list[float]:
+    """Train `detector`'s modules on `samples` for `epochs`; returns the per-epoch mean losses (see module doc)."""
+    ctx = detector.context
+    ctx.calls += 1
+    tag = f"{ctx.tag}#{ctx.calls}"
+    modules = detector.modules()
+    optimizers = detector.optimizers()
+    schedulers = detector.schedulers(optimizers)
+    order_rng = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    start = 0
+    resumed = _load_epoch(ctx.checkpoint, tag)
+    if resumed is not None:  # a killed run: continue after the last finished epoch
+        for name, module in modules.items():
+            module.load_state_dict(resumed["modules"][name])
+        for opt, state in zip(optimizers, resumed["optimizers"]):
+            _load_optimizer_state(opt, state)
+        for sched, state in zip(schedulers, resumed["schedulers"]):
+            sched.load_state_dict(state)
+        order_rng.set_state(resumed["order_rng"])
+        losses, start = list(resumed["losses"]), resumed["epoch"]
+        ctx.log(f"resuming training after epoch {start}/{epochs} from {ctx.checkpoint}")
+    if ctx.cache_features and detector.inputs_features:
+        # Forward every sample once, in fixed batches of the sample order: features are then bit-identical
+        # whether a run was resumed or not (CPU kernels may round differently for other batch compositions).
+        for batch in _batches(samples, detector.extractor.batch_size):
+            sample_features(detector.extractor, batch)
+    bar = tqdm(total=epochs, initial=start, desc=f"train {detector.name}", unit="epoch", leave=False,
+               disable=not (ctx.progress and _is_tty()))
+    for epoch in range(start, epochs):
+        for module in modules.values():
+            module.train()
+        order = torch.randperm(len(samples), generator=order_rng).tolist()
+        total, count = 0.0, 0
+        with seeded(epoch_seed(seed, epoch)):  # dropout, noise: the same draws after a resume
+            for batch in _batches([samples[i] for i in order], batch_size):
+                value = detector.train_step(batch, optimizers)
+                if not np.isfinite(value):
+                    raise NonFiniteLossError(f"{detector.name}: training loss became {value} in epoch "
+                                             f"{epoch + 1}/{epochs} (lower the learning rate with --set lr=...)")
+                total, count = total + value * len(batch), count + len(batch)
+        for sched in schedulers:
+            sched.step()
+        losses.append(total / count)
+        bar.update(1)
+        bar.set_postfix(loss=f"{losses[-1]:.4g}")
+        if ctx.progress and not _is_tty():
+            ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g}")
+        if ctx.checkpoint is not None:
+            _save_epoch(ctx.checkpoint, {
+                "tag": tag, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
+                "modules": {name: m.state_dict() for name, m in modules.items()},
+                "optimizers": [_optimizer_state(o) for o in optimizers],
+                "schedulers": [s.state_dict() for s in schedulers]})
+    bar.close()
+    for module in modules.values():
+        module.eval()
+    ctx.losses.extend(losses)
+    return losses
+
+
+def descend(loss: torch.Tensor, optimizers) -> float:
+    """One gradient step of every optimizer on `loss`; returns its value. A non-finite loss touches no weight
+    (the loop then raises, naming the epoch)."""
+    value = float(loss.detach())
+    if not np.isfinite(value):
+        return value
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    loss.backward()
+    for opt in optimizers:
+        opt.step()
+    return value
+
+
+def record_losses(arrays: dict, step: int, n_tasks: int, losses: list[float]) -> None:
+    """`train/loss` [step, epoch]: per-epoch mean training loss, NaN-padded to the longest training so far."""
+    if not losses:
+        return
+    old = arrays.get("train/loss", np.full((n_tasks, 0), np.nan))
+    out = np.full((n_tasks, max(old.shape[1], len(losses))), np.nan)
+    out[:, : old.shape[1]] = old
+    out[step, : len(losses)] = losses
+    arrays["train/loss"] = out
+
+
+class GradientDetector(Detector):
+    """Base of the detectors trained by gradient descent; see the module docstring for what a subclass adds."""
+
+    inputs_features = True  # False: the detector reads raw images only (no backbone features to cache)
+
+    def __init__(self, extractor, *, image_size: int, epochs: int, batch_size: int, replay_size: int):
+        self.extractor, self.image_size = extractor, image_size
+        self.epochs, self.batch_size, self.replay_size = epochs, batch_size, replay_size
+        self.context = TrainContext()
+        self.losses_: list[float] = []
+
+    @property
+    def device(self) -> torch.device:
+        return self.extractor.device
+
+    # --- what a subclass provides -----------------------------------------------------------------
+    def build(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def modules(self) -> dict[str, nn.Module]:
+        raise NotImplementedError
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        raise NotImplementedError
+
+    def schedulers(self, optimizers) -> list:
+        return []
+
+    def loss(self, batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def score(self, split, idx) -> Prediction:
+        raise NotImplementedError
+
+    def train_step(self, batch, optimizers) -> float:
+        """One update on `batch`; returns its loss. The default: one loss, every optimizer stepped."""
+        return descend(self.loss(batch), optimizers)
+
+    # --- inputs -----------------------------------------------------------------------------------
+    def features(self, batch) -> list[torch.Tensor]:
+        """Frozen backbone features of training samples (cached for the task unless the perf baseline asks)."""
+        return sample_features(self.extractor, batch, keep=self.context.cache_features)
+
+    def images(self, batch) -> torch.Tensor:
+        return sample_images(batch, self.device, self.extractor.workers)
+
+    @torch.no_grad()
+    def feature_shapes(self) -> list[torch.Size]:
+        """[C, h, w] of each backbone layer at this image size (a dry forward of one blank image)."""
+        blank = torch.zeros(1, 3, self.image_size, self.image_size, device=self.device)
+        return [f.shape[1:] for f in self.extractor.model(blank)]
+
+    # --- Detector API -----------------------------------------------------------------------------
+    def fit(self, split, seed: int) -> "GradientDetector":
+        return self.fit_samples([(split, i) for i in range(len(split))], seed)
+
+    def fit_samples(self, samples: list, seed: int) -> "GradientDetector":
+        """Learn (continuing from the current weights) on (split, row) samples, possibly of several tasks."""
+        self.build(seed)
+        self.losses_ = train(self, samples, seed, epochs=self.epochs, batch_size=self.batch_size)
+        if self.inputs_features:  # training features are not needed after training (bounded cache)
+            self.extractor.drop([split.keys[r] for split, r in samples])
+        return self
+
+    def predict(self, split, idx) -> Prediction:
+        for module in self.modules().values():
+            module.eval()  # scoring never touches BatchNorm statistics or draws dropout
+        with torch.no_grad():
+            return self.score(split, np.asarray(idx))
+
+    def state_dict(self) -> dict:
+        return {name: {k: v.cpu() for k, v in m.state_dict().items()} for name, m in self.modules().items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.build(0)  # the architecture; every weight is then overwritten
+        for name, module in self.modules().items():
+            module.load_state_dict(state[name])
+
+
+def _is_tty() -> bool:
+    return sys.stderr.isatty()
