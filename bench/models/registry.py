@@ -130,6 +130,7 @@ class ModelSpec:
     version: int = 1  # algorithm version: part of the run key; bump when results change
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
     track: str = "image"  # "image" | "tabular": which runs can use it
+    transductive: bool = False  # tabular: scores depend on the scoring batch (ECOD, COPOD, DIF); see bench.tabular.audit
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
