@@ -15,7 +15,8 @@ from bench.config import DATASETS
 from bench.errors import BenchError, ConfigError
 
 # Modules that add their own subcommands through register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands")
+COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands",
+                                     "bench.tabular.commands")
 
 
 def default_root(dataset: str) -> Path:

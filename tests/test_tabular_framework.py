@@ -166,7 +166,8 @@ def test_six_orderings_follow_eq_6_to_8():
     assert o["curriculum_up"] == [2, 0, 1, 3] and o["curriculum_down"] == [3, 1, 0, 2]
     g = [(0.8 + 0.5 + 0.5) / 3, (0.8 + 0.6 + 0.5) / 3, (0.5 + 0.6 + 0.8) / 3, (0.5 + 0.5 + 0.8) / 3]
     assert np.allclose(o["generalization"], g)
-    assert o["generalization_up"] == [0, 3, 1, 2]  # equal values keep candidate order (stable)
+    assert o["generalization_up"] == [0, 3, 1, 2]  # equal values keep candidate order (stable) ...
+    assert o["generalization_down"] == [2, 1, 3, 0]  # ... and down mirrors up
     D = 1 - (M + M.T) / 2
     assert path_cost(D, o["smooth_drift"]) == pytest.approx(brute_force(D, False))
     assert path_cost(D, o["abrupt_drift"]) == pytest.approx(brute_force(D, True))

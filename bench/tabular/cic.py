@@ -50,8 +50,8 @@ FEATURES = (
 )
 META = ("label", "attack", "source", "row", "day", "timestamp")
 
-# CSE-CIC-IDS2018 (CICFlowMeter-3) and CICFlowMeter-4 names → CICIDS2017's. Names already equal are not listed.
-ALIASES = {
+# CSE-CIC-IDS2018 (CICFlowMeter-3) names → CICIDS2017's. Names already equal are not listed.
+ALIASES_2018 = {
     "Dst Port": "Destination Port", "Tot Fwd Pkts": "Total Fwd Packets", "Tot Bwd Pkts": "Total Backward Packets",
     "TotLen Fwd Pkts": "Total Length of Fwd Packets", "TotLen Bwd Pkts": "Total Length of Bwd Packets",
     "Fwd Pkt Len Max": "Fwd Packet Length Max", "Fwd Pkt Len Min": "Fwd Packet Length Min",
@@ -73,7 +73,10 @@ ALIASES = {
     "Subflow Bwd Pkts": "Subflow Bwd Packets", "Subflow Bwd Byts": "Subflow Bwd Bytes",
     "Init Fwd Win Byts": "Init_Win_bytes_forward", "Init Bwd Win Byts": "Init_Win_bytes_backward",
     "Fwd Act Data Pkts": "act_data_pkt_fwd", "Fwd Seg Size Min": "min_seg_size_forward",
-    # CICFlowMeter-4 (CIC-UNSW-NB15)
+}
+# CICFlowMeter-4 names (CIC-UNSW-NB15) → CICIDS2017's; it shares the 2018 file's `Fwd Act Data Pkts` and
+# `Fwd Seg Size Min`.
+ALIASES_CFM4 = {
     "Total Fwd Packet": "Total Fwd Packets", "Total Bwd packets": "Total Backward Packets",
     "Total Length of Fwd Packet": "Total Length of Fwd Packets",
     "Total Length of Bwd Packet": "Total Length of Bwd Packets", "Packet Length Min": "Min Packet Length",
@@ -85,7 +88,7 @@ ALIASES = {
     "FWD Init Win Bytes": "Init_Win_bytes_forward", "Bwd Init Win Bytes": "Init_Win_bytes_backward",
 }
 _CANON = {re.sub(r"\s+", " ", n).strip().lower(): n for n in FEATURES}
-_CANON.update({re.sub(r"\s+", " ", a).strip().lower(): n for a, n in ALIASES.items()})
+_CANON.update({re.sub(r"\s+", " ", a).strip().lower(): n for a, n in {**ALIASES_2018, **ALIASES_CFM4}.items()})
 NORMAL_LABELS = {"benign", "normal", "0"}
 DATASETS = ("cicids2017", "cicids2018", "cicunsw")
 PATTERNS = {"cicids2017": "*.pcap_ISCX.csv", "cicids2018": "*_TrafficForML_CICFlowMeter.csv", "cicunsw": "*.csv"}

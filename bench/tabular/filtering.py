@@ -35,7 +35,7 @@ class FilterSettings:
     p_t: int = 2  # FC2: most other tasks allowed to cover a task
     gamma_d: float = 0.9  # FC3: relative dominance threshold
     p_d: int = 2  # FC3: most tasks a task may dominate
-    delta_r: float = 0.02  # FC4/FC5: mean absolute profile difference below which two tasks are redundant
+    delta_r: float = 0.05  # FC4/FC5: mean absolute profile difference below which two tasks are redundant
     fc1_inclusive: bool = False
     coverage_strict: bool = False
     redundancy: str = "both"  # "both" | "one"

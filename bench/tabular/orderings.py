@@ -5,7 +5,7 @@
   ~20 tasks). Above `max_exact` tasks a heuristic: the best nearest-neighbour path over every start (what the
   released framework does, from one start) improved by 2-opt until no reversal helps.
 - Curriculum up/down on d_i = 1 − M_ii; generalization up/down on g_i = mean off-diagonal row value. Equal values
-  keep the candidate's task order (stable sort).
+  keep the candidate's task order in "up" (stable sort); "down" is the exact reverse of "up".
 - Kendall's W with the tie correction. Curriculum and generalization rank tasks by their criterion values
   (average ranks for values equal to 12 decimals, hence ties); drift ranks tasks by path position. A path and its reverse cost the
   same, so a model's drift answer has no direction: W is taken over the orientation of the models' paths that
@@ -108,7 +108,7 @@ def model_orderings(M: np.ndarray, max_exact: int = MAX_EXACT) -> dict:
     d = np.round(1 - np.diag(M), 12)
     g = np.round(M[~np.eye(K, dtype=bool)].reshape(K, K - 1).mean(1), 12) if K > 1 else np.zeros(K)
     up_d, up_g = np.argsort(d, kind="stable"), np.argsort(g, kind="stable")
-    down_d, down_g = np.argsort(-d, kind="stable"), np.argsort(-g, kind="stable")
+    down_d, down_g = up_d[::-1], up_g[::-1]  # mirror images, also where values tie
     return {"smooth_drift": drift_path(D, False, max_exact), "abrupt_drift": drift_path(D, True, max_exact),
             "curriculum_up": up_d.tolist(), "curriculum_down": down_d.tolist(),
             "generalization_up": up_g.tolist(), "generalization_down": down_g.tolist(),

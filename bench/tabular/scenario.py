@@ -5,7 +5,7 @@ Layout under `out`: candidates/<candidate>/index/ (record index), candidates/<ca
 runs, ordinary run files), and release/ with data.csv (task_id, task, split, label, record_id), orderings.json
 (the six consensus orderings, task names) and manifest.json (settings, filtering passes of every candidate, W per
 candidate × family, Borda sums, per-model orderings, STE matrices with their run keys, SHA-256 of every input
-file).
+file), plus report.md and figures/ (STE heatmaps, filtering and W tables, consensus orderings; report.py).
 """
 
 from __future__ import annotations
@@ -98,7 +98,11 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     manifest = release(out / "release", dataset, chosen, results, index_meta, out / "candidates" / chosen / "index",
                        {"seed": seed, "models": list(models), "hparams": hparams or {}, "filter": fs.to_dict(),
                         "preprocessing": prep.__dict__, "candidates": [c.to_dict() for c in candidates]})
-    log(f"selected {chosen}: {results[chosen]['kept']}; orderings in {out / 'release' / 'orderings.json'}")
+    from bench.tabular.report import write_report
+
+    report = write_report(manifest, out / "release")
+    log(f"selected {chosen}: {results[chosen]['kept']}; orderings in {out / 'release' / 'orderings.json'}, "
+        f"report {report}")
     return manifest
 
 

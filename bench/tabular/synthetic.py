@@ -2,9 +2,10 @@
 
 Deterministic from a seed. Records live in an 8-dimensional latent space mapped linearly (plus noise) onto the 77
 CICIDS2017 feature columns. Each normal regime r has mean s·e_r (s = `separation`); the attacks of regime r's task
-sit at −s·e_r: far from the task's own regime (its expert detects them) but exactly as far from every other
-regime as the task's normals are (so another regime's expert ranks them at chance and does not cover the task),
-and far from the union of the regimes (so an expert of the union detects every task's attacks). Planted structure:
+sit at −s/2·e_r: far from the task's own regime (its expert detects them), nearer to every other regime than the
+task's normals are (another regime's expert ranks them below the normals, clearly, so it does not cover the task
+and its ROC-AUC is stable across detectors), yet outside the union of the regimes (an expert of the union detects
+every task's attacks). Planted structure:
 
 | day       | normals                        | attacks                                  | expected   |
 |-----------|--------------------------------|------------------------------------------|------------|
@@ -49,7 +50,24 @@ def _day_latents(day: str, n_norm: int, n_anom: int, s: float, rng: np.random.Ge
     normal = means[r] + rng.normal(size=(n_norm, LATENT))
     if day == "Saturday":
         return normal, means[r] + rng.normal(size=(n_anom, LATENT))
-    return normal, -means[r] + rng.normal(size=(n_anom, LATENT))
+    return normal, -0.5 * means[r] + rng.normal(size=(n_anom, LATENT))
+
+
+class Mixer:
+    """The seeded latent → feature map shared by every day of one benchmark."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.mix = rng.normal(size=(LATENT, len(FEATURES))) / np.sqrt(LATENT)
+        self.scale = 10.0 ** rng.uniform(0, 3, len(FEATURES))  # feature magnitudes differ, as in flow records
+
+    def day(self, day: str, n_normal: int, n_anomal: int, separation: float, rng: np.random.Generator):
+        """(features [n, 77], label texts [n]) of one capture day, records interleaved as in a capture."""
+        normal, anomal = _day_latents(day, n_normal, n_anomal, separation, rng)
+        z = np.concatenate([normal, anomal])
+        x = (z @ self.mix + 0.05 * rng.normal(size=(len(z), len(FEATURES)))) * self.scale
+        labels = np.array(["BENIGN"] * n_normal + [ATTACKS[day]] * n_anomal, dtype=object)
+        perm = rng.permutation(len(z))
+        return x[perm], labels[perm]
 
 
 def generate(root, seed: int = 0, n_normal: int = 600, n_anomal: int = 150, separation: float = 8.0,
@@ -61,20 +79,14 @@ def generate(root, seed: int = 0, n_normal: int = 600, n_anomal: int = 150, sepa
     out = root / "MachineLearningCVE"
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    mix = rng.normal(size=(LATENT, len(FEATURES))) / np.sqrt(LATENT)
-    scale = 10.0 ** rng.uniform(0, 3, len(FEATURES))  # feature magnitudes differ, as in real flow records
+    mixer = Mixer(rng)
     header = [" " + f for f in FEATURES]
     dup_at = FEATURES.index("Fwd Avg Bytes/Bulk")  # where CICIDS2017 repeats the column (pandas: ".1")
     header.insert(dup_at, " Fwd Header Length")
     header[0] = FEATURES[0]  # CICIDS2017's first column has no leading space; the rest do
     header.append(" Label")
-    for d, day in enumerate(DAYS):
-        normal, anomal = _day_latents(day, n_normal, n_anomal, separation, rng)
-        z = np.concatenate([normal, anomal])
-        x = (z @ mix + 0.05 * rng.normal(size=(len(z), len(FEATURES)))) * scale
-        labels = np.array(["BENIGN"] * n_normal + [ATTACKS[day]] * n_anomal, dtype=object)
-        perm = rng.permutation(len(z))  # records interleaved, as in a capture
-        x, labels = x[perm], labels[perm]
+    for day in DAYS:
+        x, labels = mixer.day(day, n_normal, n_anomal, separation, rng)
         x = np.concatenate([x, x[:n_duplicates]])
         labels = np.concatenate([labels, labels[:n_duplicates]])
         cells = [[f"{v:.6g}" for v in row] for row in x]
