@@ -133,3 +133,29 @@ def test_seed_summary_and_placement_flips():
     assert iv.placement_flips({k: v for k, v in values.items() if k != "replay"})["stable"]
     tie = iv.placement_flips({"a": {0: 0.5, 1: 0.6}, "b": {0: 0.5, 1: 0.4}})
     assert tie["flips"] == [("a", "b")]
+
+
+def _stream_run(rng, n_tasks=3, n=400, decay=0.0):
+    """Per-record scores of a run: task j's records, scored after every step i ≥ j; `decay` blurs older tasks."""
+    labels = {j: rng.random(n) < 0.2 for j in range(n_tasks)}
+    base = {j: rng.normal(size=n) + 1.5 * labels[j] for j in range(n_tasks)}
+    scores = {(i, j): base[j] + decay * (i - j) * rng.normal(size=n) for i in range(n_tasks) for j in range(i + 1)}
+    return scores, labels
+
+
+def test_r_samples_keep_a_column_paired_and_strategies_paired():
+    rng = np.random.default_rng(7)
+    still, labels = _stream_run(rng)  # MSTE-like: a task's scores never change after its step
+    fading, _ = _stream_run(np.random.default_rng(7), decay=1.5)  # same test sets, blurred later
+    stamps = {j: np.arange(400) for j in range(3)}
+    a = iv.r_samples(still, labels, 3, stamps, block=20, n_boot=200)
+    assert a.shape == (200, 3, 3) and np.isnan(a[:, 0, 1]).all()
+    np.testing.assert_array_equal(a[:, 2, 0], a[:, 0, 0])  # one resample per column, reused at every step
+    assert iv.summary_intervals(a)["fm"] == (0.0, 0.0)
+    b = iv.r_samples(fading, labels, 3, stamps, block=20, n_boot=200)
+    assert iv.summary_intervals(b)["fm"][0] > 0
+    diff = iv.summary_intervals(a, minus=b)["roc_auc_cl"]
+    unpaired = iv.summary_intervals(a, minus=iv.r_samples(fading, labels, 3, stamps, block=20, n_boot=200,
+                                                          seed=1))["roc_auc_cl"]
+    assert 0 < diff[0] and diff[1] - diff[0] < unpaired[1] - unpaired[0]
+    assert iv.summary_intervals(a, minus=a)["roc_auc_cl"] == (0.0, 0.0)

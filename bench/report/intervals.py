@@ -203,6 +203,48 @@ def difference_interval(labels, scores_a, scores_b, timestamps=None, metric: str
     return _interval(metric, labels, scores, timestamps, block, n_boot, seed, level)
 
 
+def r_samples(scores: dict, labels: dict, n_tasks: int, timestamps: dict | None = None, metric: str = "roc_auc",
+              block: int = BLOCK, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """[n_boot, N, N] bootstrap replicates of a run's R matrix (NaN where nothing was evaluated).
+
+    `scores[(i, j)]`: per-record scores of task j's test set after step i; `labels[j]` (and `timestamps[j]` for the
+    block bootstrap) describe that test set. One resample of task j's records serves every cell of column j, as
+    the run scored the same records at every step, and it is drawn from (seed, j) alone: two strategies evaluated
+    on the same test sets with the same seed get the same resamples, so differences of their summaries are paired.
+    """
+    out = np.full((n_boot, n_tasks, n_tasks), np.nan)
+    for j in range(n_tasks):
+        steps = sorted(i for (i, jj) in scores if jj == j)
+        if not steps:
+            continue
+        stamps = None if timestamps is None else timestamps.get(j)
+        y, cells = _prepared(labels[j], [scores[(i, j)] for i in steps], stamps)
+        rng = np.random.default_rng([seed, j])
+        chunk = max(1, min(n_boot, _CHUNK_CELLS // y.size))
+        for start in range(0, n_boot, chunk):
+            b = min(chunk, n_boot - start)
+            weights = block_weights(y.size, block, b, rng) if stamps is not None else stratified_weights(y, b, rng)
+            for i, s in zip(steps, cells):
+                out[start:start + b, i, j] = _statistic(metric, s, y, weights)
+    return out
+
+
+def summary_intervals(samples: np.ndarray, minus: np.ndarray | None = None, level: float = 0.95) -> dict:
+    """Percentile intervals of ROC-AUC_CL (InCLAD Eq. 1) and FM (Chaudhry et al.) over R replicates from
+    `r_samples`; with `minus` (another strategy's replicates, same seed and test sets), of the paired differences."""
+    from bench.metrics import continual_roc_auc, forgetting
+
+    out = {}
+    for name, fn in (("roc_auc_cl", continual_roc_auc), ("fm", forgetting)):
+        values = np.array([fn(r) for r in samples])
+        if minus is not None:
+            values = values - np.array([fn(r) for r in minus])
+        finite = values[np.isfinite(values)]
+        out[name] = tuple(float(v) for v in np.percentile(finite, [50 * (1 - level), 50 * (1 + level)])) \
+            if finite.size else (np.nan, np.nan)
+    return out
+
+
 def seed_summary(values: dict) -> dict:
     """Mean and sample sd of one number over seeds, with every seed's value listed ({seed: value})."""
     seeds = sorted(values)
