@@ -159,3 +159,8 @@ def test_r_samples_keep_a_column_paired_and_strategies_paired():
                                                           seed=1))["roc_auc_cl"]
     assert 0 < diff[0] and diff[1] - diff[0] < unpaired[1] - unpaired[0]
     assert iv.summary_intervals(a, minus=a)["roc_auc_cl"] == (0.0, 0.0)
+
+
+def test_a_block_as_long_as_the_sequence_is_refused():
+    with pytest.raises(ConfigError, match="resamples nothing"):
+        iv.interval(np.arange(50) % 2, np.arange(50.0), timestamps=np.arange(50), block=50)

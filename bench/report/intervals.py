@@ -69,7 +69,9 @@ def run_length_stats(labels) -> dict:
 
 def block_weights(n: int, block: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """[n, n_boot] counts of each stream position in moving-block resamples (each column sums to n)."""
-    block = min(block, n)
+    if block >= n:
+        raise ConfigError(f"block bootstrap: a block of {block} records on {n} records resamples nothing "
+                          f"(every resample is the whole sequence); use a shorter block")
     return _coverage(n, block, rng.integers(0, n - block + 1, size=(n_boot, -(-n // block))))
 
 
