@@ -10,7 +10,7 @@ import pytest
 from bench.errors import ConfigError, DatasetError
 from bench.tabular import cic
 from bench.tabular.cic import ALIASES_2018, ALIASES_CFM4, FEATURES
-from bench.tabular.discovery import DiscoverySettings, combine, discover
+from bench.tabular.discovery import DiscoverySettings, discover
 from bench.tabular.preprocess import PrepSettings, build_index, clean, load_index, split
 from bench.tabular.synthetic import generate
 
@@ -104,6 +104,12 @@ def test_cicunsw_cicflowmeter4_names_single_file_and_data_label_pair(tmp_path):
     pd.DataFrame({"Label": [0, 3, 0, 0]}).to_csv(b / "Label.csv", index=False)
     raw = cic.read_cicunsw(b)
     assert raw.frame["label"].tolist() == [0, 1, 0, 0] and {f.name for f in raw.files} == {"Data.csv", "Label.csv"}
+
+
+def test_the_cli_offers_every_reader():
+    from bench.tabular.commands import DATASETS
+
+    assert DATASETS == ("synthetic",) + cic.DATASETS == ("synthetic",) + tuple(cic.READERS)
 
 
 def test_the_three_formats_meet_in_one_schema(tmp_path):
@@ -230,15 +236,6 @@ def test_natural_split_and_variant_semantics(synthetic):
     assert counts.min() > 0.5 * counts.mean()  # random: spread over all clusters
     with pytest.raises(ConfigError, match="no task"):
         discover(synthetic, DiscoverySettings(min_normal=10_000))
-
-
-def test_multi_dataset_tasks(synthetic):
-    t = synthetic["day"].to_numpy(dtype=object)
-    df, one = combine({"a": (synthetic, t), "b": (synthetic, t)}, decompose=False)
-    assert set(one) == {"a", "b"} and len(df) == 2 * len(synthetic)
-    _, many = combine({"a": (synthetic, t), "b": (synthetic, t)}, decompose=True)
-    assert len(set(many)) == 14 and "b/Sunday" in set(many)
-    assert df["source"].str.startswith("a/").sum() == len(synthetic)
 
 
 def test_synthetic_is_deterministic_from_its_seed(tmp_path):

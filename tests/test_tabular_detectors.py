@@ -56,6 +56,13 @@ def test_contract(name):
     assert np.allclose(restored.score(test), s, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["autoencoder", "ae1svm"])
+def test_scores_equal_pyods_own(name):
+    train, test, _ = tabular_task()
+    det = build(name).fit(train, seed=0)
+    assert np.allclose(det.score(test), det.model_.decision_function(test), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", TABULAR)
 def test_defaults_pass_their_own_checks(name):
     spec = get(name, "tabular")

@@ -84,7 +84,15 @@ def test_ste_run_resumes_to_identical_results(chain, tmp_path):
     t1, M1, a1 = read_matrix(whole)
     t2, M2, a2 = read_matrix(part)
     assert t1 == t2 and np.array_equal(M1, M2) and a1["run_key"] == a2["run_key"]
-    assert np.array_equal(read_run(whole)["scores/value"], read_run(part)["scores/value"])
+    full = read_run(whole)
+    assert np.array_equal(full["scores/value"], read_run(part)["scores/value"])
+    from bench.metrics import roc_auc
+    sel = (full["scores/step"] == 2) & (full["scores/task"] == 5)  # flat scores reproduce a matrix cell
+    assert roc_auc(full["scores/label"][sel], full["scores/value"][sel]) == pytest.approx(M1[2, 5], abs=1e-6)
+    import pandas as pd
+    records = pd.read_csv(index / "index.csv")
+    rows = full["scores/record"][sel]
+    assert (records["task"].iloc[rows] == t1[5]).all() and (records["split"].iloc[rows] == "test").all()
     assert a2["track"] == "tabular" and json.loads(a2["levels"]) == ["record"] and a2["evaluation"] == "cross"
     assert np.isfinite(M1).all()  # cross-evaluation: the upper triangle too
     lines = []
@@ -111,3 +119,19 @@ def test_cli_index_ste_and_bad_input(tmp_path, capsys):
     assert main(["tabular", "ste", "--index", str(tmp_path / "idx"), "--model", "patchcore",
                  "--out", str(tmp_path / "y.h5")]) == 2
     assert "valid: ae1svm, autoencoder, iforest" in capsys.readouterr().err
+
+
+def test_multi_dataset_scenario_each_dataset_one_task(tmp_path):
+    from bench.tabular.scenario import multi_table
+
+    a = generate(tmp_path / "a", seed=0, n_normal=60, n_anomal=15)
+    b = generate(tmp_path / "b", seed=5, n_normal=60, n_anomal=15)
+    table = multi_table({"synthetic": a, "cicids2017": b / "MachineLearningCVE"})
+    f = table.frame
+    assert set(f["dataset"]) == {"synthetic", "cicids2017"} and len(table.files) == 14
+    assert f["dataset_day"].nunique() == 14 and f["source"].str.startswith("cicids2017/").sum() == len(f) / 2
+    manifest = construct("multi", tmp_path / "out", roots={"synthetic": a, "cicids2017": b},
+                         candidates=[DiscoverySettings(column="dataset", min_normal=10)],
+                         models=("iforest", "ae1svm"), hparams=QUICK, log=lambda s: None)
+    assert manifest["candidates"]["natural-dataset"]["tasks"] == ["cicids2017", "synthetic"]
+    assert set(manifest["files_sha256"]) == {p.name for p in table.files}

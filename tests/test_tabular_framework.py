@@ -160,6 +160,17 @@ def test_heuristic_is_a_valid_path_no_worse_than_nearest_neighbour_and_exact_on_
     assert path_cost(D, held_karp(D)) == pytest.approx(5.0)
 
 
+def test_above_the_exact_limit_the_heuristic_gives_valid_paths():
+    rng = np.random.default_rng(7)
+    M = rng.random((7, 7))
+    o = model_orderings(M, max_exact=5)
+    D = 1 - (M + M.T) / 2
+    for name, maximize in (("smooth_drift", False), ("abrupt_drift", True)):
+        assert sorted(o[name]) == list(range(7))
+        exact = brute_force(D, maximize)
+        assert (path_cost(D, o[name]) >= exact - 1e-9) if not maximize else (path_cost(D, o[name]) <= exact + 1e-9)
+
+
 def test_six_orderings_follow_eq_6_to_8():
     M = np.array([[0.9, 0.8, 0.5, 0.5], [0.8, 0.7, 0.6, 0.5], [0.5, 0.6, 0.99, 0.8], [0.5, 0.5, 0.8, 0.6]])
     o = model_orderings(M)

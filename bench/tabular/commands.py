@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
-DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # = scenario.TABULAR_DATASETS (kept import-light)
+DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # synthetic + cic.DATASETS (this module stays light)
 
 
 def register(sub) -> None:
@@ -53,6 +53,10 @@ def register(sub) -> None:
                    help="filtering setting (gamma_l, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
                         "coverage_strict, redundancy=both|one, tie=weakest|last|first)")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
+    q.add_argument("--multi", metavar="NAME=ROOT,...",
+                   help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
+                        "needs no root); candidates natural:dataset (each dataset one task), natural:dataset_day "
+                        "(decomposed by capture day) or clustering of the union; replaces --dataset/--root")
     q.set_defaults(func=cmd_scenarios)
 
 
@@ -96,6 +100,16 @@ def _overrides(items, what: str) -> dict:
         return parse_overrides(items)
     except ConfigError as e:
         raise ConfigError(f"{what}: {e}") from None
+
+
+def _roots(text: str) -> dict:
+    roots = {}
+    for item in text.split(","):
+        name, _, root = item.strip().partition("=")
+        if name not in DATASETS:
+            raise ConfigError(f"--multi: unknown dataset {name!r} (valid: {', '.join(DATASETS)})")
+        roots[name] = Path(root) if root else None
+    return roots
 
 
 def cmd_synthetic(args) -> int:
@@ -150,9 +164,11 @@ def cmd_scenarios(args) -> int:
     if unknown:
         raise ConfigError(f"unknown filtering settings {unknown} (valid: {', '.join(sorted(valid))})")
     candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
-    out = args.out or Path("outputs") / args.dataset / "tabular"
-    manifest = construct(args.dataset, out, root=args.root, candidates=candidates, models=models, seed=args.seed,
-                         hparams=hparams, prep=_prep(args), fs=FilterSettings(**filt))
+    roots = _roots(args.multi) if args.multi else None
+    dataset = "multi" if roots else args.dataset
+    out = args.out or Path("outputs") / dataset / "tabular"
+    manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
+                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=FilterSettings(**filt))
     print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],
                       "w": manifest["w_table"]}, indent=1))
     return 0

@@ -11,8 +11,9 @@ Each method maps the cleaned records to a task name per record ("" = unassigned)
   `max_fit` records (spectral: `max_fit_spectral`, its affinity matrix is quadratic) and the rest are assigned by
   its own predict, or for spectral clustering by the nearest fitted cluster's centroid.
 - minimum sizes: a task with fewer than `min_normal` normals or `min_anomalous` anomalies is dropped (recorded).
-- multi-dataset: `combine` puts several datasets' records together, each dataset one task or each task kept as
-  `<dataset>/<task>`.
+- multi-dataset: scenario.multi_table puts several datasets' records together with the metadata columns `dataset`
+  (natural split: each dataset one task) and `dataset_day` (each dataset decomposed by capture day); clustering
+  candidates decompose the union.
 """
 
 from __future__ import annotations
@@ -135,13 +136,3 @@ def enforce_minimum(tasks: np.ndarray, labels: np.ndarray, s: DiscoverySettings)
         raise ConfigError(f"{s.name}: no task has ≥ {s.min_normal} normal and ≥ {max(s.min_anomalous, 1)} "
                           f"anomalous records (found {info['dropped']})")
     return tasks, info
-
-
-def combine(frames: dict[str, tuple[pd.DataFrame, np.ndarray]], decompose: bool) -> tuple[pd.DataFrame, np.ndarray]:
-    """Several datasets' cleaned records and task names → one table; each dataset one task unless `decompose`."""
-    parts, tasks = [], []
-    for name, (df, t) in frames.items():
-        keep = np.asarray(t, dtype=object) != ""
-        parts.append(df.loc[keep].assign(source=name + "/" + df.loc[keep, "source"]))
-        tasks.append(np.array([f"{name}/{x}" if decompose else name for x in np.asarray(t)[keep]], dtype=object))
-    return pd.concat(parts, ignore_index=True), np.concatenate(tasks)

@@ -18,7 +18,7 @@ the other (docs/tabular.md lists them):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 

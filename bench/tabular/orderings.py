@@ -7,8 +7,8 @@
 - Curriculum up/down on d_i = 1 − M_ii; generalization up/down on g_i = mean off-diagonal row value. Equal values
   keep the candidate's task order in "up" (stable sort); "down" is the exact reverse of "up".
 - Kendall's W with the tie correction. Curriculum and generalization rank tasks by their criterion values
-  (average ranks for values equal to 12 decimals, hence ties); drift ranks tasks by path position. A path and its reverse cost the
-  same, so a model's drift answer has no direction: W is taken over the orientation of the models' paths that
+  (average ranks for values equal to 12 decimals, hence ties); drift ranks tasks by path position. A path and its
+  reverse cost the same, so a model's drift answer has no direction: W is taken over the orientation of the models' paths that
   maximises it (the first model's path is kept as it is; 2^(m−1) combinations), and Borda uses those orientations.
 - Borda: a task at position p (0-based) of a model's ordering gets K − 1 − p points; the consensus sorts by total
   points, ties broken by the better best position in any model, then by candidate task order.

@@ -25,8 +25,24 @@ from bench.tabular.preprocess import PrepSettings, build_index, load_index
 from bench.tabular.ste import read_matrix, ste_run
 
 MODELS = ("autoencoder", "iforest", "ae1svm")  # phase 1 of the paper
-TABULAR_DATASETS = ("synthetic",) + cic.DATASETS
 SYNTHETIC_ROOT = Path("data/raw/tabular-synthetic")
+
+
+def multi_table(roots: dict[str, Path | None], seed: int = 0) -> cic.RawTable:
+    """Several datasets as one table (multi-dataset scenarios). Adds the metadata columns `dataset` (natural split
+    `natural:dataset`: each dataset one task) and `dataset_day` (`natural:dataset_day`: each dataset decomposed by
+    capture day); clustering candidates decompose the union."""
+    if len(roots) < 2:
+        raise ConfigError(f"a multi-dataset scenario needs at least two datasets (got {', '.join(roots) or 'none'})")
+    frames, files, counts = [], [], {}
+    for name, root in roots.items():
+        t = raw_table(name, root, seed)
+        f = t.frame
+        frames.append(f.assign(dataset=name, dataset_day=name + "/" + f["day"].astype(str),
+                               source=name + "/" + f["source"]))
+        files += t.files
+        counts[name] = t.counts
+    return cic.RawTable(pd.concat(frames, ignore_index=True), files, {"per_dataset": counts})
 
 
 def raw_table(dataset: str, root: Path | None, seed: int = 0) -> cic.RawTable:
@@ -75,10 +91,11 @@ def evaluate_candidate(name: str, index_dir: Path, ste_dir: Path, models, seed: 
 
 def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: list[DiscoverySettings] | None = None,
               models=MODELS, seed: int = 0, hparams: dict | None = None, prep: PrepSettings = PrepSettings(),
-              fs: FilterSettings = FilterSettings(), log=print) -> dict:
-    """Run the chain; returns the manifest (also written to out/release/manifest.json)."""
+              fs: FilterSettings = FilterSettings(), roots: dict | None = None, log=print) -> dict:
+    """Run the chain; returns the manifest (also written to out/release/manifest.json). `dataset="multi"` takes
+    `roots` ({dataset: root}) instead of `root`."""
     out = Path(out)
-    raw = raw_table(dataset, root, seed)
+    raw = multi_table(roots or {}, seed) if dataset == "multi" else raw_table(dataset, root, seed)
     candidates = candidates or [DiscoverySettings()]
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):

@@ -68,9 +68,10 @@ def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | 
     if prev is not None and prev["attrs"]["status"] == "complete":
         log(f"{out.name}: complete, not recomputed")
         return out
+    n_test = len(all_test)
     arrays = {"R/record": np.full((K, K), np.nan), "R/record_npr_auc": np.full((K, K), np.nan),
               "timing/train_s": np.full(K, np.nan), "timing/eval_s": np.full(K, np.nan),
-              "scores/value": np.full((K, len(all_test)), np.nan, dtype=np.float32)}
+              "scores/value": np.full(K * n_test, np.nan, dtype=np.float32)}
     done, started = 0, results.now()
     if prev is not None:
         done, started = int(prev["attrs"]["steps_done"]), prev["attrs"]["started_at"]
@@ -87,18 +88,21 @@ def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | 
              "levels": json.dumps([LEVEL]), "evaluation": "cross", "device": "cpu", "weights_id": "",
              "backbone_forward_images": 0, **results.provenance()}
     test_task = np.concatenate([np.full(len(r), j) for j, r in enumerate(test_rows)])
+    # Scores in the image track's flat layout (one entry per step × test record), plus the record's row in the
+    # record index (index.csv), so intervals and restrictions can be recomputed per record.
     fixed = {"tasks_info/n_train": np.array([len(r) for r in train_rows]),
              "tasks_info/n_test": np.array([len(r) for r in test_rows]),
              "tasks_info/prevalence": np.array([labels[r].mean() if len(r) else np.nan for r in test_rows]),
-             "scores/task": test_task.astype(np.int32), "scores/label": labels[all_test].astype(np.int8)}
+             "scores/step": np.repeat(np.arange(K, dtype=np.int16), n_test),
+             "scores/task": np.tile(test_task.astype(np.int16), K),
+             "scores/label": np.tile(labels[all_test].astype(np.int8), K),
+             "scores/record": np.tile(all_test.astype(np.int32), K)}
     stop = K if max_steps is None else min(K, done + max_steps)
 
     def write(status: str, steps: int):
         finished = results.now() if status == "complete" else ""
-        steps_arr = np.arange(K, dtype=np.int32)
         results.write_run(out, {**attrs, "status": status, "steps_done": steps, "started_at": started,
-                                "finished_at": finished},
-                          {**arrays, **fixed, "scores/step": steps_arr}, tasks)
+                                "finished_at": finished}, {**arrays, **fixed}, tasks)
 
     for i in range(done, stop):
         t0 = time.perf_counter()
@@ -109,7 +113,7 @@ def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | 
             s = scores[test_task == j]
             arrays["R/record"][i, j] = roc_auc(labels[rows], s)
             arrays["R/record_npr_auc"][i, j] = normalized_pr_auc(labels[rows], s)[0]
-        arrays["scores/value"][i] = scores
+        arrays["scores/value"][i * n_test:(i + 1) * n_test] = scores
         arrays["timing/train_s"][i], arrays["timing/eval_s"][i] = t1 - t0, time.perf_counter() - t1
         log(f"{model} expert {i + 1}/{K} ({tasks[i]}): train {t1 - t0:.1f}s, AUC row "
             + " ".join(f"{v:.3f}" for v in arrays["R/record"][i]))

@@ -3,7 +3,8 @@ code; PyOD scores a record by its reconstruction distance.
 
 Defaults are PyOD 3.6.7's. Two things PyOD's implementation does that this wrapper keeps (it runs the released
 model) but that a reader should know: it has no random_state (seeded here through torch's generator before
-construction), its scoring fails on a single record (scored here as a pair), and its "best epoch" copy is a reference to the live weights, so the final weights are used.
+construction), its scoring fails on a single record (scored here by the same formula, vectorised), and its
+"best epoch" copy is a reference to the live weights, so the final weights are used.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
-from bench.tabular.detectors.base import TabularDetector, hidden_sizes, load_torch_state, quiet, torch_state
+from bench.tabular.detectors.base import (TabularDetector, hidden_sizes, load_torch_state, quiet,
+                                          reconstruction_distance, torch_state)
 
 
 class AE1SVM(TabularDetector):
@@ -39,10 +41,10 @@ class AE1SVM(TabularDetector):
         return self
 
     def score(self, X):
-        X = np.asarray(X, dtype=np.float32)
-        if len(X) == 1:  # PyOD indexes its output with a one-element tensor, which fails for a single record
-            return self.score(np.concatenate([X, X]))[:1]
-        return np.asarray(self.model_.decision_function(X), dtype=np.float64)
+        # PyOD's decision_function, vectorised (it also fails on a single record: it indexes its output with a
+        # one-element tensor)
+        m = self.model_
+        return reconstruction_distance(m.model, X, m.mean, m.std, recon=lambda out: out[0])
 
     def state_dict(self):
         m = self.model_

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
-from bench.tabular.detectors.base import TabularDetector, hidden_sizes, load_torch_state, quiet, torch_state
+from bench.tabular.detectors.base import (TabularDetector, hidden_sizes, load_torch_state, quiet,
+                                          reconstruction_distance, torch_state)
 
 
 class Autoencoder(TabularDetector):
@@ -33,7 +34,8 @@ class Autoencoder(TabularDetector):
         return self
 
     def score(self, X):
-        return np.asarray(self.model_.decision_function(np.asarray(X, dtype=np.float32)), dtype=np.float64)
+        m = self.model_
+        return reconstruction_distance(m.model, X, m.X_mean, m.X_std)
 
     def state_dict(self):
         m = self.model_
