@@ -164,3 +164,10 @@ def test_r_samples_keep_a_column_paired_and_strategies_paired():
 def test_a_block_as_long_as_the_sequence_is_refused():
     with pytest.raises(ConfigError, match="resamples nothing"):
         iv.interval(np.arange(50) % 2, np.arange(50.0), timestamps=np.arange(50), block=50)
+
+
+def test_block_sensitivity_reaches_past_the_longest_run():
+    labels, scores = _runs_stream(np.random.default_rng(8), n_runs=6)
+    out = iv.block_sensitivity(labels, scores, np.arange(labels.size), n_boot=100)
+    assert list(out) == [100, 151, 250]  # the runs are 150 records long
+    assert all(o.method == "block" and o.block == b and o.low < o.value < o.high for b, o in out.items())
