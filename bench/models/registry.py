@@ -131,6 +131,7 @@ class ModelSpec:
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")
     layers_of: Callable | None = None  # hparams → backbone layers, for detectors without a `layers` parameter
     track: str = "image"  # "image" | "tabular": which runs can use it
+    transductive: bool = False  # tabular: scores depend on the scoring batch (ECOD, COPOD, DIF); see bench.tabular.audit
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
