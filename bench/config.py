@@ -4,6 +4,11 @@ The *run key* hashes everything that changes the result (dataset content, task o
 weights, protocol, seed, image size, batch size, hyperparameters) and nothing that does not (paths, device,
 worker count). The *config hash* covers the whole configuration and is recorded as provenance.
 
+One RunConfig serves both tracks: a common core (dataset, root, tasks, model, protocol, seed, hparams) plus the
+image track's inputs (backbone, weights, image size, batch size) or the tabular track's (`root` is a record index
+folder from `bench tabular index`, whose `index_sha256` covers the raw files and every preprocessing setting).
+`evaluation` is "continual" (after task i, tasks 0..i) or "cross" (after task i, every task: the STE matrix).
+
 Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
 the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
 `prepare` then checks the hyperparameters against the model's registry spec.
@@ -19,7 +24,14 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: attributes track, levels, evaluation (schema-1 files are image runs and still read)
+# The run key's preimage carries its own version: schema 2 only added attributes, so image run keys stay those
+# computed under schema 1 (files and grids made before keep their identity).
+RUN_KEY_SCHEMA = 1
+TRACKS = ("image", "tabular")
+EVALUATIONS = ("continual", "cross")
+TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
+TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
 PROTOCOLS = ("ncl", "cl")
@@ -51,15 +63,24 @@ class RunConfig:
     device: str = "auto"
     workers: int = 0
     hparams: dict = field(default_factory=dict)
+    track: str = "image"
+    evaluation: str = "continual"
 
     def validate(self, *, tasks: bool = True) -> "RunConfig":
         """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
         and what is allowed. `tasks=False` skips the task list (not known before the dataset is read). The model's
         hyperparameters are checked by its registry spec (`bench.models.resolve_hparams`, in `runner.prepare`)."""
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
-        if self.dataset not in DATASETS:
-            raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
-        for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES)):
+        if self.track not in TRACKS:
+            raise ConfigError(f"unknown track {self.track!r} (valid: {', '.join(TRACKS)})")
+        tabular = self.track == "tabular"
+        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, PROTOCOLS)
+        if self.dataset not in datasets:
+            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(datasets)})")
+        if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
+            raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
+                              f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
+        for name, valid in (("backbone", BACKBONES), ("protocol", protocols), ("device", DEVICES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         if not isinstance(self.weights, str) or not self.weights.strip():
@@ -94,12 +115,20 @@ class RunConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def identity(self, index_sha256: str, weights_id: str) -> dict:
-        """What the result depends on: the run key's preimage."""
+        """What the result depends on: the run key's preimage. A tabular run depends on no backbone, weights or
+        image size; it does depend on the detector's version (its registry spec)."""
+        if self.track == "tabular":
+            from bench.models.registry import get  # late: the registry imports the detectors
+
+            return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
+                    "tasks": list(self.tasks), "model": self.model, "version": get(self.model, "tabular").version,
+                    "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
+                    "hparams": self.hparams, "schema": SCHEMA_VERSION}
         return {
             "dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
             "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
             "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
-            "hparams": self.hparams, "schema": SCHEMA_VERSION,
+            "hparams": self.hparams, "schema": RUN_KEY_SCHEMA,
         }
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
@@ -109,6 +138,8 @@ class RunConfig:
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
         dataset = self.dataset.replace("/", "-")
+        if self.track == "tabular":
+            return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
         return f"{dataset}_{self.model}_{self.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
 
 

@@ -28,10 +28,11 @@ def build(name, **over):
 
 
 def test_the_tracks_are_separate():
-    assert TABULAR == ["ae1svm", "autoencoder", "iforest"]
+    assert {"ae1svm", "autoencoder", "iforest"} <= set(TABULAR)  # the scenario chain's three, at least
     assert not set(TABULAR) & set(specs())  # image lists (demo, grids, image contract tests) do not see them
-    with pytest.raises(ConfigError, match="valid: ae1svm, autoencoder, iforest"):
+    with pytest.raises(ConfigError, match="unknown tabular model") as err:
         get("patchcore", "tabular")
+    assert set(str(err.value).split("valid: ")[1].rstrip(")").split(", ")) == set(TABULAR)
 
 
 @pytest.mark.parametrize("name", TABULAR)

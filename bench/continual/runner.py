@@ -10,12 +10,17 @@ The result path belongs to one run: it must be absent, or hold this run's own (p
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
 processes cannot run into one file. Checkpoints are plain data read without unpickling code
 (bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh.
+
+Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
+in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
+one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import signal
 import sys
@@ -53,21 +58,54 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value) per image per evaluation
+    scores: list = field(default_factory=list)  # (step, task, label, value[, record]) per sample per evaluation
+    matrices: tuple = ("R/image", "R/pixel", "R/image_npr_auc")  # the track's [n, n] arrays
 
     def __post_init__(self):
         if not self.arrays:
-            nan2 = lambda: np.full((self.n, self.n), np.nan)  # noqa: E731
-            self.arrays = {
-                "R/image": nan2(), "R/pixel": nan2(), "R/image_npr_auc": nan2(),
+            self.arrays = {name: np.full((self.n, self.n), np.nan) for name in self.matrices}
+            self.arrays.update({
                 "timing/train_s": np.full(self.n, np.nan), "timing/eval_s": np.full(self.n, np.nan),
                 "memory/state_bytes": np.zeros(self.n, dtype=np.int64),
-            }
+            })
 
 
 class TaskData(NamedTuple):
     train: object  # bench.data.tasks.TaskSplit
     test: object
+
+
+class ImageTrack:
+    """Images through a frozen (or trained) backbone; levels image and pixel."""
+
+    name = "image"
+    levels = ("image", "pixel")
+    matrices = ("R/image", "R/pixel", "R/image_npr_auc")
+
+    def __init__(self, splits: dict):
+        self.splits = splits
+        self.extractor = None
+        self.masks: dict[str, np.ndarray] = {}  # test split name → its pixel masks, read once per run
+
+    def start(self, cfg: RunConfig, device, progress: bool, log) -> None:
+        self.extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
+                                          seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
+                                          progress=progress)
+        self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
+        if cfg.weights == "none":
+            log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
+                "to ImageNet-pretrained results")
+
+    def protocol(self, cfg: RunConfig):
+        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image_size, cfg.hparams),
+                             cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
+
+    def attrs(self) -> dict:
+        # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
+        return {"backbone_forward_images": self.extractor.forward_images}
+
+    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
+        _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
 
 
 @dataclass
@@ -80,6 +118,7 @@ class Run:
     index_sha: str
     weights_id: str
     run_key: str
+    track: object = None  # ImageTrack or bench.tabular.track.TabularTrack; None: the image track
 
     @property
     def checkpoint_path(self) -> Path:
@@ -93,6 +132,11 @@ class Run:
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
+    if config.track == "tabular":
+        from bench.tabular.track import prepare_tabular  # late: the image track needs none of it
+
+        track, index_sha = prepare_tabular(config)
+        return _planned(config, out, out_dir, track.splits, index_sha, "", track)
     config.hparams = resolve_hparams(config.model, config.hparams)
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
@@ -103,12 +147,16 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         data.test.check_files()
     _, weights_id = resolve_weights(config.backbone, config.weights)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
+    return _planned(config, out, out_dir, splits, index_sha, weights_id, ImageTrack(splits))
+
+
+def _planned(config, out, out_dir, splits, index_sha, weights_id, track) -> Run:
     key = config.run_key(index_sha, weights_id)
     if out is None:
         out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
-    return Run(config, out, splits, index_sha, weights_id, key)
+    return Run(config, out, splits, index_sha, weights_id, key, track)
 
 
 def check_output(out: Path, run_key: str, probe: bool = True) -> None:
@@ -216,61 +264,51 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
-    extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                 seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
-
-    def fresh_protocol():
-        return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
-                             cfg.seed, [len(run.splits[t].train) for t in cfg.tasks])
-
-    extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
-    protocol = fresh_protocol()
+    track = run.track or ImageTrack(run.splits)
+    track.start(cfg, device, progress, log)
+    protocol = track.protocol(cfg)
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
-        protocol, state = fresh_protocol(), RunState(n)
-    if cfg.weights == "none":
-        log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
-            "to ImageNet-pretrained results")
+        protocol, state = track.protocol(cfg), RunState(n, matrices=track.matrices)
     base_attrs = {**results.provenance(), "run_key": run.run_key, "run_name": run.out.stem, "n_tasks": n,
                   "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": run.index_sha,
-                  "weights_id": run.weights_id, "seed": cfg.seed, "device": _device_name(device)}
+                  "weights_id": run.weights_id, "seed": cfg.seed, "device": _device_name(device),
+                  "track": track.name, "levels": json.dumps(list(track.levels)), "evaluation": cfg.evaluation}
     tasks_info = _tasks_info(run)
-    masks: dict[str, np.ndarray] = {}
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
     try:
         for t in range(state.steps_done, stop):
             _check_terminated()
             task = cfg.tasks[t]
-            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} images), then evaluating "
-                f"{t + 1} task{'s' if t else ''}")
+            evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
+            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {_unit(track)}), then "
+                f"evaluating {len(evaluated)} task{'s' if len(evaluated) > 1 else ''}")
             synchronize(device)
             t0 = time.perf_counter()
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
+            context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
+            protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
             protocol.learn(run.splits[task].train, t)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
-            record_losses(state.arrays, t, n, protocol.detector.context.losses)
+            record_losses(state.arrays, t, n, context.losses)
             protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
-            for j in range(t + 1):
-                _evaluate(run, protocol, state, routing, masks, t, j, progress)
+            for j in evaluated:
+                track.evaluate(run, protocol, state, routing, t, j, progress)
             synchronize(device)
             state.arrays["timing/eval_s"][t] = time.perf_counter() - t0
             state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
             state.steps_done = t + 1
-            _log_step(log, cfg, state, t)
+            _log_step(log, cfg, state, t, track.levels[0], evaluated)
             _save_checkpoint(run, protocol, state)
             run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
-                # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image)
-                _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
-                                                          "backbone_forward_images": extractor.forward_images})
+                _write(run, state, routing, tasks_info, {**base_attrs, "status": "running", **track.attrs()})
         if state.steps_done == n:
             # also reached by a rerun whose checkpoint already holds the whole stream (killed before this write)
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete",
-                                                      "backbone_forward_images": extractor.forward_images})
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **track.attrs()})
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
         # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
@@ -337,11 +375,13 @@ def _write(run, state, routing, tasks_info, attrs):
     scores = {}
     if state.scores:
         scores = {
-            "scores/step": np.concatenate([np.full(len(v), t, np.int16) for t, _, _, v in state.scores]),
-            "scores/task": np.concatenate([np.full(len(v), j, np.int16) for _, j, _, v in state.scores]),
-            "scores/label": np.concatenate([lab for _, _, lab, _ in state.scores]),
-            "scores/value": np.concatenate([v for _, _, _, v in state.scores]),
+            "scores/step": np.concatenate([np.full(len(v), t, np.int16) for t, _, _, v, *_ in state.scores]),
+            "scores/task": np.concatenate([np.full(len(v), j, np.int16) for _, j, _, v, *_ in state.scores]),
+            "scores/label": np.concatenate([lab for _, _, lab, *_ in state.scores]),
+            "scores/value": np.concatenate([v for _, _, _, v, *_ in state.scores]),
         }
+        if len(state.scores[0]) > 4:  # tabular: each score's row in the record index (index.csv)
+            scores["scores/record"] = np.concatenate([s[4] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
@@ -366,7 +406,8 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         steps = ckpt["steps_done"]
         if not isinstance(steps, int) or not 1 <= steps <= n:
             raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
-        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]])
+        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]],
+                         (run.track or ImageTrack).matrices)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -378,11 +419,15 @@ def _resume(run: Run, protocol, log) -> RunState | None:
     return state
 
 
-def _log_step(log, cfg, state, t):
+def _log_step(log, cfg, state, t, level="image", evaluated=None):
     a = state.arrays
-    row = " ".join(f"{a['R/image'][t, j]:.3f}" for j in range(t + 1))
+    row = " ".join(f"{a[f'R/{level}'][t, j]:.3f}" for j in (evaluated or range(t + 1)))
     log(f"[step {t + 1}/{len(cfg.tasks)}] {cfg.tasks[t]:<14} train {a['timing/train_s'][t]:6.1f}s "
-        f"eval {a['timing/eval_s'][t]:6.1f}s  image R[{t + 1},:] = {row}")
+        f"eval {a['timing/eval_s'][t]:6.1f}s  {level} R[{t + 1},:] = {row}")
+
+
+def _unit(track) -> str:
+    return "records" if track.name == "tabular" else "images"
 
 
 def _device_name(device: torch.device) -> str:
@@ -393,5 +438,5 @@ def _device_name(device: torch.device) -> str:
 
 def final_summary(path: Path) -> dict:
     run = results.read_run(path)
-    return {level: summarize(run[f"R/{level}"]) for level in ("image", "pixel")}
+    return {level: summarize(run[f"R/{level}"]) for level in results.levels(run)}
 
