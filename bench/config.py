@@ -135,6 +135,14 @@ class RunConfig:
         payload = json.dumps(self.identity(index_sha256, weights_id), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
 
+    @property
+    def result_set(self) -> str:
+        """The name of this run's outputs/<name>/runs folder (and of `make aggregate DATASET=<name>`): the dataset,
+        prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks)."""
+        if self.track == "tabular" and self.dataset in DATASETS:
+            return f"tabular-{self.dataset}"
+        return self.dataset
+
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
         dataset = self.dataset.replace("/", "-")

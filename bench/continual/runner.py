@@ -136,7 +136,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         from bench.tabular.track import prepare_tabular  # late: the image track needs none of it
 
         track, index_sha = prepare_tabular(config)
-        return _planned(config, out, out_dir, track.splits, index_sha, "", track)
+        return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
     config.hparams = resolve_hparams(config.model, config.hparams)
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
@@ -153,7 +153,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
 def _planned(config, out, out_dir, splits, index_sha, weights_id, track) -> Run:
     key = config.run_key(index_sha, weights_id)
     if out is None:
-        out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"
+        out = Path(out_dir or f"outputs/{config.result_set}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
     return Run(config, out, splits, index_sha, weights_id, key, track)

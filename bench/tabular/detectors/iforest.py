@@ -38,7 +38,10 @@ class IsolationForest(TabularDetector):
                "n_trees": np.array(len(f.estimators_))}
         for i, (tree, feats) in enumerate(zip(f.estimators_, f.estimators_features_)):
             st = tree.tree_.__getstate__()
-            out[f"tree{i}/nodes"], out[f"tree{i}/values"] = st["nodes"], st["values"]
+            # the node records as raw bytes [nodes, itemsize]: checkpoints hold plain numeric arrays only
+            nodes = np.ascontiguousarray(st["nodes"])
+            out[f"tree{i}/nodes"] = nodes.view(np.uint8).reshape(len(nodes), nodes.dtype.itemsize)
+            out[f"tree{i}/values"] = st["values"]
             out[f"tree{i}/max_depth"], out[f"tree{i}/features"] = np.array(st["max_depth"]), np.asarray(feats)
         return out
 
@@ -57,8 +60,10 @@ class IsolationForest(TabularDetector):
         f.offset_ = float(state["offset"])
         f.estimators_, f.estimators_features_ = [], []
         for i in range(int(state["n_trees"])):
-            nodes = np.asarray(state[f"tree{i}/nodes"])
             tree = Tree(n_used, np.array([1], dtype=np.intp), 1)
+            nodes = np.asarray(state[f"tree{i}/nodes"])
+            if nodes.dtype.names is None:  # raw bytes (state_dict): back to scikit-learn's node records
+                nodes = np.ascontiguousarray(nodes, dtype=np.uint8).view(tree.__getstate__()["nodes"].dtype).ravel()
             tree.__setstate__({"max_depth": int(state[f"tree{i}/max_depth"]), "node_count": len(nodes),
                                "nodes": nodes, "values": np.asarray(state[f"tree{i}/values"])})
             est = ExtraTreeRegressor(max_features=1, splitter="random")
