@@ -30,10 +30,12 @@ SCHEMA_VERSION = 2  # 2: attributes track, levels, evaluation (schema-1 files ar
 RUN_KEY_SCHEMA = 1
 TRACKS = ("image", "tabular")
 EVALUATIONS = ("continual", "cross")
-TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
 TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
+TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
+# What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
+RESULT_SETS = DATASETS + tuple(d if d not in DATASETS else f"tabular-{d}" for d in TABULAR_DATASETS)
 PROTOCOLS = ("ncl", "cl")
 DEVICES = ("auto", "cpu", "cuda")
 # Ranges of the run-level settings. Below 32 px the deepest backbone layer used (stride 16) has no neighbourhood;

@@ -119,3 +119,48 @@ def test_bad_tabular_configs_fail_before_work(index, tmp_path):
     with pytest.raises(ConfigError, match="Caturday"):
         prepare(bad, out=tmp_path / "y.h5")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def scenario_folder(index):
+    """A scenario folder as `bench tabular scenarios` lays it out: the selected candidate's index + orderings."""
+    import shutil
+
+    from bench.tabular.orderings import ORDERINGS
+
+    root = index.parent / "scenario"
+    shutil.copytree(index, root / "candidates" / "natural-day" / "index")
+    (root / "release").mkdir()
+    (root / "release" / "manifest.json").write_text(json.dumps({"selected_candidate": "natural-day"}))
+    rotations = [STREAM[k:] + STREAM[:k] for k in range(4)]
+    distinct = rotations + [r[::-1] for r in rotations]  # six of these eight distinct task orders
+    orders = dict(zip(ORDERINGS, distinct))
+    (root / "release" / "orderings.json").write_text(json.dumps(orders))
+    return root
+
+
+def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenario_folder, tmp_path, capsys):
+    from conftest import cli_stdout
+
+    from bench.hpc import grid as grids
+
+    grid = grids.load_grid("tabular-synthetic")  # the shipped grid: 6 orderings × 4 strategies per model
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), scenario_folder, tmp_path)
+    assert len(planned) == len(grid.models) * 6 * 4
+    assert all(p.run.out.parent == tmp_path / "tabular-synthetic" / "runs" for p in planned)
+    cum = [p for p in planned if p.run.config.protocol == "cumulative"][0]
+    size = (scenario_folder / "candidates" / "natural-day" / "index" / "features.npy").stat().st_size
+    assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
+    assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
+    args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
+            "--models", "iforest", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
+            "--cluster", "debug", "--profile", "cpu"]
+    assert "4 runs ran" in cli_stdout(*args)
+    files = sorted((tmp_path / "tabular-synthetic" / "runs").glob("*.h5"))
+    assert len(files) == 4
+    for f in files:
+        r = results.read_run(f)
+        assert r["attrs"]["status"] == "complete" and r["attrs"]["track"] == "tabular"
+    out = cli_stdout("status", "--dataset", "tabular-synthetic", "--outputs", tmp_path)
+    assert out.splitlines()[-1].startswith("total 4 runs: 4 complete")
+    assert "nothing to submit" in cli_stdout(*args)
