@@ -164,3 +164,31 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     out = cli_stdout("status", "--dataset", "tabular-synthetic", "--outputs", tmp_path)
     assert out.splitlines()[-1].startswith("total 4 runs: 4 complete")
     assert "nothing to submit" in cli_stdout(*args)
+    # make aggregate / verify: the tabular Table 2 and the validation criteria, from the same files
+    cli_stdout("aggregate", "--dataset", "tabular-synthetic", "--outputs", tmp_path, "--bootstrap", "60",
+               "--figures", "none")
+    import pandas as pd
+
+    from bench.metrics import continual_roc_auc
+
+    tables = tmp_path / "tabular-synthetic" / "tables"
+    long = pd.read_csv(tables / "tabular_table2.csv")
+    assert len(long) == 2 * 2 * 3  # orderings × strategies × metrics
+    configs = {f: json.loads(results.read_run(f)["attrs"]["config"]) for f in files}
+    by_file = {(c["protocol"], c["ordering"]): results.read_run(f) for f, c in configs.items()}
+    for row in long[long["metric"] == "roc_auc_cl"].itertuples():
+        R = by_file[(row.protocol, row.ordering)]["R/record"]
+        assert row.value == pytest.approx(continual_roc_auc(R)) and row.ci_low <= row.value <= row.ci_high
+    assert long.loc[long["metric"] == "npr_auc_cl", "prevalence"].between(0, 1).all()
+    val = pd.read_csv(tables / "validation.csv")
+    for row in val.itertuples():
+        cell = long[(long["ordering"] == row.ordering) & (long["metric"] == "roc_auc_cl")].set_index("protocol")
+        assert row.non_triviality_gap == pytest.approx(cell.loc["mste", "value"] - cell.loc["ncl", "value"])
+        assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
+    assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative | MSTE | Replay |" in \
+        (tables / "tabular_table2.md").read_text()
+    from bench.cli import main
+
+    assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 0
+    (tables / "validation.csv").write_text((tables / "validation.csv").read_text().replace("0.", "0.9", 1))
+    assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) != 0
