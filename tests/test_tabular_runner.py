@@ -109,6 +109,26 @@ def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
         check_scores(r, path)
 
 
+def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
+    from conftest import cli_stdout
+
+    from bench.cli import main
+
+    args = ["tabular", "run", "--index", index, "--model", "iforest", "--quick", "--protocol", "cumulative",
+            "--tasks", ",".join(STREAM), "--out", tmp_path / "c.h5"]
+    cli_stdout(*args, "--max-steps", 1)
+    assert results.read_run(tmp_path / "c.h5")["attrs"]["steps_done"] == 1
+    cli_stdout(*args)
+    r = results.read_run(tmp_path / "c.h5")
+    assert r["attrs"]["status"] == "complete" and r["replay/composition"][3].tolist() == [
+        int(x) for x in r["tasks_info/n_train"][:3]] + [0]  # Cumulative: every past record
+    capsys.readouterr()
+    assert main(["tabular", "run", "--index", str(index), "--model", "iforest", "--protocol", "ste2",
+                 "--out", str(tmp_path / "d.h5")]) == 2
+    err = capsys.readouterr().err
+    assert "ste2" in err and len(err.strip().splitlines()) == 1
+
+
 def test_bad_tabular_configs_fail_before_work(index, tmp_path):
     with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, mste, ste"):
         prepare(config(index, "finetune"), out=tmp_path / "x.h5")

@@ -1,4 +1,4 @@
-"""`python -m bench tabular <synthetic|index|ste|scenarios>` (docs/tabular.md)."""
+"""`python -m bench tabular <synthetic|index|run|ste|scenarios>` (docs/tabular.md)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,19 @@ def register(sub) -> None:
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
     q.add_argument("--max-steps", type=int, help="stop after K experts; the same command resumes")
     q.set_defaults(func=cmd_ste)
+
+    q = cmds.add_parser("run", help="one continual run on a record index (the continual runner, tabular track)")
+    q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
+    q.add_argument("--model", required=True)
+    q.add_argument("--protocol", default="cl", help="ncl | cl (Replay) | cumulative | mste (default cl)")
+    q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
+    q.add_argument("--ordering", default="custom", help="the order's name, recorded with the results")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quick", action="store_true", help="the model's small test setting")
+    q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
+    q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
+    q.add_argument("--max-steps", type=int, help="stop after K tasks; the same command resumes")
+    q.set_defaults(func=cmd_run)
 
     q = cmds.add_parser("scenarios", help="the whole chain: candidates, STE matrices, filtering, orderings, "
                                           "W, selection, Borda, release (data.csv, orderings.json, manifest)")
@@ -143,6 +156,23 @@ def cmd_ste(args) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
                    max_steps=args.max_steps)
+    print(f"results: {path}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from bench.config import RunConfig
+    from bench.continual.runner import execute, prepare
+    from bench.models.registry import get
+    from bench.tabular.ste import index_meta
+
+    spec = get(args.model, "tabular")
+    meta = index_meta(args.index)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
+    config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
+                       ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu", track="tabular",
+                       hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
+    path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")
     return 0
 
