@@ -48,8 +48,9 @@ def write_schema_1(path, n=3):
             R[i, j] = roc_auc(labels, s)
             steps.append(np.full(10, i)), tasks.append(np.full(10, j)), values.append(s)
     attrs = {"schema_version": 1, "run_key": key, "run_name": f"old_{key[:12]}", "status": "complete",
-             "steps_done": n, "n_tasks": n, "config": config, "config_sha256": hashlib.sha256(config.encode()).hexdigest(),
-             "index_sha256": "ab" * 32, "weights_id": "tv-imagenet1k-v1", "seed": 3, "git_commit": "abc", "git_dirty": 0,
+             "steps_done": n, "n_tasks": n, "config": config,
+             "config_sha256": hashlib.sha256(config.encode()).hexdigest(), "index_sha256": "ab" * 32,
+             "weights_id": "tv-imagenet1k-v1", "seed": 3, "git_commit": "abc", "git_dirty": 0,
              "packages": "{}", "python": "3.11", "host": "h", "started_at": "2026-01-01T00:00:00+00:00",
              "finished_at": "2026-01-01T01:00:00+00:00", "device": "cpu"}
     path.parent.mkdir(parents=True, exist_ok=True)

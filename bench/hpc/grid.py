@@ -373,7 +373,8 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
         base = grid.model_resources(model)
         if not profile.use_gpus:
             base = replace(base, gpus=0)
-        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid) for a in ("orderings", "protocols", "seeds")]
+        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+                for a in ("orderings", "protocols", "seeds")]
         for ordering, protocol, seed in itertools.product(*axes):
             if ordering not in orderings:
                 raise ConfigError(f"{root}/release/orderings.json: no ordering {ordering!r} "
@@ -381,7 +382,8 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
             resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
                                ordering=ordering, protocol=protocol, seed=seed, track="tabular",
-                               device=run_device(profile, resources), hparams=dict(grid.models[model].get("hparams") or {}))
+                               device=run_device(profile, resources),
+                               hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return planned
 

@@ -148,8 +148,10 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
     footer = provenance_lines(runs, n_missing)
     long = tb.tabular_table2(runs, details, options.bootstrap, options.bootstrap_seed)
     val = tb.validation_table(long)
-    return [Item("tables/tabular_table2.csv", _csv(long)), Item("tables/tabular_table2.md", tb.table2_markdown(long, footer)),
-            Item("tables/validation.csv", _csv(val)), Item("tables/validation.md", tb.validation_markdown(val, footer))]
+    return [Item("tables/tabular_table2.csv", _csv(long)),
+            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer)),
+            Item("tables/validation.csv", _csv(val)),
+            Item("tables/validation.md", tb.validation_markdown(val, footer))]
 
 
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:

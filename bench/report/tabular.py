@@ -111,7 +111,8 @@ def validation_table(long: pd.DataFrame) -> pd.DataFrame:
         refs = [get("roc_auc_cl", p) for p in ("cl", "cumulative", "mste")]
         best_ref = max((v for v in refs if np.isfinite(v)), default=np.nan)
         rows.append({"dataset": dataset, "ordering": ordering, "model": model,
-                     "feasibility_best_strong_roc_auc_cl": best_strong, "feasibility_gap_over_random": best_strong - 0.5,
+                     "feasibility_best_strong_roc_auc_cl": best_strong,
+                     "feasibility_gap_over_random": best_strong - 0.5,
                      "naive_roc_auc_cl": get("roc_auc_cl", "ncl"),
                      "non_triviality_gap": best_ref - get("roc_auc_cl", "ncl"),
                      "forgetting_naive_fm": get("fm", "ncl"), "forgetting_mste_fm": get("fm", "mste")})
