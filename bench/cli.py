@@ -17,7 +17,7 @@ from bench.errors import BenchError, ConfigError
 
 # Modules that add their own subcommands through register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands",
-                                    "bench.distill_cli")
+                                    "bench.distill_cli", "bench.tabular.commands")
 
 
 def default_root(dataset: str) -> Path:

@@ -5,6 +5,11 @@ weights, protocol, seed, image size, batch size, hyperparameters, the model's al
 evaluation mode, the feature storage dtype) and nothing that does not (paths, device, worker count, cache
 budget). The *config hash* covers the whole configuration and is recorded as provenance.
 
+One RunConfig serves both tracks: a common core (dataset, root, tasks, model, protocol, seed, hparams) plus the
+image track's inputs (backbone, weights, image size, batch size) or the tabular track's (`root` is a record index
+folder from `bench tabular index`, whose `index_sha256` covers the raw files and every preprocessing setting).
+`evaluation` is "continual" (after task i, tasks 0..i) or "cross" (after task i, every task: the STE matrix).
+
 Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
 the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
 `prepare` then checks the hyperparameters against the model's registry spec.
@@ -20,9 +25,18 @@ from pathlib import Path
 
 from bench.errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: attributes track, levels, evaluation (schema-1 files are image runs and still read)
+# The run key's preimage carries its own version: schema 2 only added attributes, so image run keys stay those
+# computed under schema 1 (files and grids made before keep their identity).
+RUN_KEY_SCHEMA = 1
+TRACKS = ("image", "tabular")
+EVALUATIONS = ("continual", "cross")
+TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
+TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
+# What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
+RESULT_SETS = DATASETS + tuple(d if d not in DATASETS else f"tabular-{d}" for d in TABULAR_DATASETS)
 PROTOCOLS = ("ncl", "cl")
 DEVICES = ("auto", "cpu", "cuda")
 # Pixel ROC-AUC at image_size² (masks resized nearest-neighbour: the default) or at each mask's own size (maps
@@ -65,15 +79,24 @@ class RunConfig:
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
+    track: str = "image"
+    evaluation: str = "continual"
 
     def validate(self, *, tasks: bool = True) -> "RunConfig":
         """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
         and what is allowed. `tasks=False` skips the task list (not known before the dataset is read). The model's
         hyperparameters are checked by its registry spec (`bench.models.resolve_hparams`, in `runner.prepare`)."""
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
-        if self.dataset not in DATASETS:
-            raise ConfigError(f"unknown dataset {self.dataset!r} (valid: {', '.join(DATASETS)})")
-        for name, valid in (("backbone", BACKBONES), ("protocol", PROTOCOLS), ("device", DEVICES),
+        if self.track not in TRACKS:
+            raise ConfigError(f"unknown track {self.track!r} (valid: {', '.join(TRACKS)})")
+        tabular = self.track == "tabular"
+        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, PROTOCOLS)
+        if self.dataset not in datasets:
+            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(datasets)})")
+        if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
+            raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
+                              f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
+        for name, valid in (("backbone", BACKBONES), ("protocol", protocols), ("device", DEVICES),
                             ("pixel_eval", PIXEL_EVALS), ("feature_dtype", CACHE_DTYPES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
@@ -115,12 +138,18 @@ class RunConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def identity(self, index_sha256: str, weights_id: str) -> dict:
-        """What the result depends on: the run key's preimage."""
+        """What the result depends on: the run key's preimage. A tabular run depends on no backbone, weights or
+        image size; it does depend on the detector's version (its registry spec, `model_version`)."""
+        if self.track == "tabular":
+            return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
+                    "tasks": list(self.tasks), "model": self.model, "version": self.model_version,
+                    "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
+                    "hparams": self.hparams, "schema": SCHEMA_VERSION}
         return {
             "dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
             "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
             "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
-            "hparams": self.hparams, "schema": SCHEMA_VERSION, "model_version": self.model_version,
+            "hparams": self.hparams, "schema": RUN_KEY_SCHEMA, "model_version": self.model_version,
             "pixel_eval": self.pixel_eval, "feature_dtype": self.feature_dtype,
         }
 
@@ -128,9 +157,19 @@ class RunConfig:
         payload = json.dumps(self.identity(index_sha256, weights_id), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
 
+    @property
+    def result_set(self) -> str:
+        """The name of this run's outputs/<name>/runs folder (and of `make aggregate DATASET=<name>`): the dataset,
+        prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks)."""
+        if self.track == "tabular" and self.dataset in DATASETS:
+            return f"tabular-{self.dataset}"
+        return self.dataset
+
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
         dataset = self.dataset.replace("/", "-")
+        if self.track == "tabular":
+            return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
         return f"{dataset}_{self.model}_{self.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
 
 

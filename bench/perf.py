@@ -172,7 +172,7 @@ def figure_line(figures: dict) -> str:
 
 # Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
 BENCHMARK_MODULES = ("bench.perf_spine", "bench.perf_models", "bench.perf_training", "bench.perf_backboneless",
-                     "bench.perf_cache")
+                     "bench.perf_cache", "bench.perf_tabular")
 
 
 def main(argv=None) -> int:

@@ -1,11 +1,14 @@
 """The HDF5 result schema: one file per run, written atomically; `load` turns files into a DataFrame.
 
-Schema (version 1), everything a table needs to be traced back to the run that made it:
+Schema (version 2), everything a table needs to be traced back to the run that made it:
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
             config (JSON), config_sha256, index_sha256 (+ synthetic.json for the synthetic benchmark),
             weights_id, seed, git_commit, git_dirty, packages (JSON), python, host, device, slurm_job_id,
             slurm_array_job_id, slurm_array_task_id, started_at, finished_at (ISO 8601 UTC), error (failed runs),
-            backbone_forward_images (images the frozen backbone processed in the last process of the run)
+            backbone_forward_images (images the frozen backbone processed in the last process of the run),
+            track (image|tabular), levels (JSON list: ["image", "pixel"] or ["record"]), evaluation
+            (continual|cross: cross evaluates every task after each step, upper triangle too)
+  Schema-1 files (no track/levels/evaluation) are image runs and read as such.
   tasks               [N] task names in stream order
   R/image, R/pixel    [N, N] ROC-AUC after learning task i (row) on the test set of task j (column);
                       NaN above the diagonal, for steps not yet run, and for one-class test sets
@@ -16,6 +19,9 @@ Schema (version 1), everything a table needs to be traced back to the run that m
   routing/counts      [N, N, N] (task-bank protocols) images of test task j routed to bank k after step i
   routing/own_fraction [N, N] share of task j's test images routed to its own bank after step i
   scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
+  Tabular track, level record: R/record (ROC-AUC), R/record_ap, R/record_npr_auc, R/record_prevalence,
+                      R/record_expected_ap (AP of a random ranking of that test set) [N, N]; scores/record: each
+                      score's row in the record index (index.csv)
 Files are opened with locking=False (NFS/Lustre) and replaced atomically (write `<name>.tmp.<host>.<pid>`, close,
 os.replace).
 """
@@ -162,19 +168,34 @@ def run_files(path_or_dir) -> list[Path]:
     raise BenchError(f"{p}: no such result file or directory")
 
 
+def track(run: dict) -> str:
+    """The run's track; schema-1 files are image runs."""
+    return run["attrs"].get("track", "image")
+
+
+def levels(run: dict) -> list[str]:
+    """The run's metric levels (R/<level> matrices); schema-1 files have image and pixel."""
+    text = run["attrs"].get("levels")
+    return json.loads(text) if text else ["image", "pixel"]
+
+
 def summary_row(run: dict, path: Path | None = None) -> dict:
-    """One tidy row: identity, status, the continual metrics of both levels, times, provenance."""
+    """One tidy row: identity, status, the continual metrics of every level, times, provenance. Tabular runs
+    have no backbone, weights or image size (empty / NaN in those columns)."""
     a = run["attrs"]
     config = json.loads(a["config"])
     done = int(a["steps_done"])
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
-        "status": a["status"], "dataset": config["dataset"], "model": config["model"],
-        "backbone": config["backbone"], "weights": config["weights"], "protocol": config["protocol"],
-        "ordering": config["ordering"], "seed": config["seed"], "image_size": config["image_size"],
+        "status": a["status"], "track": track(run), "evaluation": a.get("evaluation", "continual"),
+        "dataset": config["dataset"], "model": config["model"],
+        "backbone": config.get("backbone", "") if track(run) == "image" else "",
+        "weights": config.get("weights", "") if track(run) == "image" else "", "protocol": config["protocol"],
+        "ordering": config["ordering"], "seed": config["seed"],
+        "image_size": config.get("image_size", np.nan) if track(run) == "image" else np.nan,
         "n_tasks": int(a["n_tasks"]), "steps_done": done,
     }
-    for level in ("image", "pixel"):
+    for level in levels(run):
         s = summarize(run[f"R/{level}"][:done, :done]) if done else {}
         row.update({f"{level}_{k}": v for k, v in s.items()})
     if "routing/own_fraction" in run and done:

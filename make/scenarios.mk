@@ -12,8 +12,10 @@ STE_HPC = $(if $(filter-out inprocess,$(STE_CLUSTER)),--cluster $(STE_CLUSTER) -
 STE_RANK = $(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(SCENARIOS_OUT) $(if $(FORCE),--force)
 STE_INDEX = $(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force
 
-scenarios: $(STAMP) ## single-task experts per concept × PatchCore/PaDiM/CFA → STE table, orderings, Spearman, manifest (DATASET=name|multi STE_CLUSTER=inprocess|slurm|local|debug)
-ifeq ($(DATASET),multi)
+scenarios: $(STAMP) ## single-task experts per concept × PatchCore/PaDiM/CFA → STE table, orderings, Spearman, manifest (DATASET=name|multi STE_CLUSTER=inprocess|slurm|local|debug; tabular datasets: make/tabular.mk)
+ifneq ($(filter cicids2017 cicids2018 cicunsw,$(DATASET)),)
+	@$(MAKE) --no-print-directory tabular-scenarios
+else ifeq ($(DATASET),multi)
 	$(PY) -m bench scenarios multi --out $(SCENARIOS_OUT) $(if $(FORCE),--force) $(SCENARIOS_ARGS)
 else
 	$(PY) -m bench scenarios ste --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --out $(SCENARIOS_OUT) $(STE_HPC) $(SCENARIOS_ARGS)

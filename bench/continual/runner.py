@@ -10,6 +10,10 @@ The result path belongs to one run: it must be absent, or hold this run's own (p
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
 processes cannot run into one file. Checkpoints are plain data read without unpickling code
 (bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh.
+
+Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
+in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
+one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
 """
 
 from __future__ import annotations
@@ -58,22 +62,69 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value) per image per evaluation
+    scores: list = field(default_factory=list)  # (step, task, label, value[, record]) per sample per evaluation
+    matrices: tuple = ("R/image", "R/pixel", "R/image_npr_auc")  # the track's [n, n] arrays
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
     def __post_init__(self):
         if not self.arrays:
-            nan2 = lambda: np.full((self.n, self.n), np.nan)  # noqa: E731
-            self.arrays = {
-                "R/image": nan2(), "R/pixel": nan2(), "R/image_npr_auc": nan2(),
+            self.arrays = {name: np.full((self.n, self.n), np.nan) for name in self.matrices}
+            self.arrays.update({
                 "timing/train_s": np.full(self.n, np.nan), "timing/eval_s": np.full(self.n, np.nan),
                 "memory/state_bytes": np.zeros(self.n, dtype=np.int64),
-            }
+            })
 
 
 class TaskData(NamedTuple):
     train: object  # bench.data.tasks.TaskSplit
     test: object
+
+
+class ImageTrack:
+    """Images through a frozen (or trained) backbone; levels image and pixel."""
+
+    name = "image"
+    levels = ("image", "pixel")
+    matrices = ("R/image", "R/pixel", "R/image_npr_auc")
+
+    def __init__(self, splits: dict):
+        self.splits = splits
+        self.extractor = None
+        self.masks: dict[str, np.ndarray] = {}  # test split name → its pixel masks, read once per run
+
+    def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
+        if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
+            self.extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+            return
+        self.extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
+                                          seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
+                                          progress=progress, cache_budget=cache_budget(cfg.cache_budget),
+                                          cache_dtype=cfg.feature_dtype, spill_dir=scratch_dir(out_dir))
+        self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
+        if cfg.weights == "none":
+            log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
+                "to ImageNet-pretrained results")
+
+    def protocol(self, cfg: RunConfig):
+        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image_size, cfg.hparams),
+                             cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
+
+    def drop_training(self, task: str) -> None:
+        """NCL's hint: this task's training images are never read again (its test images are)."""
+        self.extractor.drop(self.splits[task].train.keys)
+
+    def close(self) -> None:
+        if self.extractor is not None:
+            self.extractor.close()
+
+    def attrs(self) -> dict:
+        # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
+        cache = self.extractor.cache  # None for detectors that read raw images
+        return {"backbone_forward_images": self.extractor.forward_images,
+                **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
+
+    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
+        _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
 
 
 @dataclass
@@ -86,6 +137,7 @@ class Run:
     index_sha: str
     weights_id: str
     run_key: str
+    track: object = None  # ImageTrack or bench.tabular.track.TabularTrack; None: the image track
 
     @property
     def checkpoint_path(self) -> Path:
@@ -99,6 +151,11 @@ class Run:
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
+    if config.track == "tabular":
+        from bench.tabular.track import prepare_tabular  # late: the image track needs none of it
+
+        track, index_sha = prepare_tabular(config)
+        return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
     config.hparams = resolve_hparams(config.model, config.hparams)
     config.model_version = model_spec(config.model).version
     index = read_index(config.dataset, config.root)
@@ -110,12 +167,16 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         data.test.check_files()
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
+    return _planned(config, out, out_dir, splits, index_sha, weights_id, ImageTrack(splits))
+
+
+def _planned(config, out, out_dir, splits, index_sha, weights_id, track) -> Run:
     key = config.run_key(index_sha, weights_id)
     if out is None:
-        out = Path(out_dir or f"outputs/{config.dataset}/runs") / f"{config.run_name(key)}.h5"
+        out = Path(out_dir or f"outputs/{config.result_set}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
-    return Run(config, out, splits, index_sha, weights_id, key)
+    return Run(config, out, splits, index_sha, weights_id, key, track)
 
 
 def check_output(out: Path, run_key: str, probe: bool = True) -> None:
@@ -232,24 +293,12 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
-    feature_model = model_spec(cfg.model).inputs == "features"
-    if feature_model:
-        extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                     seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
-                                     progress=progress, cache_budget=cache_budget(cfg.cache_budget),
-                                     cache_dtype=cfg.feature_dtype, spill_dir=scratch_dir(run.out.parent))
-        extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
-    else:  # raw images: no backbone, no ImageNet normalisation imposed
-        extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
-
-    def fresh_protocol():
-        return make_protocol(cfg.protocol, build_detector(cfg.model, extractor, cfg.image_size, cfg.hparams),
-                             cfg.seed, [len(run.splits[t].train) for t in cfg.tasks])
-
-    protocol = fresh_protocol()
+    track = run.track or ImageTrack(run.splits)
+    track.start(cfg, device, progress, log, run.out.parent)
+    protocol = track.protocol(cfg)
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
-        protocol, state = fresh_protocol(), RunState(n)
+        protocol, state = track.protocol(cfg), RunState(n, matrices=track.matrices)
     provenance = results.provenance()
     commit = provenance["git_commit"]
     if state.commits and state.commits[-1] != commit:
@@ -257,50 +306,48 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
     if commit not in state.commits[-1:]:
         state.commits.append(commit)
-    if cfg.weights == "none" and feature_model:
-        log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
-            "to ImageNet-pretrained results")
     base_attrs = {**provenance, "git_commits": json.dumps(state.commits), "run_key": run.run_key,
                   "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
                   "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
-                  "device": _device_name(device)}
+                  "device": _device_name(device), "track": track.name, "levels": json.dumps(list(track.levels)),
+                  "evaluation": cfg.evaluation}
     tasks_info = _tasks_info(run)
-    masks: dict[str, np.ndarray] = {}
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
     try:
         for t in range(state.steps_done, stop):
             _check_terminated()
             task = cfg.tasks[t]
-            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} images), then evaluating "
-                f"{t + 1} task{'s' if t else ''}")
+            evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
+            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {_unit(track)}), then "
+                f"evaluating {len(evaluated)} task{'s' if len(evaluated) > 1 else ''}")
             synchronize(device)
             t0 = time.perf_counter()
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            protocol.detector.context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
+            context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
+            protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
             protocol.learn(run.splits[task].train, t)
             if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
-                extractor.drop(run.splits[task].train.keys)
+                track.drop_training(task)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
-            record_losses(state.arrays, t, n, protocol.detector.context.losses)
+            record_losses(state.arrays, t, n, context.losses)
             protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
-            for j in range(t + 1):
-                _evaluate(run, protocol, state, routing, masks, t, j, progress)
+            for j in evaluated:
+                track.evaluate(run, protocol, state, routing, t, j, progress)
             synchronize(device)
             state.arrays["timing/eval_s"][t] = time.perf_counter() - t0
             state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
             state.steps_done = t + 1
-            _log_step(log, cfg, state, t)
+            _log_step(log, cfg, state, t, track.levels[0], evaluated)
             _save_checkpoint(run, protocol, state)
             run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
-                _write(run, state, routing, tasks_info, {**base_attrs, "status": "running",
-                                                          **_cache_attrs(extractor)})
+                _write(run, state, routing, tasks_info, {**base_attrs, "status": "running", **track.attrs()})
         if state.steps_done == n:
             # also reached by a rerun whose checkpoint already holds the whole stream (killed before this write)
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **_cache_attrs(extractor)})
+            _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **track.attrs()})
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
         # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
@@ -312,15 +359,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             pass
         raise
     finally:
-        extractor.close()  # frees the cache and its spill file
+        track.close()  # frees the feature cache and its spill file
     return run.out
-
-
-def _cache_attrs(extractor) -> dict:
-    # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
-    cache = extractor.cache  # None for detectors that read raw images
-    return {"backbone_forward_images": extractor.forward_images,
-            **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
 
 
 def native_masks(split, idx) -> list[np.ndarray]:
@@ -405,11 +445,13 @@ def _write(run, state, routing, tasks_info, attrs):
     scores = {}
     if state.scores:
         scores = {
-            "scores/step": np.concatenate([np.full(len(v), t, np.int16) for t, _, _, v in state.scores]),
-            "scores/task": np.concatenate([np.full(len(v), j, np.int16) for _, j, _, v in state.scores]),
-            "scores/label": np.concatenate([lab for _, _, lab, _ in state.scores]),
-            "scores/value": np.concatenate([v for _, _, _, v in state.scores]),
+            "scores/step": np.concatenate([np.full(len(v), t, np.int16) for t, _, _, v, *_ in state.scores]),
+            "scores/task": np.concatenate([np.full(len(v), j, np.int16) for _, j, _, v, *_ in state.scores]),
+            "scores/label": np.concatenate([lab for _, _, lab, *_ in state.scores]),
+            "scores/value": np.concatenate([v for _, _, _, v, *_ in state.scores]),
         }
+        if len(state.scores[0]) > 4:  # tabular: each score's row in the record index (index.csv)
+            scores["scores/record"] = np.concatenate([s[4] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
@@ -438,7 +480,8 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         commits = ckpt["git_commits"]
         if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
             raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
-        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]], commits)
+        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]],
+                         (run.track or ImageTrack).matrices, commits)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -450,11 +493,15 @@ def _resume(run: Run, protocol, log) -> RunState | None:
     return state
 
 
-def _log_step(log, cfg, state, t):
+def _log_step(log, cfg, state, t, level="image", evaluated=None):
     a = state.arrays
-    row = " ".join(f"{a['R/image'][t, j]:.3f}" for j in range(t + 1))
+    row = " ".join(f"{a[f'R/{level}'][t, j]:.3f}" for j in (evaluated or range(t + 1)))
     log(f"[step {t + 1}/{len(cfg.tasks)}] {cfg.tasks[t]:<14} train {a['timing/train_s'][t]:6.1f}s "
-        f"eval {a['timing/eval_s'][t]:6.1f}s  image R[{t + 1},:] = {row}")
+        f"eval {a['timing/eval_s'][t]:6.1f}s  {level} R[{t + 1},:] = {row}")
+
+
+def _unit(track) -> str:
+    return "records" if track.name == "tabular" else "images"
 
 
 def _device_name(device: torch.device) -> str:
@@ -465,5 +512,5 @@ def _device_name(device: torch.device) -> str:
 
 def final_summary(path: Path) -> dict:
     run = results.read_run(path)
-    return {level: summarize(run[f"R/{level}"]) for level in ("image", "pixel")}
+    return {level: summarize(run[f"R/{level}"]) for level in results.levels(run)}
 

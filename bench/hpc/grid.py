@@ -5,6 +5,11 @@ shares (weights, image size, batch size), and per-model overrides (image size, b
 hyperparameters, resources). A profile says how a cluster is asked for those resources (partition, GPU gres,
 constraint, account). Every run is prepared with `runner.prepare`, the same call `python -m bench run` makes, so
 its run key and result path are exactly the ones a local run would have.
+
+Tabular grids (`track: tabular`, e.g. jobs/tabular-synthetic.yaml, jobs/cicids2017.yaml) have no backbone axis;
+their root is a scenario folder (`bench tabular scenarios --out DIR`): the selected candidate's record index and the
+six consensus orderings of release/orderings.json (an ordering name is a task order). Their memory request is the
+grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ PROFILES_DIR = JOBS_DIR / "profiles"
 AXES = ("models", "backbones", "orderings", "protocols", "seeds")
 SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "hparams", "resources")
-GRID_KEYS = ("dataset", "resources", *AXES, *SHARED_KEYS)
+GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
                 "setup", "sbatch")
 
@@ -94,6 +99,8 @@ class Grid:
     image_size: int = 224
     batch_size: int = 32
     workers: int = 4
+    track: str = "image"
+    data: str = ""  # the dataset the runs read (the grid's name is its result set: tabular-synthetic → synthetic)
 
     def axis(self, model: str, name: str) -> list:
         return list(self.models[model].get(name, getattr(self, name)))
@@ -158,6 +165,8 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     path = Path(path or grid_path(dataset))
     data = _load_yaml(path, "grid")
     _check_keys(data, GRID_KEYS, path, "the grid")
+    if data.get("track", "image") == "tabular":
+        return _load_tabular(dataset, path, data)
     if data.get("dataset") != dataset:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
     if dataset not in DATASETS:
@@ -203,6 +212,69 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         if bad:
             raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: cl, cumulative, ncl)")
     return grid
+
+
+def _load_tabular(name: str, path: Path, data: dict) -> Grid:
+    from bench.config import TABULAR_DATASETS, TABULAR_PROTOCOLS, RunConfig
+    from bench.tabular.orderings import ORDERINGS
+
+    dataset = data.get("dataset")
+    if dataset not in TABULAR_DATASETS:
+        raise ConfigError(f"{path}: unknown tabular dataset {dataset!r} (valid: {', '.join(TABULAR_DATASETS)})")
+    expected = RunConfig(dataset=dataset, root="", model="", tasks=[], track="tabular").result_set
+    if expected != name:
+        raise ConfigError(f"{path}: a tabular grid of {dataset!r} is named {expected!r}, not {name!r}")
+    bad = sorted(set(data) & {"backbones", *SHARED_KEYS})
+    if bad:
+        raise ConfigError(f"{path}: {bad} are image-track settings; a tabular grid has none")
+    models = data.get("models")
+    if isinstance(models, list):
+        models = {m: {} for m in models}
+    if not isinstance(models, dict) or not models:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
+    for model, overrides in models.items():
+        overrides = models[model] = overrides or {}
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
+        _check_keys(overrides, ("orderings", "protocols", "seeds", "hparams", "resources"), path, f"model {model!r}")
+    for key in ("orderings", "protocols", "seeds"):
+        if key not in data:
+            raise ConfigError(f"{path}: missing '{key}' (a list)")
+    grid = Grid(dataset=name, path=path, models=models, backbones=["-"],
+                orderings=_list_of(data["orderings"], str, path, "orderings"),
+                protocols=_list_of(data["protocols"], str, path, "protocols"),
+                seeds=_list_of(data["seeds"], int, path, "seeds"),
+                resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
+                track="tabular", data=dataset)
+    for model in models:
+        grid.model_resources(model)
+        for axis, valid in (("orderings", ORDERINGS), ("protocols", TABULAR_PROTOCOLS[:-1])):
+            bad = [v for v in grid.axis(model, axis) if v not in valid]
+            if bad:
+                raise ConfigError(f"{path}: unknown {axis[:-1]} {bad[0]!r} (valid: {', '.join(valid)})")
+    return grid
+
+
+def tabular_mem_gb(features_bytes: int, protocol: str) -> float:
+    """GiB a tabular run needs: the record features (float32, all loaded), the training rows the protocol
+    concatenates (Cumulative: every task's, Replay: at most the current task and its buffer; taken as all of them
+    for Cumulative, else half) and a copy made while scoring, plus 1 GiB for the interpreter and the detector."""
+    held = 1.0 if protocol == "cumulative" else 0.5
+    return round((features_bytes * (2 + held)) / 2**30 + 1, 1)
+
+
+def tabular_source(root: Path) -> tuple[Path, dict]:
+    """(record index folder, {ordering: task order}) of a scenario folder (`bench tabular scenarios --out`)."""
+    import json
+
+    release = Path(root) / "release"
+    try:
+        manifest = json.loads((release / "manifest.json").read_text())
+        orderings = json.loads((release / "orderings.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{release}: no readable scenario release (manifest.json, orderings.json; build it with "
+                          f"`bench tabular scenarios --out {root}`): {e}") from None
+    return Path(root) / "candidates" / manifest["selected_candidate"] / "index", orderings
 
 
 def load_profile(name: str, path: Path | None = None) -> Profile:
@@ -257,6 +329,8 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     from bench.models import check_model, implemented
 
     models = _filter(list(grid.models), selection.models, "models", grid)
+    if grid.track == "tabular":
+        return _unique(grid, _expand_tabular(grid, profile, selection, models, root, outputs / grid.dataset / "runs"))
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
             check_model(model)
@@ -280,6 +354,41 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                     batch_size=grid.models[model].get("batch_size", grid.batch_size), workers=grid.workers,
                     device=run_device(profile, resources), hparams=grid.models[model].get("hparams"))
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
+    return _unique(grid, planned)
+
+
+def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: list, root: Path,
+                    runs_dir: Path) -> list[PlannedRun]:
+    from bench.config import RunConfig
+    from bench.continual.runner import prepare
+    from bench.models.registry import get
+
+    if selection.backbones:
+        raise ConfigError(f"{grid.path}: a tabular grid has no backbone axis (drop --backbones)")
+    index, orderings = tabular_source(root)
+    features = (index / "features.npy").stat().st_size if (index / "features.npy").is_file() else 0
+    planned = []
+    for model in models:
+        get(model, "tabular")  # an unknown model names the registered ones
+        base = grid.model_resources(model)
+        if not profile.use_gpus:
+            base = replace(base, gpus=0)
+        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+                for a in ("orderings", "protocols", "seeds")]
+        for ordering, protocol, seed in itertools.product(*axes):
+            if ordering not in orderings:
+                raise ConfigError(f"{root}/release/orderings.json: no ordering {ordering!r} "
+                                  f"(has: {', '.join(orderings)})")
+            resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
+            config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
+                               ordering=ordering, protocol=protocol, seed=seed, track="tabular",
+                               device=run_device(profile, resources),
+                               hparams=dict(grid.models[model].get("hparams") or {}))
+            planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
+    return planned
+
+
+def _unique(grid: Grid, planned: list[PlannedRun]) -> list[PlannedRun]:
     keys = [p.key for p in planned]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{grid.path}: two grid points give the same run key (duplicate values in an axis?)")

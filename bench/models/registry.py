@@ -21,7 +21,8 @@ from bench.errors import ConfigError, choice_error
 # The nine InCLAD detectors; a name without a registered file is rejected with a clear message, never skipped.
 INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "paste", "fastflow", "ganomaly")
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
-_INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models that are not detectors
+_INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models / bench.tabular.detectors that are not detectors
+TRACKS = ("image", "tabular")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ def Layers(default: tuple[str, ...], doc: str = "") -> Param:  # noqa: N802
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What the suite knows about a detector. `factory(extractor, image_size=..., **hparams)` builds it."""
+    """What the suite knows about a detector. Image track: `factory(extractor, image_size=..., **hparams)` builds
+    it; tabular track (bench/tabular/detectors/): `factory(**hparams)`."""
 
     name: str
     label: str  # as printed in tables
@@ -130,6 +132,8 @@ class ModelSpec:
     layers_of: Callable | None = None  # hparams → backbone layers, for detectors without a `layers` parameter
     # assets(hparams) -> {name: content id} of the external files a detector names (checked, fast); in the run key
     assets: Callable[[dict], dict] | None = None
+    track: str = "image"  # "image" | "tabular": which runs can use it
+    transductive: bool = False  # tabular: scores depend on the scoring batch (ECOD, COPOD, DIF); see bench.tabular.audit
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
@@ -165,29 +169,36 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 
 def _discover() -> None:
-    """Import every detector module of bench.models (each registers itself on import)."""
+    """Import every detector module of bench.models and bench.tabular.detectors (each registers itself)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
     import bench.models as pkg
+    import bench.tabular.detectors as tabular
 
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in _INFRASTRUCTURE and not info.name.startswith("_"):
-            importlib.import_module(f"bench.models.{info.name}")
+    for package, prefix in ((pkg, "bench.models"), (tabular, "bench.tabular.detectors")):
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name not in _INFRASTRUCTURE and not info.name.startswith("_"):
+                importlib.import_module(f"{prefix}.{info.name}")
     _DISCOVERED = True
 
 
-def specs() -> dict[str, ModelSpec]:
-    """Registered detectors, InCLAD's nine first in their canonical order, then any others by name."""
+def specs(track: str = "image") -> dict[str, ModelSpec]:
+    """Registered detectors of one track; image: InCLAD's nine first in their canonical order, then by name."""
+    if track not in TRACKS:
+        raise choice_error("track", track, TRACKS)
     _discover()
-    order = [m for m in INCLAD_MODELS if m in _SPECS] + sorted(set(_SPECS) - set(INCLAD_MODELS))
+    mine = {m for m, s in _SPECS.items() if s.track == track}
+    order = [m for m in INCLAD_MODELS if m in mine] + sorted(mine - set(INCLAD_MODELS))
     return {m: _SPECS[m] for m in order}
 
 
-def get(name: str) -> ModelSpec:
-    registered = specs()
+def get(name: str, track: str = "image") -> ModelSpec:
+    registered = specs(track)
     if name in registered:
         return registered[name]
+    if track == "tabular":
+        raise choice_error("tabular model", name, registered)
     if name in INCLAD_MODELS:
         raise ConfigError(f"model {name!r} is not implemented yet (implemented: {', '.join(registered)})")
     raise choice_error("model", name, tuple(registered) + tuple(m for m in INCLAD_MODELS if m not in registered))

@@ -9,6 +9,8 @@
   tables/heatmaps.csv, figures/heatmap_*.{png,pdf}   Appendix F heatmaps and the values behind them
   tables/runs.csv, tables/missing.csv                one row per run used / per incomplete or failed run
   tables/manifest.json              what was published from which inputs (SHA-256 of every file both ways)
+  tables/tabular_table2.{md,csv}, tables/validation.{md,csv}   tabular-track runs (bench/report/tabular.py)
+The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
 
@@ -46,6 +48,8 @@ CSV_KEYS = {
     "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol", "route_by"],
     "tables/multi_selection.csv": ["model"],
     "tables/heatmaps.csv": ["figure", "i", "j"],
+    "tables/tabular_table2.csv": ["dataset", "ordering", "model", "metric", "protocol"],
+    "tables/validation.csv": ["dataset", "ordering", "model"],
 }
 
 
@@ -73,7 +77,7 @@ def _csv(df: pd.DataFrame) -> str:
 
 
 def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
-    if options.bootstrap <= 0:
+    if options.bootstrap <= 0 or not len(runs):
         return runs
     bounds = [roc_auc_cl_interval(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
     return runs.assign(image_roc_auc_cl_ci_low=[b[0] for b in bounds], image_roc_auc_cl_ci_high=[b[1] for b in bounds])
@@ -81,10 +85,17 @@ def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.D
 
 def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     """Everything `aggregate` publishes, in memory, plus the selection record for the manifest."""
-    runs = _with_intervals(c.runs, c.details, options)
+    image = c.runs["track"] == "image"
+    tabular = c.runs[~image]
+    runs = _with_intervals(c.runs[image], c.details, options)
     n_missing = len(c.missing)
+    items = [Item("tables/runs.csv", _csv(pd.concat([runs, tabular]) if len(tabular) else runs)),
+             Item("tables/missing.csv", _csv(c.missing))]
+    if len(tabular):
+        items += _tabular_items(tabular, c.details, options, n_missing)
+    if not len(runs):
+        return items, {"multi_selection": None}
     footer = provenance_lines(runs, n_missing)
-    items = [Item("tables/runs.csv", _csv(runs)), Item("tables/missing.csv", _csv(c.missing))]
 
     multi_models, selection_record = None, None
     if (runs["dataset"] == MULTI).any():
@@ -129,6 +140,18 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items.append(Item("tables/heatmaps.csv", _csv(hm.heatmap_frame(maps))))
     items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
     return items, {"multi_selection": selection_record}
+
+
+def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missing: int) -> list[Item]:
+    from bench.report import tabular as tb
+
+    footer = provenance_lines(runs, n_missing)
+    long = tb.tabular_table2(runs, details, options.bootstrap, options.bootstrap_seed)
+    val = tb.validation_table(long)
+    return [Item("tables/tabular_table2.csv", _csv(long)),
+            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer)),
+            Item("tables/validation.csv", _csv(val)),
+            Item("tables/validation.md", tb.validation_markdown(val, footer))]
 
 
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:

@@ -6,6 +6,8 @@ or run key that does not match its recorded hash, two complete files with the sa
 results, or a complete file whose R/image differs (beyond 1e-9) from the ROC-AUC of the per-image scores stored
 in the same file — an edited R. R/pixel cannot be recomputed (pixel maps are not stored). Each input records
 whether its R/image was so checked (`scores_checked`; false only for files that store no scores).
+Both tracks and both schemas: a file's levels (`results.levels`: image and pixel, or record) name its matrices;
+the first level is the one recomputed from the scores (R/record of a tabular run, every cell of a cross-evaluation).
 Incomplete and failed runs are never averaged in: they are returned as `missing`.
 """
 
@@ -26,14 +28,12 @@ from bench.errors import BenchError
 from bench.metrics import roc_auc
 from bench.report.render import MULTI, sort_frame
 
-KNOWN_SCHEMAS = (SCHEMA_VERSION,)
+KNOWN_SCHEMAS = (1, SCHEMA_VERSION)  # 1: image runs written before the track/levels attributes
 # Attributes without which a run cannot be traced back to its code, inputs and environment.
 PROVENANCE_ATTRS = ("run_key", "run_name", "status", "steps_done", "n_tasks", "config", "config_sha256",
                     "index_sha256", "weights_id", "seed", "git_commit", "git_dirty", "packages", "python", "host",
                     "started_at")
-REQUIRED_ARRAYS = ("R/image", "R/pixel", "timing/train_s", "timing/eval_s")
-# What "the same results" means for two files with one run key (timings may differ, results may not).
-RESULT_ARRAYS = ("R/image", "R/pixel", "R/image_npr_auc")
+REQUIRED_ARRAYS = ("timing/train_s", "timing/eval_s")  # and R/<level> of each of the file's levels
 SCORE_ARRAYS = ("scores/step", "scores/task", "scores/label", "scores/value")
 R_TOLERANCE = 1e-9  # the ROC-AUC is exact (rank counts); only float summation order may differ
 
@@ -86,21 +86,27 @@ def check_file(run: dict, path: Path, dataset: str) -> None:
         raise ProvenanceError(f"{path}: unreadable config ({e})") from None
     if config.run_key(a["index_sha256"], a["weights_id"]) != a["run_key"]:
         raise ProvenanceError(f"{path}: run_key does not match its config, index and weights")
-    if config.dataset != dataset:
-        raise ProvenanceError(f"{path}: holds a {config.dataset!r} run but lies under {dataset}/runs")
-    missing = [k for k in REQUIRED_ARRAYS if k not in run]
+    if config.result_set != dataset:
+        raise ProvenanceError(f"{path}: holds a {config.result_set!r} run but lies under {dataset}/runs")
+    matrices = [f"R/{level}" for level in results.levels(run)]
+    missing = [k for k in (*matrices, *REQUIRED_ARRAYS) if k not in run]
     if missing:
         raise ProvenanceError(f"{path}: datasets {', '.join(missing)} missing (schema {version} requires them)")
     n = int(a["n_tasks"])
-    if len(run["tasks"]) != n or any(run[k].shape != (n, n) for k in ("R/image", "R/pixel")):
+    if len(run["tasks"]) != n or any(run[k].shape != (n, n) for k in matrices):
         raise ProvenanceError(f"{path}: tasks and R matrices disagree with n_tasks={n}")
     if a["status"] == "complete" and int(a["steps_done"]) != n:
         raise ProvenanceError(f"{path}: status complete but steps_done={a['steps_done']} of {n}")
 
 
+def result_arrays(run: dict) -> list[str]:
+    """What "the same results" means for two files with one run key (timings may differ, results may not)."""
+    return [k for k in run if k.startswith("R/")]
+
+
 def check_scores(run: dict, path: Path) -> bool:
-    """Recompute every evaluated cell of R/image from the stored per-image scores; refuse a file where they
-    disagree. False when the file stores no scores (nothing to check against)."""
+    """Recompute every evaluated cell of R/<first level> (R/image, R/record) from the stored per-sample scores;
+    refuse a file where they disagree. False when the file stores no scores (nothing to check against)."""
     present = [k for k in SCORE_ARRAYS if k in run]
     if not present:
         return False
@@ -109,32 +115,34 @@ def check_scores(run: dict, path: Path) -> bool:
         raise ProvenanceError(f"{path}: per-image scores incomplete ({absent} missing)")
     step, task = run["scores/step"].astype(np.int64), run["scores/task"].astype(np.int64)
     label, value = run["scores/label"], run["scores/value"]
-    R = run["R/image"]
+    name = f"R/{results.levels(run)[0]}"
+    R = run[name]
+    cross = run["attrs"].get("evaluation") == "cross"
     cells = {(int(i), int(j)): None for i, j in zip(step, task)}
     done = int(run["attrs"]["steps_done"])
     for i in range(done):
-        for j in range(i + 1):
+        for j in range(len(R) if cross else i + 1):
             if (i, j) not in cells:
-                raise ProvenanceError(f"{path}: R/image[{i},{j}] has no stored per-image scores")
+                raise ProvenanceError(f"{path}: {name}[{i},{j}] has no stored per-sample scores")
     order = np.lexsort((task, step))
     bounds = np.flatnonzero(np.diff(step[order]) | np.diff(task[order])) + 1
     for group in np.split(order, bounds):
         i, j = int(step[group[0]]), int(task[group[0]])
-        if not (0 <= j <= i < done):
-            raise ProvenanceError(f"{path}: per-image scores for R/image[{i},{j}], a cell this run did not evaluate")
+        if not (0 <= i < done and 0 <= j < len(R) and (cross or j <= i)):
+            raise ProvenanceError(f"{path}: per-sample scores for {name}[{i},{j}], a cell this run did not evaluate")
         with warnings.catch_warnings():  # one-class test sets: NaN both ways, warned about when the run was made
             warnings.simplefilter("ignore")
             recomputed = roc_auc(label[group], value[group])
         stored = float(R[i, j])
         if (np.isnan(stored) != np.isnan(recomputed)) or abs(stored - recomputed) > R_TOLERANCE:
-            raise ProvenanceError(f"{path}: R/image[{i},{j}] = {stored!r} but the file's per-image scores give "
+            raise ProvenanceError(f"{path}: {name}[{i},{j}] = {stored!r} but the file's per-sample scores give "
                                   f"{recomputed!r}; the matrix was edited or the file is corrupt")
     return True
 
 
 def _same_results(a: dict, b: dict) -> str | None:
     """None when two runs hold the same results, else the first difference."""
-    for key in RESULT_ARRAYS:
+    for key in sorted(set(result_arrays(a)) | set(result_arrays(b))):
         if (key in a) != (key in b):
             return f"{key} present in one file only"
         if key in a and not np.array_equal(a[key], b[key], equal_nan=True):
@@ -189,7 +197,8 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
         config = json.loads(a["config"])
         missing.append({"path": entry["path"], "run_name": a["run_name"], "run_key": a["run_key"],
                         "status": a["status"], "steps_done": int(a["steps_done"]), "n_tasks": int(a["n_tasks"]),
-                        **{k: config[k] for k in ("dataset", "model", "backbone", "protocol", "ordering", "seed")},
+                        **{k: config.get(k, "") for k in ("dataset", "model", "protocol", "ordering", "seed")},
+                        "backbone": config.get("backbone", "") if results.track(run) == "image" else "",
                         "error": a.get("error", "")})
     details = {key: run for key, (_, run) in complete.items()}
     return rows, details, missing, inputs

@@ -1,0 +1,6 @@
+"""The tabular track: the CAD scenario-construction framework (docs/tabular.md).
+
+Data (cic.py readers, synthetic.py, preprocess.py record index) → task discovery (discovery.py) → single-task
+experts and STE matrices (ste.py, detectors/) → FC1–FC5 (filtering.py) → six orderings, Kendall's W, Borda
+(orderings.py) → release (release.py). Pure numpy/pandas/scikit-learn/scipy except the PyOD detectors.
+"""

@@ -1,0 +1,55 @@
+"""The pointwise audit of tabular detectors: a record's score must not depend on the other records scored with it.
+
+ECOD and COPOD compute their empirical CDFs over the training data AND the batch being scored, and DIF
+standardises the batch it scores, so their scores change with the batch (the stream-assembly paper measures
+0.003–0.007 AP on identical records). A number from such a detector is only meaningful together with its scoring
+batch. The audit fits the detector (its quick setting) on seeded synthetic records, scores a batch, then scores
+records of it alone and inside other batches; any difference beyond float noise fails it. A spec that fails is
+refused unless it is registered with `transductive=True`; protocols then record the scoring batch of every
+number (bench.tabular.protocols). Results are cached per (detector, version) for the process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.errors import ConfigError
+
+_RTOL, _ATOL = 1e-5, 1e-6
+_CACHE: dict[tuple[str, int], tuple[float, bool]] = {}
+
+
+def _records(seed: int = 0, n_train: int = 300, d: int = 8):
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n_train, d)).astype(np.float32)
+    batch = np.concatenate([rng.normal(size=(48, d)), rng.normal(3.0, 1.0, size=(16, d))]).astype(np.float32)
+    other = rng.normal(1.5, 2.0, size=(200, d)).astype(np.float32)  # different company for the same records
+    return train, batch, other
+
+
+def pointwise_audit(spec) -> tuple[float, bool]:
+    """(largest change of a probed record's score between its batch, alone, and other batches; whether every
+    change is within float noise: |Δ| ≤ 1e-6 + 1e-5·|score|)."""
+    key = (spec.name, spec.version)
+    if key not in _CACHE:
+        train, batch, other = _records()
+        det = spec.factory(**spec.resolve(spec.quick)).fit(train, seed=0)
+        ref = np.asarray(det.score(batch), dtype=np.float64)
+        probe = [0, 17, 50, 63]
+        variants = [np.array([det.score(batch[i:i + 1])[0] for i in probe]),
+                    np.asarray(det.score(np.concatenate([other, batch[probe]])))[-len(probe):],
+                    np.asarray(det.score(batch[::-1]))[::-1][probe]]
+        change = np.max([np.abs(v - ref[probe]) for v in variants], axis=0)
+        _CACHE[key] = float(change.max()), bool(np.all(change <= _ATOL + _RTOL * np.abs(ref[probe])))
+    return _CACHE[key]
+
+
+def require_pointwise(spec) -> None:
+    """Refuse a detector whose scores depend on the scoring batch, unless its spec says it is transductive."""
+    if spec.transductive:
+        return
+    change, passes = pointwise_audit(spec)
+    if not passes:
+        raise ConfigError(f"tabular model {spec.name!r} fails the pointwise audit: a record's score changes with "
+                          f"the records scored alongside it (by up to {change:.3g}); register it with "
+                          f"transductive=True so every number carries its scoring batch")

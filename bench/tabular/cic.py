@@ -1,0 +1,245 @@
+"""Readers for the CIC flow datasets, one harmonised feature schema (CICIDS2017's feature names).
+
+Every reader returns a `RawTable`: a DataFrame with the harmonised feature columns (`FEATURES`, float64) and the
+columns `label` (0 normal, 1 anomalous), `attack` (label text, normalised), `source` (file name), `row` (0-based
+data line in that file, counting repeated header lines, so `source:row` points at the line in the raw file),
+`day` (capture day or "") and `timestamp` (ISO text or ""); plus the list of raw files read.
+
+Quirks handled (each has a test writing a small file with it):
+- CICIDS2017 `MachineLearningCVE/*.pcap_ISCX.csv`: column names with leading spaces; `Fwd Header Length` appears
+  twice (the second copy, pandas' `.1`, is dropped: it repeats the first); `Infinity`/`NaN` in `Flow Bytes/s` and
+  `Flow Packets/s` (kept as ±inf/NaN here, removed by preprocessing with counts); web-attack labels carry a cp1252
+  en dash (byte 0x96) → "-"; normal label `BENIGN`; capture day = the file name's first word.
+- CSE-CIC-IDS2018 `*_TrafficForML_CICFlowMeter.csv`: the header row repeated mid-file (dropped, counted); one
+  file with 84 columns (extra `Flow ID`, `Src IP`, `Src Port`, `Dst IP`, ignored); abbreviated names (`Tot Fwd
+  Pkts`, `Flow Byts/s` …) mapped onto 2017's; normal label `Benign`; `Timestamp` dd/mm/YYYY HH:MM:SS → day.
+- CIC-UNSW-NB15 in CICFlowMeter form: CICFlowMeter-4 names (`Total Fwd Packet`, `FWD Init Win Bytes` …) mapped
+  onto 2017's; either CSV files with a `Label` column, or the `Data.csv` + `Label.csv` pair (row-aligned); normal
+  label `Benign`/`Normal` or 0. (Written from the CICFlowMeter-4 column names; not checked against the release.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import DatasetError
+
+FEATURES = (
+    "Destination Port", "Flow Duration", "Total Fwd Packets", "Total Backward Packets",
+    "Total Length of Fwd Packets", "Total Length of Bwd Packets", "Fwd Packet Length Max",
+    "Fwd Packet Length Min", "Fwd Packet Length Mean", "Fwd Packet Length Std", "Bwd Packet Length Max",
+    "Bwd Packet Length Min", "Bwd Packet Length Mean", "Bwd Packet Length Std", "Flow Bytes/s", "Flow Packets/s",
+    "Flow IAT Mean", "Flow IAT Std", "Flow IAT Max", "Flow IAT Min", "Fwd IAT Total", "Fwd IAT Mean",
+    "Fwd IAT Std", "Fwd IAT Max", "Fwd IAT Min", "Bwd IAT Total", "Bwd IAT Mean", "Bwd IAT Std", "Bwd IAT Max",
+    "Bwd IAT Min", "Fwd PSH Flags", "Bwd PSH Flags", "Fwd URG Flags", "Bwd URG Flags", "Fwd Header Length",
+    "Bwd Header Length", "Fwd Packets/s", "Bwd Packets/s", "Min Packet Length", "Max Packet Length",
+    "Packet Length Mean", "Packet Length Std", "Packet Length Variance", "FIN Flag Count", "SYN Flag Count",
+    "RST Flag Count", "PSH Flag Count", "ACK Flag Count", "URG Flag Count", "CWE Flag Count", "ECE Flag Count",
+    "Down/Up Ratio", "Average Packet Size", "Avg Fwd Segment Size", "Avg Bwd Segment Size",
+    "Fwd Avg Bytes/Bulk", "Fwd Avg Packets/Bulk", "Fwd Avg Bulk Rate", "Bwd Avg Bytes/Bulk",
+    "Bwd Avg Packets/Bulk", "Bwd Avg Bulk Rate", "Subflow Fwd Packets", "Subflow Fwd Bytes",
+    "Subflow Bwd Packets", "Subflow Bwd Bytes", "Init_Win_bytes_forward", "Init_Win_bytes_backward",
+    "act_data_pkt_fwd", "min_seg_size_forward", "Active Mean", "Active Std", "Active Max", "Active Min",
+    "Idle Mean", "Idle Std", "Idle Max", "Idle Min",
+)
+META = ("label", "attack", "source", "row", "day", "timestamp")
+
+# CSE-CIC-IDS2018 (CICFlowMeter-3) names → CICIDS2017's. Names already equal are not listed.
+ALIASES_2018 = {
+    "Dst Port": "Destination Port", "Tot Fwd Pkts": "Total Fwd Packets", "Tot Bwd Pkts": "Total Backward Packets",
+    "TotLen Fwd Pkts": "Total Length of Fwd Packets", "TotLen Bwd Pkts": "Total Length of Bwd Packets",
+    "Fwd Pkt Len Max": "Fwd Packet Length Max", "Fwd Pkt Len Min": "Fwd Packet Length Min",
+    "Fwd Pkt Len Mean": "Fwd Packet Length Mean", "Fwd Pkt Len Std": "Fwd Packet Length Std",
+    "Bwd Pkt Len Max": "Bwd Packet Length Max", "Bwd Pkt Len Min": "Bwd Packet Length Min",
+    "Bwd Pkt Len Mean": "Bwd Packet Length Mean", "Bwd Pkt Len Std": "Bwd Packet Length Std",
+    "Flow Byts/s": "Flow Bytes/s", "Flow Pkts/s": "Flow Packets/s", "Fwd IAT Tot": "Fwd IAT Total",
+    "Bwd IAT Tot": "Bwd IAT Total", "Fwd Header Len": "Fwd Header Length", "Bwd Header Len": "Bwd Header Length",
+    "Fwd Pkts/s": "Fwd Packets/s", "Bwd Pkts/s": "Bwd Packets/s", "Pkt Len Min": "Min Packet Length",
+    "Pkt Len Max": "Max Packet Length", "Pkt Len Mean": "Packet Length Mean", "Pkt Len Std": "Packet Length Std",
+    "Pkt Len Var": "Packet Length Variance", "FIN Flag Cnt": "FIN Flag Count", "SYN Flag Cnt": "SYN Flag Count",
+    "RST Flag Cnt": "RST Flag Count", "PSH Flag Cnt": "PSH Flag Count", "ACK Flag Cnt": "ACK Flag Count",
+    "URG Flag Cnt": "URG Flag Count", "ECE Flag Cnt": "ECE Flag Count", "Pkt Size Avg": "Average Packet Size",
+    "Fwd Seg Size Avg": "Avg Fwd Segment Size", "Bwd Seg Size Avg": "Avg Bwd Segment Size",
+    "Fwd Byts/b Avg": "Fwd Avg Bytes/Bulk", "Fwd Pkts/b Avg": "Fwd Avg Packets/Bulk",
+    "Fwd Blk Rate Avg": "Fwd Avg Bulk Rate", "Bwd Byts/b Avg": "Bwd Avg Bytes/Bulk",
+    "Bwd Pkts/b Avg": "Bwd Avg Packets/Bulk", "Bwd Blk Rate Avg": "Bwd Avg Bulk Rate",
+    "Subflow Fwd Pkts": "Subflow Fwd Packets", "Subflow Fwd Byts": "Subflow Fwd Bytes",
+    "Subflow Bwd Pkts": "Subflow Bwd Packets", "Subflow Bwd Byts": "Subflow Bwd Bytes",
+    "Init Fwd Win Byts": "Init_Win_bytes_forward", "Init Bwd Win Byts": "Init_Win_bytes_backward",
+    "Fwd Act Data Pkts": "act_data_pkt_fwd", "Fwd Seg Size Min": "min_seg_size_forward",
+}
+# CICFlowMeter-4 names (CIC-UNSW-NB15) → CICIDS2017's; it shares the 2018 file's `Fwd Act Data Pkts` and
+# `Fwd Seg Size Min`.
+ALIASES_CFM4 = {
+    "Total Fwd Packet": "Total Fwd Packets", "Total Bwd packets": "Total Backward Packets",
+    "Total Length of Fwd Packet": "Total Length of Fwd Packets",
+    "Total Length of Bwd Packet": "Total Length of Bwd Packets", "Packet Length Min": "Min Packet Length",
+    "Packet Length Max": "Max Packet Length", "CWR Flag Count": "CWE Flag Count",
+    "Fwd Segment Size Avg": "Avg Fwd Segment Size", "Bwd Segment Size Avg": "Avg Bwd Segment Size",
+    "Fwd Bytes/Bulk Avg": "Fwd Avg Bytes/Bulk", "Fwd Packet/Bulk Avg": "Fwd Avg Packets/Bulk",
+    "Fwd Bulk Rate Avg": "Fwd Avg Bulk Rate", "Bwd Bytes/Bulk Avg": "Bwd Avg Bytes/Bulk",
+    "Bwd Packet/Bulk Avg": "Bwd Avg Packets/Bulk", "Bwd Bulk Rate Avg": "Bwd Avg Bulk Rate",
+    "FWD Init Win Bytes": "Init_Win_bytes_forward", "Bwd Init Win Bytes": "Init_Win_bytes_backward",
+}
+_CANON = {re.sub(r"\s+", " ", n).strip().lower(): n for n in FEATURES}
+_CANON.update({re.sub(r"\s+", " ", a).strip().lower(): n for a, n in {**ALIASES_2018, **ALIASES_CFM4}.items()})
+NORMAL_LABELS = {"benign", "normal", "0"}
+DATASETS = ("cicids2017", "cicids2018", "cicunsw")
+PATTERNS = {"cicids2017": "*.pcap_ISCX.csv", "cicids2018": "*_TrafficForML_CICFlowMeter.csv", "cicunsw": "*.csv"}
+
+
+@dataclass
+class RawTable:
+    frame: pd.DataFrame
+    files: list[Path]
+    counts: dict = field(default_factory=dict)  # what the reader dropped, e.g. repeated header lines
+
+
+def canonical(name: str) -> str | None:
+    return _CANON.get(re.sub(r"\s+", " ", str(name)).strip().lower())
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        # cp1252: the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves undefined are
+        # replaced rather than failing the whole file.
+        # Numbers are parsed by the C parser ("Infinity" → inf); a column that comes back as text (a repeated
+        # header line, a stray value) is coerced in _harmonise.
+        return pd.read_csv(path, encoding="cp1252", encoding_errors="replace", skipinitialspace=True,
+                           low_memory=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeError) as e:
+        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
+
+
+def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -> tuple[pd.DataFrame, dict]:
+    """Map a raw frame onto FEATURES + META; drop repeated header lines (counted)."""
+    raw.columns = [str(c).strip() for c in raw.columns]
+    if raw.empty:
+        raise DatasetError(f"{path}: no records (a header without data rows)")
+    cols = {}
+    for c in raw.columns:
+        canon = canonical(c)
+        if canon is not None and canon not in cols:  # the first of duplicated columns (`Fwd Header Length.1`)
+            cols[canon] = c
+    missing = [f for f in FEATURES if f not in cols]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" … ({len(missing)} in all)" if len(missing) > 5 else "")
+        raise DatasetError(f"{path}: missing feature columns {shown} (expected the CICFlowMeter columns)")
+    if label_col is not None and label_col not in raw.columns:
+        raise DatasetError(f"{path}: no {label_col!r} column (columns: {', '.join(list(raw.columns)[:8])} …)")
+    first = raw[cols[FEATURES[0]]]
+    header_again = (first.astype(str).str.strip().map(canonical) == FEATURES[0]).to_numpy()
+    rows = np.flatnonzero(~header_again)
+    raw = raw.iloc[rows]
+    out = pd.DataFrame({f: _numeric(raw[cols[f]]) for f in FEATURES})
+    out.index = range(len(out))
+    out["row"] = rows
+    out["source"] = path.name
+    if label_col is not None:
+        out["attack"] = _clean_labels(raw[label_col].to_numpy())
+    ts = raw["Timestamp"].astype(str).str.strip().to_numpy() if "Timestamp" in raw.columns else np.full(len(raw), "")
+    out["timestamp"] = ts
+    return out, {"repeated_header_lines": int(header_again.sum())}
+
+
+def _numeric(col: pd.Series) -> np.ndarray:
+    if col.dtype.kind in "iuf":
+        return col.to_numpy(dtype=np.float64)
+    text = col.astype(str).str.strip().replace({"Infinity": "inf", "-Infinity": "-inf"})
+    return pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _clean_labels(values) -> np.ndarray:
+    s = pd.Series(values).astype(str).str.replace("\u2013", "-").str.replace("\ufffd", "-")
+    return s.str.replace(r"\s+", " ", regex=True).str.strip().to_numpy()
+
+
+def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict) -> RawTable:
+    df = pd.concat(frames, ignore_index=True)
+    df["label"] = (~df["attack"].str.lower().isin(NORMAL_LABELS)).astype(np.int8)
+    for c in ("day", "timestamp"):
+        if c not in df:
+            df[c] = ""
+    return RawTable(df[list(FEATURES) + list(META)], files, counts)
+
+
+def _files(root: Path, dataset: str) -> list[Path]:
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: dataset root not found (expected a folder with {PATTERNS[dataset]})")
+    files = sorted(root.rglob(PATTERNS[dataset]))
+    if dataset == "cicunsw":
+        files = [f for f in files if f.name != "Label.csv"]
+    if not files:
+        raise DatasetError(f"{root}: no {PATTERNS[dataset]} files (is this the {dataset} root?)")
+    return files
+
+
+def read_cicids2017(root) -> RawTable:
+    files, frames, counts = _files(root, "cicids2017"), [], {"repeated_header_lines": 0}
+    for path in files:
+        df, c = _harmonise(_read_csv(path), path)
+        df["day"] = path.name.split("-")[0]
+        counts["repeated_header_lines"] += c["repeated_header_lines"]
+        frames.append(df)
+    return _finish(frames, files, counts)
+
+
+def read_cicids2018(root) -> RawTable:
+    files, frames, counts = _files(root, "cicids2018"), [], {"repeated_header_lines": 0}
+    for path in files:
+        df, c = _harmonise(_read_csv(path), path)
+        stamp = pd.to_datetime(df["timestamp"], format="%d/%m/%Y %H:%M:%S", errors="coerce")
+        df["day"] = stamp.dt.strftime("%Y-%m-%d").fillna(path.name.split("_")[0]).to_numpy()
+        df["timestamp"] = stamp.dt.strftime("%Y-%m-%dT%H:%M:%S").fillna("").to_numpy()
+        counts["repeated_header_lines"] += c["repeated_header_lines"]
+        frames.append(df)
+    return _finish(frames, files, counts)
+
+
+def read_cicunsw(root) -> RawTable:
+    files, frames, counts, read = _files(root, "cicunsw"), [], {"repeated_header_lines": 0}, []
+    for path in files:
+        labels = path.with_name("Label.csv")
+        paired = path.name == "Data.csv" and labels.is_file()
+        df, c = _harmonise(_read_csv(path), path, label_col=None if paired else "Label")
+        if paired:
+            lab = _read_csv(labels)
+            lab.columns = [str(c).strip() for c in lab.columns]
+            if "Label" not in lab.columns or len(lab) != len(df) + c["repeated_header_lines"]:
+                raise DatasetError(f"{labels}: expected a 'Label' column with one row per row of {path.name}")
+            df["attack"] = _clean_labels(lab["Label"].to_numpy()[df["row"].to_numpy()])
+            read.append(labels)
+        counts["repeated_header_lines"] += c["repeated_header_lines"]
+        frames.append(df)
+        read.append(path)
+    return _finish(frames, read, counts)
+
+
+READERS = {"cicids2017": read_cicids2017, "cicids2018": read_cicids2018, "cicunsw": read_cicunsw}
+
+
+def read(dataset: str, root) -> RawTable:
+    from bench.errors import choice_error
+
+    if dataset not in READERS:
+        raise choice_error("tabular dataset", dataset, READERS)
+    return READERS[dataset](root)
+
+
+def files_sha256(files: list[Path]) -> dict[str, str]:
+    """SHA-256 of every raw file's bytes, by file name."""
+    out = {}
+    for path in files:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        out[Path(path).name] = h.hexdigest()
+    return out

@@ -1,0 +1,204 @@
+"""`python -m bench tabular <synthetic|index|run|ste|scenarios>` (docs/tabular.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.errors import ConfigError
+
+DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # synthetic + cic.DATASETS (this module stays light)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tabular", help="the CAD scenario-construction framework on tabular data (CIC datasets, "
+                                       "synthetic): record index, STE matrices, FC1-FC5, orderings, W, Borda")
+    cmds = p.add_subparsers(dest="tabular_command", required=True)
+
+    q = cmds.add_parser("synthetic", help="write the synthetic tabular benchmark (CICIDS2017 CSV format)")
+    q.add_argument("--out", type=Path, default=Path("data/raw/tabular-synthetic"))
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--n-normal", type=int, default=600, help="normal records per capture day")
+    q.add_argument("--n-anomalous", type=int, default=150, help="attack records per capture day")
+    q.set_defaults(func=cmd_synthetic)
+
+    q = cmds.add_parser("index", help="read, clean, discover tasks, split, scale → record index folder")
+    _data_args(q)
+    _candidate_args(q)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_index)
+
+    q = cmds.add_parser("ste", help="one model's STE matrix on a record index (a cross-evaluation run file)")
+    q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
+    q.add_argument("--model", required=True, help="autoencoder | iforest | ae1svm")
+    q.add_argument("--out", type=Path, required=True, help="result file (.h5)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
+    q.add_argument("--quick", action="store_true", help="the model's small test setting")
+    q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
+    q.add_argument("--max-steps", type=int, help="stop after K experts; the same command resumes")
+    q.set_defaults(func=cmd_ste)
+
+    q = cmds.add_parser("run", help="one continual run on a record index (the continual runner, tabular track)")
+    q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
+    q.add_argument("--model", required=True)
+    q.add_argument("--protocol", default="cl", help="ncl | cl (Replay) | cumulative | mste (default cl)")
+    q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
+    q.add_argument("--ordering", default="custom", help="the order's name, recorded with the results")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quick", action="store_true", help="the model's small test setting")
+    q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
+    q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
+    q.add_argument("--max-steps", type=int, help="stop after K tasks; the same command resumes")
+    q.set_defaults(func=cmd_run)
+
+    q = cmds.add_parser("scenarios", help="the whole chain: candidates, STE matrices, filtering, orderings, "
+                                          "W, selection, Borda, release (data.csv, orderings.json, manifest)")
+    _data_args(q)
+    q.add_argument("--candidates", default="natural:day",
+                   help="comma-separated candidate splits: natural[:column] | METHOD:VARIANT:K with METHOD "
+                        "kmeans|spectral|gmm and VARIANT joint|nearest|random (default natural:day)")
+    q.add_argument("--min-normal", type=int, default=100)
+    q.add_argument("--min-anomalous", type=int, default=10)
+    q.add_argument("--models", default="autoencoder,iforest,ae1svm")
+    q.add_argument("--quick", action="store_true", help="the models' small test settings")
+    q.add_argument("--filter", action="append", metavar="KEY=VALUE",
+                   help="filtering setting (gamma_l, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
+                        "coverage_strict, redundancy=both|one, tie=weakest|last|first)")
+    q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
+    q.add_argument("--multi", metavar="NAME=ROOT,...",
+                   help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
+                        "needs no root); candidates natural:dataset (each dataset one task), natural:dataset_day "
+                        "(decomposed by capture day) or clustering of the union; replaces --dataset/--root")
+    q.set_defaults(func=cmd_scenarios)
+
+
+def _data_args(q) -> None:
+    q.add_argument("--dataset", default="synthetic", choices=DATASETS)
+    q.add_argument("--root", type=Path, help="folder with the dataset's CSV files (synthetic: generated into "
+                                              "data/raw/tabular-synthetic when missing)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--train-fraction", type=float, default=0.8)
+    q.add_argument("--rebalance", action="store_true", help="test anomalies at most 1:1 with test normals")
+
+
+def _candidate_args(q) -> None:
+    q.add_argument("--candidate", default="natural:day", help="natural[:column] | METHOD:VARIANT:K")
+    q.add_argument("--min-normal", type=int, default=100)
+    q.add_argument("--min-anomalous", type=int, default=10)
+
+
+def parse_candidate(text: str, args):
+    from bench.tabular.discovery import DiscoverySettings
+
+    parts = text.strip().split(":")
+    common = {"min_normal": args.min_normal, "min_anomalous": args.min_anomalous, "seed": args.seed}
+    if parts[0] == "natural" and len(parts) <= 2:
+        return DiscoverySettings(method="natural", column=parts[1] if len(parts) == 2 else "day", **common)
+    if len(parts) == 3 and parts[2].isdigit():
+        return DiscoverySettings(method=parts[0], variant=parts[1], n_tasks=int(parts[2]), **common)
+    raise ConfigError(f"candidate {text!r} is not natural[:column] or METHOD:VARIANT:K (e.g. kmeans:nearest:5)")
+
+
+def _prep(args):
+    from bench.tabular.preprocess import PrepSettings
+
+    return PrepSettings(train_fraction=args.train_fraction, rebalance=args.rebalance, seed=args.seed)
+
+
+def _overrides(items, what: str) -> dict:
+    from bench.cli import parse_overrides
+
+    try:
+        return parse_overrides(items)
+    except ConfigError as e:
+        raise ConfigError(f"{what}: {e}") from None
+
+
+def _roots(text: str) -> dict:
+    roots = {}
+    for item in text.split(","):
+        name, _, root = item.strip().partition("=")
+        if name not in DATASETS:
+            raise ConfigError(f"--multi: unknown dataset {name!r} (valid: {', '.join(DATASETS)})")
+        roots[name] = Path(root) if root else None
+    return roots
+
+
+def cmd_synthetic(args) -> int:
+    from bench.tabular.synthetic import generate
+
+    root = generate(args.out, seed=args.seed, n_normal=args.n_normal, n_anomal=args.n_anomalous)
+    print(f"synthetic tabular benchmark (seed {args.seed}) in {root}/MachineLearningCVE")
+    return 0
+
+
+def cmd_index(args) -> int:
+    from bench.tabular.discovery import discover
+    from bench.tabular.preprocess import build_index
+    from bench.tabular.scenario import raw_table
+
+    cand = parse_candidate(args.candidate, args)
+    meta = build_index(args.dataset, raw_table(args.dataset, args.root, args.seed),
+                       lambda df: discover(df, cand), _prep(args), args.out, cand.to_dict())
+    print(f"{args.dataset} ({cand.name}): {len(meta['tasks'])} tasks in {args.out}; counts {meta['counts']}")
+    for task, n in meta["tasks"].items():
+        print(f"  {task}: {n}")
+    return 0
+
+
+def cmd_ste(args) -> int:
+    from bench.models.registry import get
+    from bench.tabular.ste import ste_run
+
+    spec = get(args.model, "tabular")
+    hp = {**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")}
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
+                   max_steps=args.max_steps)
+    print(f"results: {path}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from bench.config import RunConfig
+    from bench.continual.runner import execute, prepare
+    from bench.models.registry import get
+    from bench.tabular.ste import index_meta
+
+    spec = get(args.model, "tabular")
+    meta = index_meta(args.index)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
+    config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
+                       ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu", track="tabular",
+                       hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
+    path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
+    print(f"results: {path}")
+    return 0
+
+
+def cmd_scenarios(args) -> int:
+    from dataclasses import fields
+
+    from bench.models.registry import get
+    from bench.tabular.filtering import FilterSettings
+    from bench.tabular.scenario import construct
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in models:
+        get(m, "tabular")
+    hparams = {m: get(m, "tabular").quick for m in models} if args.quick else {}
+    filt = _overrides(args.filter, "--filter")
+    valid = {f.name for f in fields(FilterSettings)} - {"criteria"}
+    unknown = sorted(set(filt) - valid)
+    if unknown:
+        raise ConfigError(f"unknown filtering settings {unknown} (valid: {', '.join(sorted(valid))})")
+    candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
+    roots = _roots(args.multi) if args.multi else None
+    dataset = "multi" if roots else args.dataset
+    out = args.out or Path("outputs") / dataset / "tabular"
+    manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
+                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=FilterSettings(**filt))
+    print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],
+                      "w": manifest["w_table"]}, indent=1))
+    return 0

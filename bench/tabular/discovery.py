@@ -1,0 +1,138 @@
+"""Task discovery (CAD framework paper, Sec. "Task discovery"): candidate task sets from a cleaned table.
+
+Each method maps the cleaned records to a task name per record ("" = unassigned) plus a description:
+- `natural`: one task per value of a metadata column (`day` = capture day by default).
+- clustering (`kmeans`, `spectral`, `gmm`) in three variants:
+  `joint` — normals and anomalies clustered together;
+  `nearest` — normals clustered, each anomaly assigned to the nearest cluster (k-Means/GMM predict; spectral:
+  nearest cluster centroid);
+  `random` — normals clustered, anomalies distributed uniformly at random over the clusters (seeded).
+  Features are standardised on the normal records for clustering only. Each clusterer is fitted on at most
+  `max_fit` records (spectral: `max_fit_spectral`, its affinity matrix is quadratic) and the rest are assigned by
+  its own predict, or for spectral clustering by the nearest fitted cluster's centroid.
+- minimum sizes: a task with fewer than `min_normal` normals or `min_anomalous` anomalies is dropped (recorded).
+- multi-dataset: scenario.multi_table puts several datasets' records together with the metadata columns `dataset`
+  (natural split: each dataset one task) and `dataset_day` (each dataset decomposed by capture day); clustering
+  candidates decompose the union.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import ConfigError, choice_error
+from bench.tabular.cic import FEATURES
+
+METHODS = ("natural", "kmeans", "spectral", "gmm")
+VARIANTS = ("joint", "nearest", "random")
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    method: str = "natural"
+    column: str = "day"  # natural split
+    n_tasks: int = 5  # clustering
+    variant: str = "nearest"
+    min_normal: int = 100
+    min_anomalous: int = 10
+    max_fit: int = 20000
+    max_fit_spectral: int = 2000
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise choice_error("task discovery method", self.method, METHODS)
+        if self.variant not in VARIANTS:
+            raise choice_error("clustering variant", self.variant, VARIANTS)
+        if self.n_tasks < 1 or self.min_normal < 1 or self.min_anomalous < 0:
+            raise ConfigError("n_tasks and min_normal must be ≥ 1, min_anomalous ≥ 0")
+
+    @property
+    def name(self) -> str:
+        return (f"natural-{self.column}" if self.method == "natural"
+                else f"{self.method}-{self.variant}-k{self.n_tasks}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _clusterer(s: DiscoverySettings):
+    from sklearn.cluster import KMeans, SpectralClustering
+    from sklearn.mixture import GaussianMixture
+
+    if s.method == "kmeans":
+        return KMeans(n_clusters=s.n_tasks, n_init=4, random_state=s.seed)
+    if s.method == "gmm":
+        return GaussianMixture(n_components=s.n_tasks, covariance_type="diag", random_state=s.seed, reg_covar=1e-4)
+    return SpectralClustering(n_clusters=s.n_tasks, affinity="nearest_neighbors", n_neighbors=10,
+                              random_state=s.seed, assign_labels="cluster_qr")
+
+
+def _cluster(X: np.ndarray, s: DiscoverySettings, rng: np.random.Generator) -> tuple[np.ndarray, object]:
+    """Cluster ids for every row of X; returns also a function assigning new rows."""
+    cap = s.max_fit_spectral if s.method == "spectral" else s.max_fit
+    fit_rows = np.sort(rng.choice(len(X), cap, replace=False)) if len(X) > cap else np.arange(len(X))
+    model = _clusterer(s)
+    if s.method == "spectral":
+        ids = model.fit_predict(X[fit_rows])
+        centroids = np.stack([X[fit_rows][ids == c].mean(0) if (ids == c).any() else np.full(X.shape[1], np.inf)
+                              for c in range(s.n_tasks)])
+
+        def assign(Z):
+            d = ((Z[:, None, :] - centroids[None]) ** 2).sum(2)
+            return d.argmin(1)
+    else:
+        model.fit(X[fit_rows])
+        assign = model.predict
+    out = np.empty(len(X), dtype=int)
+    for start in range(0, len(X), 100_000):
+        out[start:start + 100_000] = assign(X[start:start + 100_000])
+    if s.method == "spectral":
+        out[fit_rows] = ids
+    return out, assign
+
+
+def discover(df: pd.DataFrame, s: DiscoverySettings) -> tuple[np.ndarray, dict]:
+    """Task name per record ("" = dropped) and a description with per-task counts and what was dropped."""
+    labels = df["label"].to_numpy()
+    if s.method == "natural":
+        if s.column not in df.columns:
+            raise ConfigError(f"natural split column {s.column!r} not in the table (columns: day, attack, source…)")
+        tasks = df[s.column].astype(str).to_numpy(dtype=object)
+    else:
+        rng = np.random.default_rng(s.seed)
+        X = df[list(FEATURES)].to_numpy(dtype=np.float64)
+        norm = labels == 0
+        mu, sd = X[norm].mean(0), X[norm].std(0)
+        X = (X - mu) / np.where(sd > 0, sd, 1)
+        ids = np.empty(len(X), dtype=int)
+        if s.variant == "joint":
+            ids[:], _ = _cluster(X, s, rng)
+        else:
+            ids[norm], assign = _cluster(X[norm], s, rng)
+            if (~norm).any():
+                ids[~norm] = assign(X[~norm]) if s.variant == "nearest" else rng.integers(0, s.n_tasks,
+                                                                                          (~norm).sum())
+        tasks = np.array([f"c{i}" for i in ids], dtype=object)
+    return enforce_minimum(tasks, labels, s)
+
+
+def enforce_minimum(tasks: np.ndarray, labels: np.ndarray, s: DiscoverySettings) -> tuple[np.ndarray, dict]:
+    tasks = np.asarray(tasks, dtype=object).copy()
+    info = {"candidate": s.name, "settings": s.to_dict(), "tasks": {}, "dropped": {}}
+    for t in sorted(set(tasks) - {""}):
+        rows = tasks == t
+        n_norm, n_anom = int((labels[rows] == 0).sum()), int((labels[rows] == 1).sum())
+        entry = {"normal": n_norm, "anomalous": n_anom}
+        if n_norm < s.min_normal or n_anom < max(s.min_anomalous, 1):
+            tasks[rows] = ""
+            info["dropped"][t] = entry
+        else:
+            info["tasks"][t] = entry
+    if not info["tasks"]:
+        raise ConfigError(f"{s.name}: no task has ≥ {s.min_normal} normal and ≥ {max(s.min_anomalous, 1)} "
+                          f"anomalous records (found {info['dropped']})")
+    return tasks, info

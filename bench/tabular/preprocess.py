@@ -1,0 +1,144 @@
+"""Preprocessing as the CAD framework does it, with every count recorded, and the record index it produces.
+
+clean: ±inf → NaN, drop rows with a NaN feature, drop duplicate records (features + label text; the first is kept).
+split (per task): train = `train_fraction` (80 %) of the task's normals, test = the other normals + all the task's
+anomalies; optionally the test anomalies are subsampled to at most as many as the test normals (`rebalance`).
+scale: one StandardScaler fitted on the training records of all tasks (never on test records), applied to all.
+
+The record index is a folder: `index.csv` (dataset, task, split, label, record_id = source file:row, attack, day,
+timestamp; one row per record), `features.npy` (float32 [records, features], row-aligned, scaled) and
+`index.json` (feature names, scaler, counts, settings, SHA-256 of every raw file, and `index_sha256` over the raw
+files' bytes and all settings — the identity that goes into a run key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import ConfigError, DatasetError
+from bench.tabular.cic import FEATURES, RawTable, files_sha256
+
+INDEX_COLUMNS = ("dataset", "task", "split", "label", "record_id", "attack", "day", "timestamp")
+
+
+@dataclass(frozen=True)
+class PrepSettings:
+    train_fraction: float = 0.8
+    rebalance: bool = False
+    drop_duplicates: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0 < self.train_fraction < 1:
+            raise ConfigError(f"train_fraction={self.train_fraction!r} is not allowed (expected 0 < x < 1)")
+
+
+def clean(raw: RawTable, drop_duplicates: bool = True) -> tuple[pd.DataFrame, dict]:
+    df = raw.frame
+    X = df[list(FEATURES)].to_numpy(dtype=np.float64, copy=True)
+    inf = np.isinf(X)
+    X[inf] = np.nan
+    bad = np.isnan(X).any(1)
+    counts = {"records_read": int(len(df)), "inf_values": int(inf.sum()), "nan_rows_dropped": int(bad.sum())}
+    df = df.loc[~bad].copy()
+    df[list(FEATURES)] = X[~bad]
+    if drop_duplicates:
+        dup = df.duplicated(subset=list(FEATURES) + ["attack"], keep="first").to_numpy()
+        df = df.loc[~dup]
+        counts["duplicates_dropped"] = int(dup.sum())
+    counts["records_kept"] = int(len(df))
+    return df.reset_index(drop=True), counts
+
+
+def split(df: pd.DataFrame, tasks: np.ndarray, s: PrepSettings) -> tuple[pd.DataFrame, dict]:
+    """Adds `task` and `split`; records whose task is "" (unassigned, e.g. below the minimum size) are dropped."""
+    df = df.assign(task=np.asarray(tasks, dtype=object))
+    df = df.loc[df["task"] != ""].copy()
+    rng = np.random.default_rng(s.seed)
+    split_col = np.full(len(df), "", dtype=object)
+    keep = np.ones(len(df), dtype=bool)
+    per_task = {}
+    labels, names = df["label"].to_numpy(), df["task"].to_numpy()
+    for task in sorted(set(names)):
+        rows = np.flatnonzero(names == task)
+        norm, anom = rows[labels[rows] == 0], rows[labels[rows] == 1]
+        norm = norm[rng.permutation(len(norm))]
+        n_train = int(round(s.train_fraction * len(norm)))
+        split_col[norm[:n_train]] = "train"
+        split_col[norm[n_train:]] = "test"
+        split_col[anom] = "test"
+        dropped = 0
+        n_test_norm = len(norm) - n_train
+        if s.rebalance and len(anom) > n_test_norm:
+            drop = rng.choice(anom, len(anom) - n_test_norm, replace=False)
+            keep[drop] = False
+            dropped = len(drop)
+        per_task[task] = {"train_normal": n_train, "test_normal": n_test_norm, "test_anomalous": len(anom) - dropped,
+                          "anomalies_dropped_by_rebalance": dropped}
+    df["split"] = split_col
+    return df.loc[keep].reset_index(drop=True), per_task
+
+
+def index_sha256(file_sha: dict[str, str], settings: dict) -> str:
+    blob = json.dumps({"files": dict(sorted(file_sha.items())), "settings": settings}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Path, discovery: dict) -> dict:
+    """Clean, assign tasks (`tasks_of(clean_frame) -> (task per row, info)`), split, scale; write the index folder."""
+    from sklearn.preprocessing import StandardScaler
+
+    from bench.results import write_text_atomic
+
+    df, counts = clean(raw, s.drop_duplicates)
+    tasks, task_info = tasks_of(df)
+    df, per_task = split(df, tasks, s)
+    if df.empty or not (df["split"] == "train").any():
+        raise DatasetError(f"{dataset}: no task has training records after preprocessing ({counts})")
+    X = df[list(FEATURES)].to_numpy(dtype=np.float64)
+    train = (df["split"] == "train").to_numpy()
+    scaler = StandardScaler().fit(X[train])
+    Xs = scaler.transform(X).astype(np.float32)
+    file_sha = files_sha256(raw.files)
+    settings = {"dataset": dataset, "preprocessing": asdict(s), "discovery": discovery}
+    meta = {"dataset": dataset, "features": list(FEATURES), "scaler_mean": scaler.mean_.tolist(),
+            "scaler_scale": scaler.scale_.tolist(), "counts": {**raw.counts, **counts}, "tasks": per_task,
+            "task_discovery": task_info, "settings": settings, "files_sha256": file_sha,
+            "index_sha256": index_sha256(file_sha, settings)}
+    index = pd.DataFrame({"dataset": dataset, "task": df["task"], "split": df["split"], "label": df["label"],
+                          "record_id": df["source"] + ":" + df["row"].astype(str), "attack": df["attack"],
+                          "day": df["day"], "timestamp": df["timestamp"]})
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "features.npy.tmp"
+    with open(tmp, "wb") as f:
+        np.save(f, Xs)
+    tmp.replace(out / "features.npy")
+    write_text_atomic(out / "index.csv", index.to_csv(index=False))
+    write_text_atomic(out / "index.json", json.dumps(meta, indent=1) + "\n")
+    return meta
+
+
+def load_index(folder) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    folder = Path(folder)
+    for name in ("index.csv", "features.npy", "index.json"):
+        if not (folder / name).is_file():
+            raise DatasetError(f"{folder / name}: missing (build the record index with `bench tabular index`)")
+    try:
+        meta = json.loads((folder / "index.json").read_text())
+        index = pd.read_csv(folder / "index.csv", dtype={"task": str, "split": str, "record_id": str, "day": str,
+                                                         "timestamp": str, "attack": str}, keep_default_na=False)
+        X = np.load(folder / "features.npy", allow_pickle=False)
+    except (ValueError, OSError, json.JSONDecodeError) as e:
+        raise DatasetError(f"{folder}: unreadable record index ({e})") from None
+    missing = [c for c in INDEX_COLUMNS if c not in index.columns]
+    if missing or X.ndim != 2 or len(X) != len(index) or X.shape[1] != len(meta.get("features", ())):
+        raise DatasetError(f"{folder}: index.csv, features.npy and index.json do not match "
+                           f"({len(index)} rows, features {X.shape}, missing columns {missing})")
+    return index, X, meta

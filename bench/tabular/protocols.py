@@ -1,0 +1,181 @@
+"""Continual protocols over record tasks (CAD framework, scenario validation): Naive, Replay, Cumulative, MSTE.
+
+Shaped like bench.continual.protocols (the same `Protocol` base, `learn(split, step)`, `predict(split, idx)`,
+state_dict, `record`), so one runner drives both tracks; a split here is a `RecordSplit` (a task's feature rows).
+
+- ncl (Naive): the detector learns each task as it comes, continuing from its current state (the torch detectors
+  warm-start; Isolation Forest and the other non-gradient ones can only refit).
+- cl (Replay): the current task plus a bounded buffer of past records — bench.training.replay.ReplayBuffer, the
+  image track's: an equal share per past task, each share a nested seeded subset, updated after training. Size
+  `replay_size`, default 25,000 records, the released framework's. Only the buffered rows are kept.
+- cumulative: the union of every training set seen so far (an unbounded buffer); the torch detectors continue
+  from their weights on it, as the image track's Cumulative does, the others refit.
+- mste: one single-task expert per task, each fresh; a test record is scored by the expert of its own task (the
+  task's identity is given: an oracle reference). No expert changes after its task, so every column of R is
+  constant below the diagonal and FM is exactly 0.
+
+Every detector passes the pointwise audit (bench.tabular.audit) or is marked transductive; for those, every
+scoring call's batch (step, task, records) is recorded as `scoring/batch_records` next to the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.errors import ConfigError, choice_error
+from bench.models.base import Protocol
+from bench.tabular.audit import require_pointwise
+from bench.training.replay import ReplayBuffer
+
+PROTOCOLS = ("ncl", "cl", "cumulative", "mste")
+REPLAY_RECORDS = 25_000  # the released CAD framework's replay buffer
+
+
+@dataclass(frozen=True)
+class RecordSplit:
+    """One task's records of one split: their feature rows [n, d] (float32) and their record ids."""
+
+    task: str
+    X: np.ndarray
+    record_ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+
+class Naive(Protocol):
+    def __init__(self, detector, seed: int, transductive: bool = False):
+        super().__init__(detector, seed)
+        self.transductive = transductive
+        self.step_ = -1
+        self.trained_ = 0  # records trained on at the last step
+        self.batches_: list[tuple[int, str, int]] = []  # (step, task, records) of each scoring call
+
+    def _train(self, X: np.ndarray, step: int) -> None:
+        self.step_, self.trained_ = step, len(X)
+        self.detector.fit(X, self.step_seed(step))
+
+    def learn(self, split: RecordSplit, step: int) -> None:
+        self._train(split.X, step)
+
+    def _scorer(self, split: RecordSplit):
+        return self.detector
+
+    def predict(self, split: RecordSplit, idx) -> np.ndarray:
+        rows = split.X[np.asarray(idx)]
+        if self.transductive:
+            self.batches_.append((self.step_, split.task, len(rows)))
+        return np.asarray(self._scorer(split).score(rows), dtype=np.float64)
+
+    def state_dict(self) -> dict:
+        return {"detector": self.detector.state_dict(), "step": self.step_, "batches": list(self.batches_)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.detector.load_state_dict(state["detector"])
+        self.step_, self.batches_ = state["step"], [tuple(b) for b in state["batches"]]
+
+    def record(self, arrays: dict, step: int, n_tasks: int, tasks: list[str] | None = None) -> None:
+        """`scoring/batch_records` [step, task]: records in the scoring call of each number (transductive only)."""
+        if not self.transductive or not self.batches_:
+            return
+        order = tasks or list(dict.fromkeys(t for _, t, _ in self.batches_))
+        out = arrays.setdefault("scoring/batch_records", np.zeros((n_tasks, n_tasks), dtype=np.int64))
+        for s, task, n in self.batches_:
+            out[s, order.index(task)] = n
+
+
+class Replay(Naive):
+    """Current task ∪ buffered past records; `capacity=None` keeps every record (Cumulative)."""
+
+    def __init__(self, detector, seed: int, capacity: int | None, transductive: bool = False):
+        super().__init__(detector, seed, transductive)
+        if capacity is not None and (not isinstance(capacity, int) or capacity < 0):
+            raise ConfigError(f"replay_size must be a non-negative integer, got {capacity!r}")
+        self.capacity = capacity
+        self.buffer_ = ReplayBuffer(capacity if capacity is not None else np.iinfo(np.int64).max)
+        self.rows_: dict[str, np.ndarray] = {}  # task → its buffered feature rows, in the buffer's seeded order
+        self.composition_: dict[str, int] = {}  # past task → records replayed at the last step
+
+    def learn(self, split: RecordSplit, step: int) -> None:
+        if split.task in self.rows_:
+            raise ConfigError(f"task {split.task!r} appears twice in the stream")
+        self.composition_ = {task: len(rows) for task, rows in self.rows_.items()}
+        self._train(np.concatenate([split.X, *self.rows_.values()]) if self.rows_ else split.X, step)
+        self.buffer_.add(split.task, range(len(split)), self.step_seed(step))
+        self.rows_[split.task] = split.X[np.fromiter(self.buffer_.items_[split.task], dtype=np.int64)]
+        for task, kept in self.buffer_.items_.items():  # shares only shrink, and a share is a prefix
+            self.rows_[task] = self.rows_[task][: len(kept)]
+
+    def buffered(self) -> int:
+        return sum(len(r) for r in self.rows_.values())
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "buffer": self.buffer_.state_dict(), "rows": dict(self.rows_),
+                "composition": dict(self.composition_)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.buffer_.load_state_dict(state["buffer"])
+        self.rows_ = {task: np.asarray(rows) for task, rows in state["rows"].items()}
+        self.composition_ = dict(state["composition"])
+
+    def record(self, arrays: dict, step: int, n_tasks: int, tasks: list[str] | None = None) -> None:
+        """Also `replay/composition` [step, task]: past records of each task trained on at each step."""
+        super().record(arrays, step, n_tasks, tasks)
+        order = tasks or list(self.rows_)
+        out = arrays.setdefault("replay/composition", np.zeros((n_tasks, n_tasks), dtype=np.int64))
+        for task, count in self.composition_.items():
+            out[step, order.index(task)] = count
+
+
+class MSTE(Naive):
+    """One fresh expert per task; a record of task j is scored by expert j (the task's identity is given)."""
+
+    def __init__(self, factory, seed: int, transductive: bool = False):
+        super().__init__(factory(), seed, transductive)
+        self.factory = factory
+        self.experts_: dict[str, object] = {}
+
+    def learn(self, split: RecordSplit, step: int) -> None:
+        if split.task in self.experts_:
+            raise ConfigError(f"task {split.task!r} appears twice in the stream")
+        if self.experts_:  # the current detector is the last expert: train a new one, under the runner's context
+            expert = self.factory()
+            if hasattr(self.detector, "context"):
+                expert.context = self.detector.context
+            self.detector = expert
+        self._train(split.X, step)
+        self.experts_[split.task] = self.detector
+
+    def _scorer(self, split: RecordSplit):
+        if split.task not in self.experts_:
+            raise ConfigError(f"MSTE has no expert for task {split.task!r} yet (experts: {', '.join(self.experts_)})")
+        return self.experts_[split.task]
+
+    def state_dict(self) -> dict:
+        return {"experts": {task: e.state_dict() for task, e in self.experts_.items()}, "step": self.step_,
+                "batches": list(self.batches_)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.experts_ = {task: self.factory().load_state_dict(s) for task, s in state["experts"].items()}
+        if self.experts_:
+            self.detector = list(self.experts_.values())[-1]
+        self.step_, self.batches_ = state["step"], [tuple(b) for b in state["batches"]]
+
+
+def make_protocol(name: str, spec, hparams: dict, seed: int, replay_size: int = REPLAY_RECORDS) -> Naive:
+    """The record protocol `name` around the tabular detector `spec` with resolved `hparams`; refuses a detector
+    that fails the pointwise audit unless its spec is marked transductive."""
+    require_pointwise(spec)
+    transductive = spec.transductive
+    if name == "ncl":
+        return Naive(spec.factory(**hparams), seed, transductive)
+    if name == "cl":
+        return Replay(spec.factory(**hparams), seed, replay_size, transductive)
+    if name == "cumulative":
+        return Replay(spec.factory(**hparams), seed, None, transductive)
+    if name == "mste":
+        return MSTE(lambda: spec.factory(**hparams), seed, transductive)
+    raise choice_error("protocol", name, PROTOCOLS)

@@ -1,0 +1,106 @@
+"""The tabular track of the continual runner (bench/continual/runner.py): record tasks, record protocols, level
+`record`.
+
+A run's `root` is a record index folder (`bench tabular index`); its `index_sha256` (raw files' bytes + every
+preprocessing and discovery setting) is the data identity in the run key. Each evaluated cell (step i, task j)
+records ROC-AUC, raw average precision, the test set's prevalence p, normalised PR-AUC (AP − p)/(1 − p) and the
+expected AP of a uniformly random ranking of that test set (not p on small sets), each as an [N, N] matrix; and the
+per-record scores with each record's row in index.csv, so intervals can be recomputed per record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.continual.runner import TaskData, _check_terminated
+from bench.errors import ConfigError, NumericalError
+from bench.metrics import normalized_pr_auc, roc_auc
+from bench.tabular.protocols import RecordSplit
+
+MATRICES = ("R/record", "R/record_ap", "R/record_npr_auc", "R/record_prevalence", "R/record_expected_ap")
+
+
+@dataclass(frozen=True)
+class LabelledRecords(RecordSplit):
+    """A test split: feature rows, their labels, and their rows in the record index (`record_ids`)."""
+
+    labels: np.ndarray | None = None
+
+
+class TabularTrack:
+    name = "tabular"
+    levels = ("record",)
+    matrices = MATRICES
+
+    def __init__(self, spec, splits: dict):
+        self.spec, self.splits = spec, splits
+
+    def start(self, cfg, device, progress: bool, log, out_dir) -> None:
+        pass  # the record features are already in memory; nothing to load
+
+    def drop_training(self, task: str) -> None:
+        pass  # records are held by the index for the whole run
+
+    def close(self) -> None:
+        pass
+
+    def protocol(self, cfg):
+        from bench.tabular.protocols import make_protocol
+        from bench.tabular.ste import Expert
+
+        if cfg.protocol == "ste":
+            return Expert(lambda: self.spec.factory(**cfg.hparams), cfg.seed)
+        return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
+
+    def attrs(self) -> dict:
+        return {"backbone_forward_images": 0}
+
+    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
+        from bench.report.intervals import expected_random_ap
+
+        _check_terminated()
+        cfg = run.config
+        split = self.splits[cfg.tasks[j]].test
+        scores = protocol.predict(split, np.arange(len(split)))
+        if not np.isfinite(scores).all():
+            raise NumericalError(f"{cfg.model}: non-finite record scores on task {split.task} at step {t + 1} "
+                                 f"(after learning {cfg.tasks[t]}); the model diverged or its settings are degenerate")
+        labels = split.labels
+        a = state.arrays
+        a["R/record"][t, j] = roc_auc(labels, scores)
+        npr, p = normalized_pr_auc(labels, scores)
+        a["R/record_npr_auc"][t, j], a["R/record_prevalence"][t, j] = npr, p
+        a["R/record_ap"][t, j] = npr * (1 - p) + p if np.isfinite(npr) else np.nan
+        k = int(labels.sum())
+        a["R/record_expected_ap"][t, j] = expected_random_ap(len(labels), k) if k else np.nan
+        state.scores.append((t, j, labels.astype(np.int8), scores.astype(np.float64),
+                             split.record_ids.astype(np.int32)))
+
+
+def prepare_tabular(config) -> tuple[TabularTrack, str]:
+    """(track, index_sha256) of a tabular run: read the record index at `config.root`, resolve the model's
+    hyperparameters, split every task; bad input fails here, before any work."""
+    from bench.models.registry import get
+    from bench.tabular.preprocess import load_index
+
+    spec = get(config.model, "tabular")
+    config.hparams = spec.resolve(config.hparams)
+    config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
+    index, X, meta = load_index(config.root)
+    if meta.get("dataset") != config.dataset:
+        raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
+    task_of, split, labels = index["task"].to_numpy(), index["split"].to_numpy(), index["label"].to_numpy()
+    available = sorted(set(task_of))
+    unknown = sorted(set(config.tasks) - set(available))
+    if unknown:
+        raise ConfigError(f"tasks {unknown} not in the record index {config.root} (available: "
+                          f"{', '.join(available)})")
+    splits = {}
+    for task in config.tasks:
+        train = np.flatnonzero((task_of == task) & (split == "train"))
+        test = np.flatnonzero((task_of == task) & (split == "test"))
+        splits[task] = TaskData(RecordSplit(task, X[train], train),
+                                LabelledRecords(task, X[test], test, labels[test].astype(np.int8)))
+    return TabularTrack(spec, splits), meta["index_sha256"]

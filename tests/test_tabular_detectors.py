@@ -1,0 +1,75 @@
+"""The tabular detector contract over every registered tabular detector: learns, pointwise, repeatable, state
+round-trip through plain arrays (saved with allow_pickle=False)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from bench.errors import ConfigError
+from bench.models.registry import get, specs
+
+TABULAR = list(specs("tabular"))
+
+
+def tabular_task(seed=0, n=400, d=12):
+    rng = np.random.default_rng(seed)
+    train = rng.normal(size=(n, d)).astype(np.float32)
+    test = np.concatenate([rng.normal(size=(100, d)), rng.normal(size=(40, d)) + 3.0]).astype(np.float32)
+    return train, test, np.r_[np.zeros(100), np.ones(40)]
+
+
+def build(name, **over):
+    spec = get(name, "tabular")
+    return spec.factory(**spec.resolve({**spec.quick, **over}))
+
+
+def test_the_tracks_are_separate():
+    assert {"ae1svm", "autoencoder", "iforest"} <= set(TABULAR)  # the scenario chain's three, at least
+    assert not set(TABULAR) & set(specs())  # image lists (demo, grids, image contract tests) do not see them
+    with pytest.raises(ConfigError, match="unknown tabular model") as err:
+        get("patchcore", "tabular")
+    assert set(str(err.value).split("valid: ")[1].rstrip(")").split(", ")) == set(TABULAR)
+
+
+@pytest.mark.parametrize("name", TABULAR)
+def test_contract(name):
+    train, test, y = tabular_task()
+    det = build(name).fit(train, seed=0)
+    s = det.score(test)
+    assert s.shape == (len(test),) and np.isfinite(s).all()
+    assert roc_auc_score(y, s) >= 0.9  # the shifted records score higher
+    alone = np.array([det.score(test[i:i + 1])[0] for i in (0, 57, 139)])
+    assert np.allclose(alone, s[[0, 57, 139]], rtol=1e-5, atol=1e-6)  # pointwise
+    again = build(name).fit(train, seed=0).score(test)
+    assert np.allclose(again, s, rtol=1e-5, atol=1e-6)  # repeatable from the seed
+    other = build(name).fit(train, seed=1).score(test)
+    assert not np.allclose(other, s)  # ... and the seed matters
+    buf = io.BytesIO()
+    np.savez(buf, **det.state_dict())
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as z:
+        state = {k: z[k] for k in z.files}
+    restored = build(name).load_state_dict(state)
+    assert np.allclose(restored.score(test), s, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["autoencoder", "ae1svm"])
+def test_scores_equal_pyods_own(name):
+    train, test, _ = tabular_task()
+    det = build(name).fit(train, seed=0)
+    assert np.allclose(det.score(test), det.model_.decision_function(test), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", TABULAR)
+def test_defaults_pass_their_own_checks(name):
+    spec = get(name, "tabular")
+    assert spec.resolve(spec.defaults()) == spec.defaults() and spec.source
+
+
+def test_bad_hidden_sizes_are_refused():
+    with pytest.raises(ConfigError, match="hidden"):
+        build("autoencoder", hidden="64,x").fit(np.zeros((10, 3), np.float32), 0)

@@ -1,0 +1,214 @@
+"""The tabular track through the one continual runner: record protocols on the synthetic tabular benchmark, the
+per-cell metrics issue 15 §3 asks for, resume after a stop, and the readers (results.load, report.collect)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score
+
+from bench import results
+from bench.config import SCHEMA_VERSION, RunConfig
+from bench.continual.runner import execute, prepare
+from bench.errors import ConfigError
+from bench.metrics import forgetting, roc_auc
+from bench.models.registry import get
+from bench.report.collect import ProvenanceError, check_file, check_scores
+from bench.report.intervals import expected_random_ap
+
+STREAM = ["Monday", "Tuesday", "Wednesday", "Thursday"]  # the synthetic benchmark's kept regimes
+QUIET = lambda s: None  # noqa: E731
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from bench.tabular import discovery, preprocess, scenario
+
+    root = tmp_path_factory.mktemp("tabular-runner")
+    cand = discovery.DiscoverySettings()
+    preprocess.build_index("synthetic", scenario.raw_table("synthetic", root, seed=0),
+                           lambda df: discovery.discover(df, cand), preprocess.PrepSettings(), root / "index",
+                           cand.to_dict())
+    return root / "index"
+
+
+def config(index, protocol, model="iforest", **kw):
+    return RunConfig(dataset="synthetic", root=str(index), model=model, tasks=list(STREAM), protocol=protocol,
+                     seed=0, hparams=dict(get(model, "tabular").quick), device="cpu", track="tabular", **kw)
+
+
+def run(index, tmp_path, protocol, name=None, max_steps=None, **kw):
+    prepared = prepare(config(index, protocol, **kw), out=tmp_path / f"{name or protocol}.h5")
+    return results.read_run(execute(prepared, progress=False, max_steps=max_steps, log=QUIET)), prepared
+
+
+@pytest.fixture(scope="module")
+def runs(index, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    return {p: run(index, out, p)[0] for p in ("ncl", "mste")}
+
+
+def test_record_protocols_through_the_runner(runs):
+    for protocol, r in runs.items():
+        a, R = r["attrs"], r["R/record"]
+        assert (a["status"], a["track"], json.loads(a["levels"]), a["evaluation"]) == \
+            ("complete", "tabular", ["record"], "continual")
+        assert a["schema_version"] == SCHEMA_VERSION and r["tasks"] == STREAM
+        low = np.tril(np.ones((4, 4), dtype=bool))
+        assert np.isfinite(R[low]).all() and np.isnan(R[~low]).all()
+        assert np.diagonal(R).min() >= 0.8, protocol  # every expert learns its own regime
+    mste = runs["mste"]["R/record"]
+    assert forgetting(mste) == 0 and all(np.unique(mste[j:, j]).size == 1 for j in range(4))
+    assert forgetting(runs["ncl"]["R/record"]) > 0  # Naive refits on each regime and forgets the earlier ones
+
+
+def test_each_cell_records_ap_prevalence_npr_auc_and_random_ap(runs, index):
+    import pandas as pd
+
+    r = runs["ncl"]
+    records = pd.read_csv(index / "index.csv", keep_default_na=False)
+    for i, j in ((0, 0), (3, 1)):
+        sel = (r["scores/step"] == i) & (r["scores/task"] == j)
+        y, s, rows = r["scores/label"][sel], r["scores/value"][sel], r["scores/record"][sel]
+        assert (records["task"].iloc[rows] == STREAM[j]).all() and (records["split"].iloc[rows] == "test").all()
+        assert np.array_equal(records["label"].iloc[rows].to_numpy(), y)
+        assert r["R/record"][i, j] == pytest.approx(roc_auc(y, s), abs=1e-12)
+        ap, p = average_precision_score(y, s), y.mean()
+        assert r["R/record_ap"][i, j] == pytest.approx(ap, abs=1e-9)
+        assert r["R/record_prevalence"][i, j] == pytest.approx(p)
+        assert r["R/record_npr_auc"][i, j] == pytest.approx((ap - p) / (1 - p), abs=1e-9)
+        assert r["R/record_expected_ap"][i, j] == pytest.approx(expected_random_ap(len(y), int(y.sum())))
+        assert r["R/record_expected_ap"][i, j] > p  # a random ranking's AP is above p on a finite set
+
+
+def test_a_stopped_run_resumes_to_the_same_results(index, tmp_path, runs):
+    part, prepared = run(index, tmp_path, "ncl", "part", max_steps=2)
+    assert (part["attrs"]["status"], part["attrs"]["steps_done"]) == ("running", 2)
+    assert prepared.checkpoint_path.is_file()
+    whole, _ = run(index, tmp_path, "ncl", "part")
+    assert whole["attrs"]["status"] == "complete" and not prepared.checkpoint_path.exists()
+    for key in ("R/record", "R/record_ap", "scores/value", "scores/record"):
+        assert np.array_equal(whole[key], runs["ncl"][key], equal_nan=True), key
+    assert whole["attrs"]["run_key"] == runs["ncl"]["attrs"]["run_key"]
+
+
+def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
+    path = tmp_path / "ncl.h5"
+    results.write_run(path, runs["ncl"]["attrs"], {k: v for k, v in runs["ncl"].items()
+                                                  if k not in ("attrs", "tasks")}, STREAM)
+    row = results.load(path).iloc[0]
+    assert (row["track"], row["backbone"], row["protocol"]) == ("tabular", "", "ncl")
+    assert "image_roc_auc_cl" not in row and np.isfinite(row["record_roc_auc_cl"])
+    r = results.read_run(path)
+    check_file(r, path, "tabular-synthetic")  # the tabular synthetic benchmark's own result folder
+    assert check_scores(r, path)
+    r["R/record"][2, 1] += 0.01
+    with pytest.raises(ProvenanceError, match=r"R/record\[2,1\]"):
+        check_scores(r, path)
+
+
+def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
+    from conftest import cli_stdout
+
+    from bench.cli import main
+
+    args = ["tabular", "run", "--index", index, "--model", "iforest", "--quick", "--protocol", "cumulative",
+            "--tasks", ",".join(STREAM), "--out", tmp_path / "c.h5"]
+    cli_stdout(*args, "--max-steps", 1)
+    assert results.read_run(tmp_path / "c.h5")["attrs"]["steps_done"] == 1
+    cli_stdout(*args)
+    r = results.read_run(tmp_path / "c.h5")
+    assert r["attrs"]["status"] == "complete" and r["replay/composition"][3].tolist() == [
+        int(x) for x in r["tasks_info/n_train"][:3]] + [0]  # Cumulative: every past record
+    capsys.readouterr()
+    assert main(["tabular", "run", "--index", str(index), "--model", "iforest", "--protocol", "ste2",
+                 "--out", str(tmp_path / "d.h5")]) == 2
+    err = capsys.readouterr().err
+    assert "ste2" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_tabular_configs_fail_before_work(index, tmp_path):
+    with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, mste, ste"):
+        prepare(config(index, "finetune"), out=tmp_path / "x.h5")
+    with pytest.raises(ConfigError, match="evaluation"):
+        prepare(RunConfig(dataset="synthetic", root="r", model="patchcore", tasks=["a"], evaluation="cross"))
+    bad = config(index, "ncl")
+    bad.tasks = ["Monday", "Caturday"]
+    with pytest.raises(ConfigError, match="Caturday"):
+        prepare(bad, out=tmp_path / "y.h5")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def scenario_folder(index):
+    """A scenario folder as `bench tabular scenarios` lays it out: the selected candidate's index + orderings."""
+    import shutil
+
+    from bench.tabular.orderings import ORDERINGS
+
+    root = index.parent / "scenario"
+    shutil.copytree(index, root / "candidates" / "natural-day" / "index")
+    (root / "release").mkdir()
+    (root / "release" / "manifest.json").write_text(json.dumps({"selected_candidate": "natural-day"}))
+    rotations = [STREAM[k:] + STREAM[:k] for k in range(4)]
+    distinct = rotations + [r[::-1] for r in rotations]  # six of these eight distinct task orders
+    orders = dict(zip(ORDERINGS, distinct))
+    (root / "release" / "orderings.json").write_text(json.dumps(orders))
+    return root
+
+
+def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenario_folder, tmp_path, capsys):
+    from conftest import cli_stdout
+
+    from bench.hpc import grid as grids
+
+    grid = grids.load_grid("tabular-synthetic")  # the shipped grid: 6 orderings × 4 strategies per model
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), scenario_folder, tmp_path)
+    assert len(planned) == len(grid.models) * 6 * 4
+    assert all(p.run.out.parent == tmp_path / "tabular-synthetic" / "runs" for p in planned)
+    cum = [p for p in planned if p.run.config.protocol == "cumulative"][0]
+    size = (scenario_folder / "candidates" / "natural-day" / "index" / "features.npy").stat().st_size
+    assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
+    assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
+    args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
+            "--models", "iforest", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
+            "--cluster", "debug", "--profile", "cpu"]
+    assert "4 runs ran" in cli_stdout(*args)
+    files = sorted((tmp_path / "tabular-synthetic" / "runs").glob("*.h5"))
+    assert len(files) == 4
+    for f in files:
+        r = results.read_run(f)
+        assert r["attrs"]["status"] == "complete" and r["attrs"]["track"] == "tabular"
+    out = cli_stdout("status", "--dataset", "tabular-synthetic", "--outputs", tmp_path)
+    assert out.splitlines()[-1].startswith("total 4 runs: 4 complete")
+    assert "nothing to submit" in cli_stdout(*args)
+    # make aggregate / verify: the tabular Table 2 and the validation criteria, from the same files
+    cli_stdout("aggregate", "--dataset", "tabular-synthetic", "--outputs", tmp_path, "--bootstrap", "60",
+               "--figures", "none")
+    import pandas as pd
+
+    from bench.metrics import continual_roc_auc
+
+    tables = tmp_path / "tabular-synthetic" / "tables"
+    long = pd.read_csv(tables / "tabular_table2.csv")
+    assert len(long) == 2 * 2 * 3  # orderings × strategies × metrics
+    configs = {f: json.loads(results.read_run(f)["attrs"]["config"]) for f in files}
+    by_file = {(c["protocol"], c["ordering"]): results.read_run(f) for f, c in configs.items()}
+    for row in long[long["metric"] == "roc_auc_cl"].itertuples():
+        R = by_file[(row.protocol, row.ordering)]["R/record"]
+        assert row.value == pytest.approx(continual_roc_auc(R)) and row.ci_low <= row.value <= row.ci_high
+    assert long.loc[long["metric"] == "npr_auc_cl", "prevalence"].between(0, 1).all()
+    val = pd.read_csv(tables / "validation.csv")
+    for row in val.itertuples():
+        cell = long[(long["ordering"] == row.ordering) & (long["metric"] == "roc_auc_cl")].set_index("protocol")
+        assert row.non_triviality_gap == pytest.approx(cell.loc["mste", "value"] - cell.loc["ncl", "value"])
+        assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
+    assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative | MSTE | Replay |" in \
+        (tables / "tabular_table2.md").read_text()
+    from bench.cli import main
+
+    assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 0
+    (tables / "validation.csv").write_text((tables / "validation.csv").read_text().replace("0.", "0.9", 1))
+    assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) != 0
