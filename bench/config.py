@@ -29,6 +29,9 @@ SCHEMA_VERSION = 2  # 2: attributes track, levels, evaluation (schema-1 files ar
 # The run key's preimage carries its own version: schema 2 only added attributes, so image run keys stay those
 # computed under schema 1 (files and grids made before keep their identity).
 RUN_KEY_SCHEMA = 1
+# Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
+# left out of its run key, so such a file keeps (and is checked against) the key it was written with.
+LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype")
 TRACKS = ("image", "tabular")
 EVALUATIONS = ("continual", "cross")
 TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
@@ -132,6 +135,8 @@ class RunConfig:
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config fields {sorted(unknown)}")
+        for name in LATER_FIELDS:
+            data.setdefault(name, None)
         return cls(**data)
 
     def sha256(self) -> str:
@@ -149,8 +154,8 @@ class RunConfig:
             "dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
             "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
             "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
-            "hparams": self.hparams, "schema": RUN_KEY_SCHEMA, "model_version": self.model_version,
-            "pixel_eval": self.pixel_eval, "feature_dtype": self.feature_dtype,
+            "hparams": self.hparams, "schema": RUN_KEY_SCHEMA,
+            **{name: getattr(self, name) for name in LATER_FIELDS if getattr(self, name) is not None},
         }
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:

@@ -12,6 +12,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from bench import results
 from bench.continual.runner import execute, prepare
@@ -125,7 +126,8 @@ def test_killed_process_resumes_to_identical_r(ncl_cl_runs, tiny_root, tmp_path)
     cmd = [sys.executable, "-m", "bench", "run", "--dataset", "synthetic", "--root", str(tiny_root),
            "--weights", "none", "--protocol", "cl", "--tasks", ",".join(STREAM), "--image-size", "64",
            "--batch-size", "8", "--device", "cpu", "--workers", "0", "--out", str(out), "--no-progress"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # the reference run used this process's thread count: CPU kernels may round differently on another
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ckpt = out.with_name(out.name + ".ckpt")
     deadline = time.time() + 300

@@ -1,4 +1,4 @@
-"""Schema 2 (track, levels, evaluation attributes) keeps schema-1 image files readable and image run keys stable."""
+"""Schema 2 (track, levels, evaluation attributes) keeps schema-1 image files readable and their run keys stable."""
 
 from __future__ import annotations
 
@@ -9,23 +9,28 @@ import h5py
 import numpy as np
 
 from bench import results
-from bench.config import SCHEMA_VERSION, RunConfig
+from bench.config import LATER_FIELDS, SCHEMA_VERSION, RunConfig
 from bench.metrics import roc_auc
 from bench.report.collect import check_file, check_scores, collect
 
-# Computed with bench/config.py as it was before schema 2 (commit bfeb232) for the config below.
+# Computed with bench/config.py as it was before schema 2 (commit bfeb232) for the config below, as a schema-1
+# file's config reads back (no algorithm version, pixel evaluation mode or feature dtype recorded).
 IMAGE_KEY = "3b51d2e0f6e878e201e52b194951a511637fa1a3493d1f42a870d21e15d57fde"
 
 
 def image_config() -> RunConfig:
     return RunConfig(dataset="mvtec", root="/data/mvtec", model="patchcore", tasks=["bottle", "cable", "capsule"],
                      ordering="custom", backbone="wide_resnet50_2", weights="imagenet", protocol="cl", seed=3,
-                     image_size=256, batch_size=16, hparams={"coreset_ratio": 0.01})
+                     image_size=256, batch_size=16, hparams={"coreset_ratio": 0.01},
+                     **{name: None for name in LATER_FIELDS})
 
 
 def test_image_run_keys_are_unchanged_by_schema_2():
     assert SCHEMA_VERSION == 2
     assert image_config().run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY
+    new = image_config()
+    new.model_version, new.pixel_eval, new.feature_dtype = 2, "resized", "float16"  # what a run today records
+    assert new.run_key("ab" * 32, "tv-imagenet1k-v1") != IMAGE_KEY
     tabular = image_config()
     tabular.track = "tabular"  # the same core on the other track is another run
     tabular.model = "iforest"
@@ -35,7 +40,7 @@ def test_image_run_keys_are_unchanged_by_schema_2():
 def write_schema_1(path, n=3):
     """An image run file as schema 1 wrote it: no track/levels/evaluation attributes, a config without them."""
     cfg = image_config()
-    old = {k: v for k, v in json.loads(cfg.to_json()).items() if k not in ("track", "evaluation")}
+    old = {k: v for k, v in json.loads(cfg.to_json()).items() if k not in ("track", "evaluation", *LATER_FIELDS)}
     config = json.dumps(old, sort_keys=True, separators=(",", ":"))
     key = cfg.run_key("ab" * 32, "tv-imagenet1k-v1")
     rng = np.random.default_rng(0)

@@ -41,7 +41,7 @@ def test_contract(name):
     det = build(name).fit(train, seed=0)
     s = det.score(test)
     assert s.shape == (len(test),) and np.isfinite(s).all()
-    assert roc_auc_score(y, s) >= 0.9  # the shifted records score higher
+    assert roc_auc_score(y, s) >= 0.8  # the shifted records score higher (issue 15: every detector ≥ 0.8)
     alone = np.array([det.score(test[i:i + 1])[0] for i in (0, 57, 139)])
     assert np.allclose(alone, s[[0, 57, 139]], rtol=1e-5, atol=1e-6)  # pointwise
     again = build(name).fit(train, seed=0).score(test)
