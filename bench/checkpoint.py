@@ -1,7 +1,7 @@
 """Checkpoints that cannot carry code: atomic `save(path, obj)`, safe `load(path)`.
 
-A checkpoint lies next to its result file, where anyone who can write there could plant one; unpickling it with
-`torch.load(weights_only=False)` would run whatever its `__reduce__` says. So only plain data is stored —
+A checkpoint lies next to its result file, where anyone who can write there could plant one; unpickling it
+unrestricted (torch.load with the weights-only guard off) would run whatever its `__reduce__` says. So only plain data is stored —
 tensors, numpy arrays (as tensors, marked so they come back as arrays), dicts with string keys, lists, tuples,
 str, int, float, bool, None — and files are read with `weights_only=True`, which refuses any other global.
 Anything unreadable (truncated, corrupt, another program's file) raises CheckpointError naming the file.
@@ -40,7 +40,7 @@ def load(path):
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip, foreign pickle, a global outside the allow-list: all one verdict
-        # torch's own message advises weights_only=False, exactly what must not be done with this file
+        # torch's own message advises turning the weights-only guard off: exactly what must not be done here
         raise CheckpointError(f"{path}: not a readable checkpoint: corrupt, truncated, or holding objects other "
                               f"than plain data, which are never unpickled ({type(e).__name__})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "payload" not in data:
