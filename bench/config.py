@@ -36,6 +36,9 @@ TRACKS = ("image", "tabular")
 EVALUATIONS = ("continual", "cross")
 TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
+# the backbone of a detector that reads raw images (EfficientAD, GANomaly: InCLAD Table 7's "—"): `runner.prepare`
+# sets it, so such a run has one identity (key, file name, table row) whatever backbone a command line or grid named
+NO_BACKBONE = "none"
 DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
 TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
 # What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
@@ -99,7 +102,7 @@ class RunConfig:
         if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
             raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
                               f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
-        for name, valid in (("backbone", BACKBONES), ("protocol", protocols), ("device", DEVICES),
+        for name, valid in (("backbone", (*BACKBONES, NO_BACKBONE)), ("protocol", protocols), ("device", DEVICES),
                             ("pixel_eval", PIXEL_EVALS), ("feature_dtype", CACHE_DTYPES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")

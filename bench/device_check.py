@@ -1,6 +1,7 @@
 """The CUDA path, checked: the same runs on the CPU and on the GPU agree, and how much faster the GPU is.
 
-  python -m bench.device_check [--device cuda] [--quick] [--out outputs/device/check.json]     (make device-check)
+  python -m bench.device_check [--device cuda] [--quick] [--models a,b] [--out outputs/device/check.json]
+                                                                                          (make device-check)
 
 Agreement: every registered detector with its quick setting (1 epoch), NCL and CL, over 3 tasks of the
 tiny synthetic benchmark (64 px, resnet18, weights=none), once on the CPU and once on `--device`. PatchCore and
@@ -70,10 +71,10 @@ def _r_difference(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a[both] - b[both]).max()) if both.any() else 0.0
 
 
-def agreement(root: Path, work: Path, device: str) -> list[dict]:
+def agreement(root: Path, work: Path, device: str, models=tuple(MODELS)) -> list[dict]:
     """One row per model × protocol: the largest CPU-vs-device differences and whether they are within tolerance."""
     rows = []
-    for model in MODELS:
+    for model in models:
         for protocol in ("ncl", "cl"):
             ref, dev = (_run(root, work / f"{model}_{protocol}_{name}.h5", model, protocol, d, TASKS, 64)
                         for name, d in (("reference", "cpu"), ("checked", device)))
@@ -106,12 +107,12 @@ def backbone_throughput(device: torch.device, batch: int = 32, size: int = 224, 
     return out
 
 
-def run_times(root: Path, work: Path, device: str) -> dict:
+def run_times(root: Path, work: Path, device: str, models=tuple(MODELS)) -> dict:
     """Train and eval seconds of a 2-task CL run per model at 224 px (trained ones 1 epoch) on `device`."""
     from bench.data import read_index
 
     out, tasks = {}, sorted(read_index("synthetic", root)["task"].unique())
-    for model in MODELS:
+    for model in models:
         run = _run(root, work / f"{model}_{device}_224.h5", model, "cl", device, tasks, 224)
         out[f"{model}_train_s"] = round(float(run["timing/train_s"].sum()), 2)
         out[f"{model}_eval_s"] = round(float(run["timing/eval_s"].sum()), 2)
@@ -122,8 +123,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.device_check", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="the device to check against the CPU (default cuda)")
     parser.add_argument("--quick", action="store_true", help="agreement only, no throughput")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated detectors to check (default: every registered one)")
     parser.add_argument("--out", type=Path, default=Path("outputs/device/check.json"), help="JSON report")
     args = parser.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        parser.error(f"--models {args.models!r}: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"known: {', '.join(MODELS)}")
     try:
         device = resolve_device(args.device)
     except BenchError as e:
@@ -140,12 +148,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tiny = generate(tmp / "tiny", preset="tiny", seed=0)
-        report["agreement"] = rows = agreement(tiny, tmp / "agree", args.device)
+        report["agreement"] = rows = agreement(tiny, tmp / "agree", args.device, models)
         for row in rows:
             print(figure_line(row), flush=True)
         if not args.quick:
             big = generate(tmp / "big", preset="demo", seed=0, image_size=224, n_tasks=2)
-            report["throughput"] = {d: {**backbone_throughput(torch.device(d)), **run_times(big, tmp / "times", d)}
+            report["throughput"] = {d: {**backbone_throughput(torch.device(d)),
+                                        **run_times(big, tmp / "times", d, models)}
                                     for d in dict.fromkeys(("cpu", args.device))}
             for d, figures in report["throughput"].items():
                 print(f"{d}: " + figure_line(figures), flush=True)

@@ -2,7 +2,8 @@
 
 A benchmark is a function `Namespace -> dict of figures` registered with `@benchmark("name")`; they run in
 registration order, print one aligned `name  key=value ...` line each and are written to outputs/perf/perf.json.
-Figures go in notes, never in timed tests.
+Figures go in notes, never in timed tests. `--quick` shrinks every benchmark and runs it in this process (no
+spawned child per measurement): a smoke test of the code paths, whose figures measure nothing.
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ def benchmark(name: str):
     return register
 
 
+ISOLATE = True  # main sets it False under --quick: a smoke test measures nothing, so a process start per call
+# (importing torch again: seconds each) buys nothing there
+
+
 def run_isolated(fn, *args):
     """fn(*args) in a fresh spawned process, so its peak memory is its own and not that of earlier benchmarks."""
+    if not ISOLATE:
+        return fn(*args)
     # An executor, not a Pool: its shutdown lets the child exit normally, where Pool.__exit__ terminates it and
     # the resource tracker then warns about the semaphores torch had open in it.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -191,11 +198,19 @@ def main(argv=None) -> int:
             parser.error(str(choice_error("benchmark", name, BENCHMARKS)))
         names = [name for name in BENCHMARKS if name in wanted]
 
+    import torch
+
+    global ISOLATE
     results = {}
     width = max(map(len, names), default=0)
-    for name in names:
-        results[name] = BENCHMARKS[name](args)
-        print(f"{name:<{width}}  {figure_line(results[name])}", flush=True)
+    ISOLATE, threads = not args.quick, torch.get_num_threads()
+    try:
+        for name in names:
+            results[name] = BENCHMARKS[name](args)
+            print(f"{name:<{width}}  {figure_line(results[name])}", flush=True)
+    finally:
+        ISOLATE = True
+        torch.set_num_threads(threads)  # an in-process benchmark may have pinned it
 
     report = {
         "quick": args.quick,

@@ -68,7 +68,7 @@ def feature_cache(args) -> dict:
             figures = {}
             for name, setting in (("unbounded", "1T"), ("bounded", budget)):
                 call = (_run_child, root, f"{tmp}/{model}-{name}.h5", model, setting)
-                figures[name] = call[0](*call[1:]) if args.quick else run_isolated(*call)
+                figures[name] = run_isolated(*call)
             free, bound = figures["unbounded"], figures["bounded"]
             out[f"{model}_budget_mb"] = round(int(budget) / 1e6)
             out[f"{model}_peak_mb_unbounded"] = round(free["peak_mb"])

@@ -46,7 +46,7 @@ def training_epoch(args) -> dict:
             figures = {}
             for cache in (True, False):
                 call = (_epoch_child, model, f"{tmp}/{model}{cache}", size, n_train, epochs, cache)
-                figures[cache] = call[0](*call[1:]) if args.quick else run_isolated(*call)
+                figures[cache] = run_isolated(*call)
             cached, fresh = figures[True], figures[False]
             out[f"{model}_cached_s"] = round(cached["epoch_s"], 3)
             out[f"{model}_recompute_s"] = round(fresh["epoch_s"], 3)

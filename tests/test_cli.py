@@ -33,6 +33,23 @@ def test_run_prints_both_levels(tiny_root, tmp_path, capsys):
     assert "image: ROC-AUC_CL" in text and "pixel: ROC-AUC_CL" in text and "BWT" in text and out.is_file()
 
 
+def test_a_detector_without_a_backbone_records_none_and_a_backbone_detector_needs_one(tiny_root, tmp_path, capsys):
+    from bench.cli import build_parser, config_from_args
+    from bench.continual.runner import prepare
+
+    keys = set()
+    for backbone in ("resnet18", "wide_resnet50_2", "none"):
+        args = build_parser().parse_args([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--model", "ganomaly",
+                                          "--image-size", "32", "--backbone", backbone])
+        run = prepare(config_from_args(args), out_dir=tmp_path)
+        assert run.config.backbone == "none" and "_ganomaly_none_" in run.out.name
+        keys.add(run.run_key)
+    assert len(keys) == 1  # one identity: a named backbone plays no part in a raw-image detector's result
+    code = main([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--backbone", "none", "--out", str(tmp_path / "p.h5")])
+    assert code == 2 and "patchcore runs on a pretrained backbone" in _one_error_line(capsys)
+    assert not (tmp_path / "p.h5").exists()
+
+
 def test_unknown_choice_lists_the_valid_ones(capsys):
     with pytest.raises(SystemExit) as e:
         main(["run", "--dataset", "imagenet", "--ordering", "random"])

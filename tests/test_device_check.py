@@ -13,16 +13,31 @@ import torch
 from bench import device_check
 
 
+# One detector of each kind the check treats differently: frozen with task banks (scores compared), trained with
+# task banks (routing compared), trained on a frozen backbone, trained without one. Each detector's own CPU
+# determinism is pinned by tests/test_contract.py; this test pins the check's machinery.
+CHECKED = ["patchcore", "cfa", "stfpm", "ganomaly"]
+
+
 def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
     out = tmp_path / "check.json"
-    assert device_check.main(["--device", "cpu", "--quick", "--out", str(out)]) == 0
+    assert device_check.main(["--device", "cpu", "--quick", "--models", ",".join(CHECKED), "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     rows = report["agreement"]
-    assert [(r["model"], r["protocol"]) for r in rows] == [(m, p) for m in device_check.MODELS for p in ("ncl", "cl")]
+    assert [(r["model"], r["protocol"]) for r in rows] == [(m, p) for m in CHECKED for p in ("ncl", "cl")]
     assert all(r["ok"] and r["max_abs_dR"] == 0 and r["max_rel_dscore"] == 0 for r in rows)
     assert all(r["routing_equal"] for r in rows if "routing_equal" in r)
-    assert {r["model"] for r in rows if "routing_equal" in r} == {"patchcore", "padim", "cfa"}  # task banks
+    assert {r["model"] for r in rows if "routing_equal" in r} == {"patchcore", "cfa"}  # task banks
     assert report["ok"] is True and "all agree" in capsys.readouterr().out
+
+
+def test_every_registered_detector_is_checked_by_default_and_unknown_ones_refused(tmp_path, capsys):
+    from bench.models.registry import specs
+
+    assert list(device_check.MODELS) == list(specs())
+    with pytest.raises(SystemExit) as exit_:
+        device_check.main(["--device", "cpu", "--models", "patchcore,nope", "--out", str(tmp_path / "c.json")])
+    assert exit_.value.code == 2 and "nope" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

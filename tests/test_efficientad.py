@@ -127,11 +127,12 @@ def test_scores_pointwise_and_state_round_trip(fitted):
 
 
 def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
-    """A buffer of 16 images (the rule, 0.2 × 16, would keep 3: too few to measure on 16-image tasks)."""
+    """A buffer of 16 images (the rule, 0.2 × 16, would keep 3: too few to measure on 16-image tasks); two tasks
+    keep the suite short (measured BWT: NCL −0.375, Replay 0.0)."""
     from bench import results
     from bench.continual.runner import execute, prepare
 
-    tasks = ["disc", "stripes", "chip"]
+    tasks = ["disc", "stripes"]
     r = {}
     for protocol in ("ncl", "cl"):
         cfg = make_config(tiny_root, tasks, protocol=protocol, model="efficientad", image_size=SIZE,

@@ -110,20 +110,6 @@ def test_grid_that_is_not_yaml_is_a_one_line_error(tmp_path, capsys):
     assert code == 2 and err.startswith(f"error: {path}: not valid YAML") and err.count("\n") == 1
 
 
-def test_unimplemented_models_are_rejected_not_skipped(tmp_path, small_root):
-    from bench.models import ALL_MODELS, implemented
-
-    missing = [m for m in ALL_MODELS if m not in implemented()]
-    if not missing:
-        pytest.skip("every InCLAD model is implemented")
-    path = write_grid(tmp_path / "grid.yaml", models={"patchcore": {}, missing[0]: {}})
-    grid = grids.load_grid("synthetic", path)
-    with pytest.raises(ConfigError, match=f"{missing[0]!r} is not implemented yet.*MODELS=patchcore"):
-        grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), small_root, tmp_path)
-    only = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(models=["patchcore"]), small_root, tmp_path)
-    assert {p.run.config.model for p in only} == {"patchcore"}
-
-
 # --- expansion ---------------------------------------------------------------------------------------------------
 
 
@@ -144,16 +130,39 @@ def test_expansion_gives_the_run_keys_and_paths_of_bench_run(grid_file, small_ro
         assert p.resources == Resources(gpus=0, cpus=1, mem_gb=2, time_min=10)  # cpu profile drops the GPU
 
 
+def test_detectors_without_a_backbone_run_once_per_ordering_and_protocol(small_root, tmp_path):
+    """InCLAD Table 7's "—": EfficientAD and GANomaly read raw images, so a grid with two backbones plans them once
+    per ordering × protocol, recorded with backbone "none" (also under a backbone filter)."""
+    path = write_grid(tmp_path / "grid.yaml", backbones=["resnet18", "wide_resnet50_2"],
+                      models={"patchcore": {}, "ganomaly": {"image_size": 32}})
+    grid = grids.load_grid("synthetic", path)
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), small_root, tmp_path)
+    by_model = {m: sorted((p.run.config.backbone, p.run.config.ordering, p.run.config.protocol) for p in planned
+                          if p.run.config.model == m) for m in ("patchcore", "ganomaly")}
+    assert len(by_model["patchcore"]) == 2 * 2 * 2
+    assert by_model["ganomaly"] == sorted(("none", o, p) for o in ("easy_to_hard", "hard_to_easy") for p in ("ncl", "cl"))
+    assert all("_ganomaly_none_" in p.run.out.name for p in planned if p.run.config.model == "ganomaly")
+    only = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(backbones=["wide_resnet50_2"]), small_root,
+                        tmp_path)
+    assert {p.key for p in only if p.run.config.model == "ganomaly"} == {
+        p.key for p in planned if p.run.config.model == "ganomaly"}
+
+
 def test_synthetic_grid_is_the_demo(demo_root, tmp_path):
-    """`make submit DATASET=synthetic` after `make demo` finds every run done: same run keys, same files."""
+    """`make submit DATASET=synthetic` after `make demo-all` finds every run done (same run keys, same files); the
+    grid covers all nine detectors, `make demo`'s subset among them."""
     from bench.demo import DEMO_MODELS, demo_configs
+    from bench.models.registry import specs
 
     grid = grids.load_grid("synthetic")
+    assert set(grid.models) == set(specs())
     planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), demo_root, tmp_path)
     runs_dir = tmp_path / "synthetic" / "runs"
-    demo = [prepare(cfg, out_dir=runs_dir) for cfg in demo_configs(demo_root)]
-    assert len(demo) == len(DEMO_MODELS) * 3 * 2
-    assert sorted((p.key, p.run.out) for p in planned) == sorted((r.run_key, r.out) for r in demo)
+    demo_all = [prepare(cfg, out_dir=runs_dir) for cfg in demo_configs(demo_root, everything=True)]
+    assert len(demo_all) == len(specs()) * 3 * 2
+    assert sorted((p.key, p.run.out) for p in planned) == sorted((r.run_key, r.out) for r in demo_all)
+    demo = {r.run_key for r in demo_all if r.config.model in DEMO_MODELS}
+    assert len(demo) == len(DEMO_MODELS) * 3 * 2 and demo <= {p.key for p in planned}
 
 
 def test_expansion_reads_the_index_once_and_each_file_header_once(grid_file, small_root, tmp_path, monkeypatch):

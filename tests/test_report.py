@@ -293,6 +293,20 @@ def test_timing_table_is_mean_and_population_std_across_orderings(tmp_path):
     assert f"| Synthetic | PatchCore | resnet18 | Train | 20.0s | {format_timing(mean, std, 3)} |" in md
 
 
+def test_detectors_without_a_backbone_get_their_own_timing_table(tmp_path):
+    """InCLAD Tables 4 and 5: backbone-based detectors in one table, raw-image ones (backbone "none") in another."""
+    outputs = tmp_path / "outputs"
+    write(outputs, train=[1, 1, 1, 1])
+    write(outputs, model="ganomaly", backbone="none", train=[7, 7, 7, 7])
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    md = (outputs / "synthetic/tables/timing.md").read_text()
+    with_backbone, without = md.split("## Execution times without a backbone")
+    assert "| Synthetic | PatchCore | resnet18 | Train | – | 4.0s |" in with_backbone and "GANomaly" not in with_backbone
+    assert "| Synthetic | GANomaly | Train | – | 28.0s |" in without and "PatchCore" not in without
+    tex = (outputs / "synthetic/tables/timing.tex").read_text()
+    assert tex.count(r"\begin{tabular}") == 2 and "GANomaly & Train" in tex
+
+
 def fast():
     """No bootstrap, no drawing: for tests about the tables (heatmaps.csv is still written)."""
     return Options(bootstrap=0, figure_formats=())

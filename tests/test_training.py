@@ -177,6 +177,7 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 # the synthetic tasks its AUROC peaks early and swings between epochs (measured, quick setting 5 epochs: checker
 # 0.797, chip 0.938, the rest 1.0; 6 epochs: stripes 0.39). Its bar is therefore lower; docs/models.md says so.
 MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.75}
+REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}}
 
 
 @pytest.mark.slow
@@ -195,11 +196,13 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", GRADIENT)
 def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
-    """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings."""
+    """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings (RD4AD with
+    half its quick epochs, to keep the suite short: measured BWT NCL −0.562 vs Replay −0.281)."""
     tasks = ["chip", "stripes", "disc"]
     bwt = {}
     for protocol in ("ncl", "cl"):
-        cfg = make_config(tiny_root, tasks, protocol=protocol, model=model, hparams=dict(get(model).quick))
+        cfg = make_config(tiny_root, tasks, protocol=protocol, model=model,
+                          hparams={**get(model).quick, **REPLAY_TEST_SETTINGS.get(model, {})})
         run = results.read_run(execute(prepare(cfg, out_dir=tmp_path), **QUIET))
         bwt[protocol] = summarize(run["R/image"])["bwt"]
         assert np.isfinite(run["train/loss"]).all()  # every step trained for the same number of epochs

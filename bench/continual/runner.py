@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench import checkpoint, results
-from bench.config import RunConfig, check_max_steps
+from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
@@ -158,6 +158,11 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
     config.hparams = resolve_hparams(config.model, config.hparams)
     config.model_version = model_spec(config.model).version
+    if model_spec(config.model).inputs != "features":
+        config.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
+    elif config.backbone == NO_BACKBONE:
+        raise ConfigError(f"{config.model} runs on a pretrained backbone: --backbone {NO_BACKBONE} is only for "
+                          f"detectors that read raw images (valid: {', '.join(BACKBONES)})")
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import build_run_config
+from bench.config import NO_BACKBONE, build_run_config
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -327,6 +327,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
     from bench.models import check_model, implemented
+    from bench.models.registry import get
 
     models = _filter(list(grid.models), selection.models, "models", grid)
     if grid.track == "tabular":
@@ -347,6 +348,10 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                 resources = replace(resources, gpus=0)
             axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
                     for a in ("backbones", "orderings", "protocols", "seeds")]
+            if get(model).inputs != "features":
+                # raw-image detectors have no backbone: one run per ordering × protocol × seed, whatever the
+                # backbone axis or filter names (a finished one is skipped when the other backbone's half is sent)
+                axes[0] = [NO_BACKBONE]
             for backbone, ordering, protocol, seed in itertools.product(*axes):
                 config = build_run_config(
                     grid.dataset, root, model, ordering=ordering, backbone=backbone, protocol=protocol, seed=seed,

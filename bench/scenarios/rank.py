@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import ConstantInputWarning, rankdata, spearmanr
 
+from bench.config import NO_BACKBONE
 from bench.errors import ConfigError
 from bench.report.render import markdown_table
 
@@ -140,15 +141,17 @@ def rank_concepts(scores: pd.DataFrame, dataset: str = "", where: str = "STE tab
 
 
 def rank_ste(ste: pd.DataFrame, backbone: str | None = None, where: str = "STE table") -> dict[str, Ranking]:
-    """{dataset: Ranking} for every dataset of an STE table (one backbone: pick it when several are present)."""
+    """{dataset: Ranking} for every dataset of an STE table (one backbone: pick it when several are present).
+    Experts without a backbone (raw-image detectors) join whichever backbone is ranked."""
+    backbone_less = ste["backbone"] == NO_BACKBONE
     if backbone is not None:
         if backbone not in set(ste["backbone"]):
             have = ", ".join(sorted(set(ste["backbone"])))
             raise ConfigError(f"{where}: backbone {backbone!r} is not in the STE table (it has: {have})")
-        ste = ste[ste["backbone"] == backbone]
+        ste = ste[(ste["backbone"] == backbone) | backbone_less]
     out = {}
     for dataset, g in ste.groupby("dataset", sort=True):
-        backbones = sorted(set(g["backbone"]))
+        backbones = sorted(set(g["backbone"]) - {NO_BACKBONE})
         if len(backbones) > 1:
             raise ConfigError(f"{where}: {dataset} has several backbones ({', '.join(backbones)}); "
                               f"choose one with --backbone")
