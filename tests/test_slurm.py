@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bench import results
@@ -167,3 +168,37 @@ def test_preempted_task_is_requeued_and_resumes(slurm, reference, grid, tiny_roo
     uninterrupted = r_matrices(entries(reference)["cl"]["out"])
     for level, r in r_matrices(cl["out"]).items():
         np.testing.assert_array_equal(r, uninterrupted[level], err_msg=f"R/{level} differs after the requeue")
+
+
+def test_all_nine_detectors_run_as_an_array_and_aggregate_into_table_2(slurm, tmp_path):
+    """InCLAD's nine methods through the whole suite on the real SLURM: the shipped synthetic grid (its models and
+    quick settings, shortened to one epoch on 2 tasks of 8 images at 64 px, one ordering) runs as one array, and
+    `aggregate` makes a nine-method Table 2 and the timing tables, the backbone-less detectors in their own."""
+    import yaml
+
+    from bench.data.synthetic import generate
+    from bench.models.registry import get, specs
+
+    root = generate(tmp_path / "nine", preset="tiny", seed=0, n_tasks=2, n_train=8, n_test=8)
+    shipped = yaml.safe_load((Path(__file__).parents[1] / "jobs/synthetic.yaml").read_text())
+    assert set(shipped["models"]) == set(specs())
+    models = {m: {"hparams": {**o.get("hparams", {}), **({"epochs": 1} if "epochs" in get(m).params else {})}}
+              for m, o in shipped["models"].items()}
+    grid = write_grid(tmp_path / "nine.yaml", models=models, orderings=["easy_to_hard"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 4, "time_min": 10})
+    outputs = tmp_path / "out"
+    assert "submitted array" in submit(slurm, grid, root, outputs)
+    wait_all_complete(outputs)
+    bench("aggregate", "--dataset", "synthetic", "--outputs", outputs, "--bootstrap", "0")
+    tables = outputs / "synthetic" / "tables"
+    per_method = pd.read_csv(tables / "per_method.csv")
+    assert set(per_method["model"]) == set(specs())
+    assert set(per_method.loc[per_method["model"].isin(["efficientad", "ganomaly"]), "backbone"]) == {"none"}
+    n = len(specs())  # every Table 2 cell pools the nine methods' runs: "runs (methods)" per cell
+    assert f"| Synthetic | Easy-to-Hard | ROC-AUC_CL ↑ | {n} ({n}) | {n} ({n}) | {n} ({n}) | {n} ({n}) |" in (
+        tables / "table2.md").read_text()
+    timing = (tables / "timing.md").read_text()
+    with_backbone, without = timing.split("## Execution times without a backbone")
+    assert all(get(m).label in with_backbone for m in specs() if get(m).inputs == "features")
+    assert {get(m).label for m in specs() if get(m).inputs != "features"} == {"EfficientAD", "GANomaly"}
+    assert "EfficientAD" in without and "GANomaly" in without and "EfficientAD" not in with_backbone
