@@ -173,10 +173,10 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 
 
 # PaSTe's student shares the teacher's stem and mimics later stages of the same architecture: with a random-init
-# teacher (weights=none) it learns to reproduce it almost exactly within a few epochs, anomalies included, so on
-# the synthetic tasks its AUROC peaks early and swings between epochs (measured, quick setting 5 epochs: checker
-# 0.797, chip 0.938, the rest 1.0; 6 epochs: stripes 0.39). Its bar is therefore lower; docs/models.md says so.
-MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.75}
+# teacher (weights=none) it learns to reproduce it almost exactly, anomalies included, so on the synthetic tasks its
+# AUROC peaks early and then falls (docs/models.md has the sweep that chose its quick setting, lr 0.1: min 0.812;
+# at Table 7's lr 0.4, 5 epochs: checker 0.797; 10 epochs at lr 0.1: stripes 0.281).
+MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.8}
 REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}}
 
 

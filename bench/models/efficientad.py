@@ -187,7 +187,7 @@ class EfficientAd(GradientDetector):
         total, total_sq, count, raw = 0.0, 0.0, 0, []
         bs = self.extractor.batch_size
         for s in range(0, len(samples), bs):
-            t = self.teacher_(self.imagenet(self.extractor.samples(samples[s : s + bs])))
+            t = self.teacher_(self.imagenet(self.layout_samples(samples[s : s + bs])))
             if (len(raw) + len(t)) * t[0].numel() * t.element_size() <= TEACHER_CACHE_BYTES:
                 raw += list(t.cpu())
             t = t.double()
@@ -214,7 +214,7 @@ class EfficientAd(GradientDetector):
     def loss(self, batch) -> torch.Tensor:
         """The paper's L_ST + L_AE + L_STAE. Random draws (augmentation, penalty image) use the global RNG,
         which the loop seeds per epoch."""
-        x = self.extractor.samples(batch)
+        x = self.layout_samples(batch)
         c, b = self.out_channels, len(x)
         aug = colour_augment(x)
         s = self.student_(self.imagenet(torch.cat([x, aug])))  # one pass: the clean and augmented copies
@@ -265,7 +265,7 @@ class EfficientAd(GradientDetector):
             module.eval()
         st, ae = [], []
         for s in range(0, len(hold), self.extractor.batch_size):
-            m_st, m_ae = self.raw_maps(self.extractor.samples(hold[s : s + self.extractor.batch_size]))
+            m_st, m_ae = self.raw_maps(self.layout_samples(hold[s : s + self.extractor.batch_size]))
             st.append(m_st.flatten().double().cpu())
             ae.append(m_ae.flatten().double().cpu())
         for name, values in (("st", torch.cat(st)), ("ae", torch.cat(ae))):
@@ -298,6 +298,7 @@ class EfficientAd(GradientDetector):
 register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
     source="InCLAD Table 7",
+    version=2,  # 2: channels-last training (float rounding differs from version 1)
     quick={"epochs": 3, "out_channels": 64},
     params={
         **training_params(epochs=50, batch_size=1),

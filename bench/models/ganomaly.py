@@ -116,6 +116,7 @@ def discriminator_loss(disc: Discriminator, x, fake) -> torch.Tensor:
 
 class Ganomaly(GradientDetector):
     name = "ganomaly"
+    channels_last = False  # measured: no faster per epoch in the channels-last layout (bench.training.loop)
     inputs_features = False  # raw images (ImageSource), scaled to [−1, 1] here
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
@@ -156,7 +157,7 @@ class Ganomaly(GradientDetector):
         """One GANomaly update: the generator first, then the discriminator (re-initialised from the global
         RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
         opt_g, opt_d = optimizers
-        x = self.scale(self.extractor.samples(batch))
+        x = self.scale(self.layout_samples(batch))
         fake, z, z_hat = self.generator_(x)
         loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc)
         value = descend(loss_g, [opt_g])

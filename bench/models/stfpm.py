@@ -83,6 +83,7 @@ class Stfpm(GradientDetector):
 
 register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
+    version=2,  # 2: channels-last training (float rounding differs from version 1)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=100, batch_size=32),

@@ -223,6 +223,11 @@ class GradientDetector(Detector):
     """Base of the detectors trained by gradient descent; see the module docstring for what a subclass adds."""
 
     inputs_features = True  # False: the detector reads raw images only (no backbone features to cache)
+    # The trained networks and the features fed to them use the channels-last memory format: on the CPU (oneDNN)
+    # it made an epoch of the trained part 1.3-1.5x faster (STFPM, PaSTe, RD4AD, FastFlow at 256 px; make perf,
+    # `training_epoch`), and CUDA has NHWC kernels for it. Only the layout changes, not the arithmetic: results
+    # agree with the contiguous layout to float rounding. False: contiguous tensors.
+    channels_last = True
 
     def __init__(self, extractor, *, image_size: int, epochs: int, batch_size: int, replay_size: int):
         self.extractor, self.image_size = extractor, image_size
@@ -260,10 +265,23 @@ class GradientDetector(Detector):
     # --- inputs -----------------------------------------------------------------------------------
     def features(self, batch) -> list[torch.Tensor]:
         """Frozen backbone features of training samples (cached for the task unless the perf baseline asks)."""
-        return sample_features(self.extractor, batch, keep=self.context.cache_features)
+        return [self.layout(f) for f in sample_features(self.extractor, batch, keep=self.context.cache_features)]
 
     def images(self, batch) -> torch.Tensor:
-        return sample_images(batch, self.device, self.extractor.workers)
+        return self.layout(sample_images(batch, self.device, self.extractor.workers))
+
+    def layout_samples(self, batch) -> torch.Tensor:
+        """Raw images of training samples from an ImageSource (the detectors that read images), laid out."""
+        return self.layout(self.extractor.samples(batch))
+
+    def layout(self, x: torch.Tensor) -> torch.Tensor:
+        """A 4-D input in the memory format the trained networks use (`channels_last`)."""
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
+
+    def _lay_out_modules(self) -> None:
+        if self.channels_last:
+            for module in self.modules().values():
+                module.to(memory_format=torch.channels_last)  # 4-D weights only; idempotent
 
     @torch.no_grad()
     def feature_shapes(self) -> list[torch.Size]:
@@ -278,6 +296,7 @@ class GradientDetector(Detector):
     def fit_samples(self, samples: list, seed: int) -> "GradientDetector":
         """Learn (continuing from the current weights) on (split, row) samples, possibly of several tasks."""
         self.build(seed)
+        self._lay_out_modules()
         self.losses_ = train(self, samples, seed, epochs=self.epochs, batch_size=self.batch_size)
         if self.inputs_features:  # training features are not needed after training (bounded cache)
             self.extractor.drop([split.keys[r] for split, r in samples])
@@ -294,6 +313,7 @@ class GradientDetector(Detector):
 
     def load_state_dict(self, state: dict) -> None:
         self.build(0)  # the architecture; every weight is then overwritten
+        self._lay_out_modules()
         for name, module in self.modules().items():
             module.load_state_dict(state[name])
 
