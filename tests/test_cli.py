@@ -45,7 +45,8 @@ def test_a_detector_without_a_backbone_records_none_and_a_backbone_detector_need
         assert run.config.backbone == "none" and "_ganomaly_none_" in run.out.name
         keys.add(run.run_key)
     assert len(keys) == 1  # one identity: a named backbone plays no part in a raw-image detector's result
-    code = main([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--backbone", "none", "--out", str(tmp_path / "p.h5")])
+    code = main([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--backbone", "none",
+                 "--out", str(tmp_path / "p.h5")])
     assert code == 2 and "patchcore runs on a pretrained backbone" in _one_error_line(capsys)
     assert not (tmp_path / "p.h5").exists()
 

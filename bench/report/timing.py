@@ -109,7 +109,8 @@ def timing_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     for title, what, part, show_backbone in _sections(long):
         k = 3 + show_backbone + show_weights
         lines += [f"% {title}: {what}", r"\begin{tabular}{" + "l" * k + "cc}", r"\toprule",
-                  "Dataset & Model & " + ("Backbone & " if show_backbone else "") + ("Weights & " if show_weights else "")
+                  "Dataset & Model & " + ("Backbone & " if show_backbone else "")
+                  + ("Weights & " if show_weights else "")
                   + r"Time & Naive & Continual \\", r"\midrule"]
         previous = None
         for (dataset, model, backbone, weights, phase), cells in _rows(part):
