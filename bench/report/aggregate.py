@@ -146,10 +146,10 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
     from bench.report import tabular as tb
 
     footer = provenance_lines(runs, n_missing)
-    long = tb.tabular_table2(runs, details, options.bootstrap, options.bootstrap_seed)
-    val = tb.validation_table(long)
+    cells = tb.tabular_cells(runs, details, options.bootstrap, options.bootstrap_seed)
+    long, val = tb.tabular_table2(cells), tb.validation_table(cells)
     return [Item("tables/tabular_table2.csv", _csv(long)),
-            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer)),
+            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details))),
             Item("tables/validation.csv", _csv(val)),
             Item("tables/validation.md", tb.validation_markdown(val, footer))]
 
