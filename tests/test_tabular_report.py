@@ -124,3 +124,20 @@ def test_validation_gaps_carry_paired_intervals():
     md = tb.validation_markdown(tb.validation_table(cells), [])
     assert f"{100 * val.mste_minus_naive:.1f} [{100 * val.mste_minus_naive_low:.1f}, " \
            f"{100 * val.mste_minus_naive_high:.1f}]" in md and "0.0 [0.0, 0.0]" in md
+
+
+def test_tabular_r_heatmaps_average_the_models_and_draw(tmp_path):
+    from bench.report import heatmaps as hm
+
+    labels, order = stream(n=300, run_length=30)
+    runs = {k: fake_run(strategy(labels, np.random.default_rng(s), decay=0.5), labels, order)
+            for s, k in enumerate(("a", "b"))}
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": k, "backbone": "",
+                           "weights": "", "protocol": "ncl", "seed": 0, "run_key": k} for k in runs])
+    maps = hm.heatmaps(frame, runs, levels=tb.LEVELS, protocols=[p for p, _ in tb.STRATEGIES], per_method=True)
+    assert [h.stem for h in maps] == ["heatmap_d_o_ncl_record", "heatmap_d_o_ncl_record_a__",
+                                      "heatmap_d_o_ncl_record_b__"]
+    low = np.tril(np.ones((3, 3), dtype=bool))
+    np.testing.assert_allclose(maps[0].mean[low], (runs["a"]["R/record"][low] + runs["b"]["R/record"][low]) / 2)
+    assert np.isnan(maps[0].mean[~low]).all() and maps[0].n_methods == 2
+    assert [p.name for p in hm.save(maps[1], tmp_path, ("png",))] == ["heatmap_d_o_ncl_record_a__.png"]

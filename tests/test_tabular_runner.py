@@ -237,6 +237,12 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
         assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
     assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative | MSTE | Replay |" in \
         (tables / "tabular_table2.md").read_text()
+    maps = pd.read_csv(tables / "tabular_heatmaps.csv")  # R heatmaps through bench.report.heatmaps, one per run here
+    assert set(maps["figure"]) == {f"heatmap_synthetic_{o}_{p}_record" for o in ("smooth_drift", "abrupt_drift")
+                                   for p in ("ncl", "mste")}
+    for row in maps.itertuples():
+        R = by_file[(row.protocol, row.ordering)]["R/record"]
+        assert row.value == pytest.approx(R[row.i, row.j]) and row.j <= row.i and row.n_runs == 1
     from bench.cli import main
 
     assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 0

@@ -62,7 +62,7 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value[, record[, order]]) per sample per evaluation
+    scores: list = field(default_factory=list)  # (step, task, label, value[, record[, order]]) per sample, evaluation
     matrices: tuple = ("R/image", "R/pixel", "R/image_npr_auc")  # the track's [n, n] arrays
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 

@@ -32,6 +32,7 @@ from bench.metrics import continual_roc_auc, forgetting
 from bench.report.intervals import BLOCK, r_samples, run_length_stats
 from bench.report.render import markdown_table
 
+LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by bench.report.heatmaps
 STRATEGIES = (("ncl", "Naive"), ("cumulative", "Cumulative"), ("mste", "MSTE"), ("cl", "Replay"))
 METRICS = ("roc_auc_cl", "npr_auc_cl", "fm")
 KEYS = ["dataset", "ordering", "model", "metric", "protocol"]
