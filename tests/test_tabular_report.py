@@ -141,3 +141,16 @@ def test_tabular_r_heatmaps_average_the_models_and_draw(tmp_path):
     np.testing.assert_allclose(maps[0].mean[low], (runs["a"]["R/record"][low] + runs["b"]["R/record"][low]) / 2)
     assert np.isnan(maps[0].mean[~low]).all() and maps[0].n_methods == 2
     assert [p.name for p in hm.save(maps[1], tmp_path, ("png",))] == ["heatmap_d_o_ncl_record_a__.png"]
+
+
+def test_a_corrupt_stream_order_is_refused():
+    from bench.report.collect import ProvenanceError
+
+    labels, order = stream(n=300, run_length=30)
+    run = fake_run(strategy(labels, np.random.default_rng(9)), labels, order)
+    run["scores/order"][5] = run["scores/order"][6]  # one position twice, another never
+    with pytest.raises(ProvenanceError, match="not a ranking of its 300 records"):
+        table({"ncl": run})
+    run["scores/order"] = run["scores/order"][:-1]
+    with pytest.raises(ProvenanceError, match="positions for"):
+        table({"ncl": run})

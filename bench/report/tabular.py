@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from bench.metrics import continual_roc_auc, forgetting
+from bench.report.collect import ProvenanceError
 from bench.report.intervals import BLOCK, r_samples, run_length_stats
 from bench.report.render import markdown_table
 
@@ -46,6 +47,9 @@ def _test_sets(run: dict) -> tuple[dict, dict, dict | None]:
     set's records sorted by record id (the same order at every step)."""
     step, task = run["scores/step"].astype(int), run["scores/task"].astype(int)
     stored = run.get("scores/order")
+    name = run.get("attrs", {}).get("run_name", "a tabular run")
+    if stored is not None and stored.shape != step.shape:
+        raise ProvenanceError(f"{name}: scores/order holds {stored.size} positions for {step.size} scores")
     scores, labels, order = {}, {}, {}
     for i, j in set(zip(step.tolist(), task.tolist())):
         if j > i:  # cross-evaluation cells are not part of the continual summaries
@@ -55,6 +59,9 @@ def _test_sets(run: dict) -> tuple[dict, dict, dict | None]:
         scores[(i, j)], labels[j] = run["scores/value"][sel], run["scores/label"][sel]
         if stored is not None:
             order[j] = stored[sel]
+            if not np.array_equal(np.sort(order[j]), np.arange(sel.size)):
+                raise ProvenanceError(f"{name}: scores/order of task {j} at step {i} is not a ranking of its "
+                                      f"{sel.size} records (expected each of 0..{sel.size - 1} once)")
     return scores, labels, order if stored is not None else None
 
 
