@@ -21,7 +21,10 @@ Schema (version 2), everything a table needs to be traced back to the run that m
   scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
   Tabular track, level record: R/record (ROC-AUC), R/record_ap, R/record_npr_auc, R/record_prevalence,
                       R/record_expected_ap (AP of a random ranking of that test set) [N, N]; scores/record: each
-                      score's row in the record index (index.csv)
+                      score's row in the record index (index.csv); scores/order (int64, only where the index
+                      has every test record's timestamp): the record's rank in timestamp order within its test set
+                      (ties by record id), the stream order of the block bootstrap. Files without it stay readable
+                      (their reports use the stratified bootstrap)
 Files are opened with locking=False (NFS/Lustre) and replaced atomically (write `<name>.tmp.<host>.<pid>`, close,
 os.replace).
 """

@@ -94,6 +94,36 @@ def test_a_stopped_run_resumes_to_the_same_results(index, tmp_path, runs):
     assert whole["attrs"]["run_key"] == runs["ncl"]["attrs"]["run_key"]
 
 
+def test_runs_carry_the_stream_order_of_a_timestamped_index(index, tmp_path, runs):
+    import shutil
+
+    import pandas as pd
+
+    from bench.report import tabular as tb
+
+    stamped = tmp_path / "stamped"
+    shutil.copytree(index, stamped)
+    records = pd.read_csv(stamped / "index.csv", keep_default_na=False, dtype=str)
+    # stream order reverses the index rows, three records per second (ties broken by record id)
+    seconds = (len(records) - np.arange(len(records))) // 3
+    records["timestamp"] = (pd.Timestamp("2017-07-03") + pd.to_timedelta(seconds, unit="s")).strftime(
+        "%Y-%m-%dT%H:%M:%S")
+    records.to_csv(stamped / "index.csv", index=False)
+    part, _ = run(stamped, tmp_path, "ncl", "stamped", max_steps=2)
+    r, _ = run(stamped, tmp_path, "ncl", "stamped")  # resumed: the order survives the checkpoint
+    assert "scores/order" not in runs["ncl"] and r["scores/order"].dtype == np.int64
+    for i, j in ((0, 0), (3, 1), (3, 3)):
+        sel = (r["scores/step"] == i) & (r["scores/task"] == j)
+        rows = r["scores/record"][sel]
+        expected = sorted(range(rows.size), key=lambda k: (records["timestamp"].iloc[rows[k]], rows[k]))
+        assert np.array_equal(np.argsort(r["scores/order"][sel]), expected)
+    assert np.array_equal(r["R/record"], runs["ncl"]["R/record"], equal_nan=True)  # the timestamps change no score
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "synthetic", "ordering": "o", "model": "iforest",
+                           "protocol": p, "seed": 0, "run_key": p} for p in ("ncl", "mste")])
+    long = tb.tabular_table2(tb.tabular_cells(frame, {"ncl": r, "mste": runs["mste"]}, n_boot=50))
+    assert dict(zip(long["protocol"], long["method"])) == {"ncl": "block", "mste": "stratified"}
+
+
 def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
     path = tmp_path / "ncl.h5"
     results.write_run(path, runs["ncl"]["attrs"], {k: v for k, v in runs["ncl"].items()
@@ -207,6 +237,12 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
         assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
     assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative | MSTE | Replay |" in \
         (tables / "tabular_table2.md").read_text()
+    maps = pd.read_csv(tables / "tabular_heatmaps.csv")  # R heatmaps through bench.report.heatmaps, one per run here
+    assert set(maps["figure"]) == {f"heatmap_synthetic_{o}_{p}_record" for o in ("smooth_drift", "abrupt_drift")
+                                   for p in ("ncl", "mste")}
+    for row in maps.itertuples():
+        R = by_file[(row.protocol, row.ordering)]["R/record"]
+        assert row.value == pytest.approx(R[row.i, row.j]) and row.j <= row.i and row.n_runs == 1
     from bench.cli import main
 
     assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 0

@@ -62,7 +62,7 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value[, record]) per sample per evaluation
+    scores: list = field(default_factory=list)  # (step, task, label, value[, record[, order]]) per sample, evaluation
     matrices: tuple = ("R/image", "R/pixel", "R/image_npr_auc")  # the track's [n, n] arrays
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
@@ -457,6 +457,8 @@ def _write(run, state, routing, tasks_info, attrs):
         }
         if len(state.scores[0]) > 4:  # tabular: each score's row in the record index (index.csv)
             scores["scores/record"] = np.concatenate([s[4] for s in state.scores])
+        if all(len(s) > 5 for s in state.scores):  # tabular with timestamps: each record's stream position
+            scores["scores/order"] = np.concatenate([s[5] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)

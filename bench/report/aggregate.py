@@ -10,6 +10,7 @@
   tables/runs.csv, tables/missing.csv                one row per run used / per incomplete or failed run
   tables/manifest.json              what was published from which inputs (SHA-256 of every file both ways)
   tables/tabular_table2.{md,csv}, tables/validation.{md,csv}   tabular-track runs (bench/report/tabular.py)
+  tables/tabular_heatmaps.csv, figures/heatmap_*_record.{png,pdf}   R heatmaps of the tabular runs
 The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
@@ -50,6 +51,7 @@ CSV_KEYS = {
     "tables/heatmaps.csv": ["figure", "i", "j"],
     "tables/tabular_table2.csv": ["dataset", "ordering", "model", "metric", "protocol"],
     "tables/validation.csv": ["dataset", "ordering", "model"],
+    "tables/tabular_heatmaps.csv": ["figure", "i", "j"],
 }
 
 
@@ -146,12 +148,16 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
     from bench.report import tabular as tb
 
     footer = provenance_lines(runs, n_missing)
-    long = tb.tabular_table2(runs, details, options.bootstrap, options.bootstrap_seed)
-    val = tb.validation_table(long)
+    cells = tb.tabular_cells(runs, details, options.bootstrap, options.bootstrap_seed)
+    long, val = tb.tabular_table2(cells), tb.validation_table(cells)
+    maps = hm.heatmaps(runs, details, per_method=options.per_method_heatmaps, levels=tb.LEVELS,
+                       protocols=[p for p, _ in tb.STRATEGIES])
     return [Item("tables/tabular_table2.csv", _csv(long)),
-            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer)),
+            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details))),
             Item("tables/validation.csv", _csv(val)),
-            Item("tables/validation.md", tb.validation_markdown(val, footer))]
+            Item("tables/validation.md", tb.validation_markdown(val, footer)),
+            Item("tables/tabular_heatmaps.csv", _csv(hm.heatmap_frame(maps))),
+            *[Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]]
 
 
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:

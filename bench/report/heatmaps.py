@@ -60,9 +60,10 @@ def _slug(text: str) -> str:
 
 
 def heatmaps(runs: pd.DataFrame, details: dict, multi_models: list[str] | None = None,
-             per_method: bool = False) -> list[Heatmap]:
+             per_method: bool = False, levels=LEVELS, protocols=PROTOCOLS) -> list[Heatmap]:
     """Every heatmap to publish. Runs of one dataset × ordering with different task lists (custom orderings) get
-    one heatmap per task list, told apart by a hash of the list in the name."""
+    one heatmap per task list, told apart by a hash of the list in the name. `levels` and `protocols`: the image
+    track's by default; the tabular reports pass ("record",) and their four strategies."""
     out = []
     for (dataset, ordering), g in runs.groupby(["dataset", "ordering"], sort=True):
         task_lists = {tuple(details[k]["tasks"]) for k in g["run_key"]}
@@ -75,11 +76,11 @@ def heatmaps(runs: pd.DataFrame, details: dict, multi_models: list[str] | None =
             if per_method:
                 groups += [(key, m, "_" + "_".join(_slug(x) for x in key)) for key, m in same.groupby(list(METHOD))]
             for (model, backbone, weights), members, method_suffix in groups:
-                for protocol in PROTOCOLS:
+                for protocol in protocols:
                     sub = members[members["protocol"] == protocol]
                     if sub.empty:
                         continue
-                    for level in LEVELS:
+                    for level in levels:
                         mean, n_runs = _average(sub, details, level, len(tasks))
                         out.append(Heatmap(f"{base}_{protocol}_{level}{method_suffix}", dataset, ordering, protocol,
                                            level, model, backbone, weights, list(tasks), mean, n_runs,
@@ -120,7 +121,7 @@ def figure(h: Heatmap) -> Figure:
     n_runs = int(h.n_runs.max())
     runs = f"{n_runs} run{'s' * (n_runs != 1)}"
     who = (f"mean over {h.n_methods} method{'s' * (h.n_methods != 1)}, {runs}" if h.model == ALL
-           else f"{label('model', h.model)} {h.backbone} ({h.weights}), {runs}")
+           else f"{label('model', h.model)}{f' {h.backbone} ({h.weights})' if h.backbone else ''}, {runs}")
     ax.set_title(f"{label('dataset', h.dataset)} · {label('ordering', h.ordering)} · {h.protocol.upper()} · "
                  f"{h.level} ROC-AUC\n{who}", fontsize=9)
     fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)

@@ -5,7 +5,9 @@ A run's `root` is a record index folder (`bench tabular index`); its `index_sha2
 preprocessing and discovery setting) is the data identity in the run key. Each evaluated cell (step i, task j)
 records ROC-AUC, raw average precision, the test set's prevalence p, normalised PR-AUC (AP − p)/(1 − p) and the
 expected AP of a uniformly random ranking of that test set (not p on small sets), each as an [N, N] matrix; and the
-per-record scores with each record's row in index.csv, so intervals can be recomputed per record.
+per-record scores with each record's row in index.csv, so intervals can be recomputed per record. Where the index
+has a timestamp for every record of a test set, each score also carries the record's position in that set's stream
+(timestamp) order, so the reports can use the block bootstrap without reading the index again.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ MATRICES = ("R/record", "R/record_ap", "R/record_npr_auc", "R/record_prevalence"
 
 @dataclass(frozen=True)
 class LabelledRecords(RecordSplit):
-    """A test split: feature rows, their labels, and their rows in the record index (`record_ids`)."""
+    """A test split: feature rows, their labels, their rows in the record index (`record_ids`) and each record's
+    rank in timestamp order within the split (`order`; None when some record has no timestamp)."""
 
     labels: np.ndarray | None = None
+    order: np.ndarray | None = None
 
 
 class TabularTrack:
@@ -75,8 +79,8 @@ class TabularTrack:
         a["R/record_ap"][t, j] = npr * (1 - p) + p if np.isfinite(npr) else np.nan
         k = int(labels.sum())
         a["R/record_expected_ap"][t, j] = expected_random_ap(len(labels), k) if k else np.nan
-        state.scores.append((t, j, labels.astype(np.int8), scores.astype(np.float64),
-                             split.record_ids.astype(np.int32)))
+        entry = (t, j, labels.astype(np.int8), scores.astype(np.float64), split.record_ids.astype(np.int32))
+        state.scores.append(entry if split.order is None else (*entry, split.order))
 
 
 def prepare_tabular(config) -> tuple[TabularTrack, str]:
@@ -102,5 +106,25 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
         train = np.flatnonzero((task_of == task) & (split == "train"))
         test = np.flatnonzero((task_of == task) & (split == "test"))
         splits[task] = TaskData(RecordSplit(task, X[train], train),
-                                LabelledRecords(task, X[test], test, labels[test].astype(np.int8)))
+                                LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
+                                                stream_order(index["timestamp"].to_numpy()[test], test)))
     return TabularTrack(spec, splits), meta["index_sha256"]
+
+
+def stream_order(stamps: np.ndarray, record_ids: np.ndarray) -> np.ndarray | None:
+    """Each record's rank (int64, 0-based) in timestamp order, ties by record id; None when a record has no
+    timestamp or one that does not parse (ISO 8601 text, else day-first dates as the CIC captures write them)."""
+    import pandas as pd
+
+    if not len(stamps) or any(s == "" for s in stamps):
+        return None
+    text = pd.Series(stamps, dtype=str)
+    when = pd.to_datetime(text, format="ISO8601", errors="coerce")
+    if when.isna().any():
+        when = pd.to_datetime(text, format="mixed", dayfirst=True, errors="coerce")
+    if when.isna().any():
+        return None
+    sequence = np.lexsort((np.asarray(record_ids), when.to_numpy().astype("datetime64[ns]").astype(np.int64)))
+    rank = np.empty(len(sequence), dtype=np.int64)
+    rank[sequence] = np.arange(len(sequence))
+    return rank

@@ -1,0 +1,156 @@
+"""The tabular reports' intervals (issue 15 §3): block bootstrap where the run stored its records' stream order,
+stratified otherwise or for a test set too short for a block, the long-block sensitivity interval, the run-length
+table, and paired intervals for the validation table's gaps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.metrics import normalized_pr_auc, roc_auc
+from bench.report import tabular as tb
+from bench.report.intervals import BLOCK
+
+
+def fake_run(scores: dict, labels: dict, order: dict | None) -> dict:
+    """A tabular run dict as results.read_run gives it, its R matrices computed from `scores` {(i, j): [n]}."""
+    n = len(labels)
+    mats = {k: np.full((n, n), np.nan) for k in ("R/record", "R/record_npr_auc", "R/record_prevalence")}
+    cols = {k: [] for k in ("step", "task", "record", "value", "label", "order")}
+    for (i, j), s in sorted(scores.items()):
+        mats["R/record"][i, j] = roc_auc(labels[j], s)
+        mats["R/record_npr_auc"][i, j], mats["R/record_prevalence"][i, j] = normalized_pr_auc(labels[j], s)
+        size = len(s)
+        for k, v in (("step", np.full(size, i)), ("task", np.full(size, j)), ("record", 1000 * j + np.arange(size)),
+                     ("value", s), ("label", labels[j].astype(np.int8)),
+                     ("order", order[j] if order is not None else np.zeros(size))):
+            cols[k].append(v)
+    run = {"tasks": [f"t{j}" for j in range(n)], **mats,
+           **{f"scores/{k}": np.concatenate(v) for k, v in cols.items() if k != "order" or order is not None}}
+    return run
+
+
+def stream(n=600, run_length=60, n_tasks=3, sizes=None):
+    """Labels with long contiguous anomaly runs in stream order (order = identity), and a test set per task."""
+    labels, order = {}, {}
+    for j in range(n_tasks):
+        size = sizes[j] if sizes else n
+        labels[j] = (np.arange(size) // run_length) % 4 == 1  # every fourth run of `run_length` records
+        order[j] = np.arange(size)
+    return labels, order
+
+
+def strategy(labels, rng, strength=1.0, decay=0.0, shared=None):
+    """Scores of every continual cell: within an anomaly run the scores share one offset (correlated errors,
+    which is what makes the block bootstrap wider)."""
+    out = {}
+    for j, y in labels.items():
+        run_id = np.cumsum(np.r_[True, y[1:] != y[:-1]])
+        offset = rng.normal(size=run_id.max() + 1)[run_id]
+        base = strength * y + offset + 0.3 * rng.normal(size=y.size) if shared is None else shared[(j, j)]
+        for i in range(j, len(labels)):
+            out[(i, j)] = base + decay * (i - j) * rng.normal(size=y.size)
+    return out
+
+
+def table(runs: dict, n_boot=300) -> tuple[dict, pd.DataFrame]:
+    """tabular_cells and tabular_table2 of {protocol: run dict} (one scenario, one model, seed 0)."""
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "protocol": p,
+                           "seed": 0, "run_key": p} for p in runs])
+    cells = tb.tabular_cells(frame, runs, n_boot=n_boot)
+    return cells, tb.tabular_table2(cells).set_index(["metric", "protocol"])
+
+
+def test_report_uses_the_block_bootstrap_where_the_run_has_a_stream_order():
+    labels, order = stream()
+    scores = strategy(labels, np.random.default_rng(2), decay=0.4)
+    _, long = table({"ncl": fake_run(scores, labels, order), "cl": fake_run(scores, labels, None)})
+    block, old = long.loc[("roc_auc_cl", "ncl")], long.loc[("roc_auc_cl", "cl")]
+    assert (block.method, old.method) == ("block", "stratified")  # a file without scores/order: stratified
+    assert block.value == old.value and block.ci_low < block.value < block.ci_high
+    # runs of 60 correlated anomalies: resampling single records understates the uncertainty
+    assert block.ci_high - block.ci_low > 1.3 * (old.ci_high - old.ci_low)
+    assert np.isfinite([block.ci_low_long, block.ci_high_long]).all() and np.isnan(old.ci_low_long)
+    assert block.stratified_tasks == "" and set(long["method"]) == {"block", "stratified"}
+
+
+def test_a_test_set_shorter_than_a_block_falls_back_to_stratified():
+    labels, order = stream(run_length=10, sizes=[600, 150, 90])
+    scores = strategy(labels, np.random.default_rng(4))
+    cells, long = table({"ncl": fake_run(scores, labels, order)})
+    row = long.loc[("roc_auc_cl", "ncl")]
+    assert row.method == "block+stratified" and row.stratified_tasks == "t2"  # 90 ≤ BLOCK < 150
+    assert np.isfinite([row.ci_low, row.ci_high, row.ci_low_long, row.ci_high_long]).all()
+    md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [])
+    assert f"at most {BLOCK} records fall back to the stratified bootstrap: d/o/t2" in md
+    assert f"blocks of {BLOCK}" in md and f"blocks of {2 * BLOCK}" in md
+
+
+def test_run_length_table_reads_the_stream_order():
+    labels, _ = stream(n=400, run_length=40, n_tasks=2)
+    pos = {j: np.random.default_rng(j).permutation(y.size) for j, y in labels.items()}
+    by_id = {j: labels[j][pos[j]] for j in labels}  # the file holds records by id; record k sits at pos[j][k]
+    scores = strategy(by_id, np.random.default_rng(6))
+    run = fake_run(scores, by_id, pos)
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "protocol": "ncl",
+                           "seed": 0, "run_key": "k"}])
+    lengths = tb.run_length_table(frame, {"k": run})
+    assert list(lengths["records"]) == [400, 400]
+    assert (lengths["median"] == 40).all() and (lengths["max"] == 40).all()  # not the shuffled runs of ~1
+    assert list(lengths["runs"]) == [3, 3] and list(lengths["anomalies"]) == [120, 120]
+    assert tb.run_length_table(frame, {"k": fake_run(scores, by_id, None)}).empty
+
+
+def test_validation_gaps_carry_paired_intervals():
+    labels, order = stream()
+    rng = np.random.default_rng(8)
+    naive = strategy(labels, rng, strength=1.0, decay=0.8)
+    runs = {"ncl": naive,
+            "cumulative": {k: v.copy() for k, v in naive.items()},  # the same scores: a gap of exactly 0
+            "mste": strategy(labels, rng, strength=3.0),  # a planted large gap
+            "cl": {k: v + 0.2 * rng.normal(size=v.size) for k, v in naive.items()}}  # correlated with Naive
+    cells, long = table({p: fake_run(s, labels, order) for p, s in runs.items()})
+    val = tb.validation_table(cells).iloc[0]
+    assert (val.cumulative_minus_naive, val.cumulative_minus_naive_low, val.cumulative_minus_naive_high) == (0, 0, 0)
+    assert val.mste_minus_naive_low > 0 and val.non_triviality_best_reference == "mste"
+    assert val.non_triviality_gap == pytest.approx(long.loc[("roc_auc_cl", "mste"), "value"]
+                                                   - long.loc[("roc_auc_cl", "ncl"), "value"])
+    width = lambda p: long.loc[("roc_auc_cl", p), "ci_high"] - long.loc[("roc_auc_cl", p), "ci_low"]  # noqa: E731
+    assert val.replay_minus_naive_high - val.replay_minus_naive_low < 0.5 * (width("cl") + width("ncl"))
+    assert val.replay_minus_naive_low <= val.replay_minus_naive <= val.replay_minus_naive_high
+    assert val.forgetting_naive_fm_low < val.forgetting_naive_fm < val.forgetting_naive_fm_high
+    assert val.feasibility_gap_over_random == pytest.approx(long.loc[("roc_auc_cl", "mste"), "value"] - 0.5)
+    md = tb.validation_markdown(tb.validation_table(cells), [])
+    assert f"{100 * val.mste_minus_naive:.1f} [{100 * val.mste_minus_naive_low:.1f}, " \
+           f"{100 * val.mste_minus_naive_high:.1f}]" in md and "0.0 [0.0, 0.0]" in md
+
+
+def test_tabular_r_heatmaps_average_the_models_and_draw(tmp_path):
+    from bench.report import heatmaps as hm
+
+    labels, order = stream(n=300, run_length=30)
+    runs = {k: fake_run(strategy(labels, np.random.default_rng(s), decay=0.5), labels, order)
+            for s, k in enumerate(("a", "b"))}
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": k, "backbone": "",
+                           "weights": "", "protocol": "ncl", "seed": 0, "run_key": k} for k in runs])
+    maps = hm.heatmaps(frame, runs, levels=tb.LEVELS, protocols=[p for p, _ in tb.STRATEGIES], per_method=True)
+    assert [h.stem for h in maps] == ["heatmap_d_o_ncl_record", "heatmap_d_o_ncl_record_a__",
+                                      "heatmap_d_o_ncl_record_b__"]
+    low = np.tril(np.ones((3, 3), dtype=bool))
+    np.testing.assert_allclose(maps[0].mean[low], (runs["a"]["R/record"][low] + runs["b"]["R/record"][low]) / 2)
+    assert np.isnan(maps[0].mean[~low]).all() and maps[0].n_methods == 2
+    assert [p.name for p in hm.save(maps[1], tmp_path, ("png",))] == ["heatmap_d_o_ncl_record_a__.png"]
+
+
+def test_a_corrupt_stream_order_is_refused():
+    from bench.report.collect import ProvenanceError
+
+    labels, order = stream(n=300, run_length=30)
+    run = fake_run(strategy(labels, np.random.default_rng(9)), labels, order)
+    run["scores/order"][5] = run["scores/order"][6]  # one position twice, another never
+    with pytest.raises(ProvenanceError, match="not a ranking of its 300 records"):
+        table({"ncl": run})
+    run["scores/order"] = run["scores/order"][:-1]
+    with pytest.raises(ProvenanceError, match="positions for"):
+        table({"ncl": run})
