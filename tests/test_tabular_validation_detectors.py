@@ -46,7 +46,7 @@ def test_learns_the_synthetic_task(name):
     assert len(det.losses_) == det.hparams["epochs"] and np.isfinite(det.losses_).all()
 
 
-@pytest.mark.parametrize("name", VALIDATION)
+@pytest.mark.parametrize("name", [*VALIDATION, "autoencoder"])
 def test_warm_start_continues_from_the_current_weights(name):
     task1, _, _ = manifold_task(seed=1, shift=1.0)
     other1, _, _ = manifold_task(seed=2, shift=-1.0)
