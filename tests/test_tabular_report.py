@@ -154,3 +154,25 @@ def test_a_corrupt_stream_order_is_refused():
     run["scores/order"] = run["scores/order"][:-1]
     with pytest.raises(ProvenanceError, match="positions for"):
         table({"ncl": run})
+
+
+def test_placements_that_flip_across_seeds_are_flagged():
+    """Stream-assembly paper: a placement of strategies that changes between seeds is flagged, not asserted."""
+    rng = np.random.default_rng(5)
+    labels, _ = stream(n=200, n_tasks=2)
+    strong, medium, weak = (strategy(labels, rng, strength=k) for k in (4.0, 1.5, 0.3))
+    # MSTE beats both at both seeds (stable); Naive and Replay swap places between seed 0 and seed 1
+    runs = {("mste", 0): strong, ("mste", 1): strong, ("ncl", 0): weak, ("ncl", 1): medium,
+            ("cl", 0): medium, ("cl", 1): weak}
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "protocol": p,
+                           "seed": s, "run_key": f"{p}{s}"} for p, s in runs])
+    details = {f"{p}{s}": fake_run(sc, labels, None) for (p, s), sc in runs.items()}
+    cells = tb.tabular_cells(frame, details, n_boot=0)
+    placed = tb.placement_table(cells).set_index("metric")
+    assert not placed.loc["roc_auc_cl", "stable"] and placed.loc["roc_auc_cl", "n_seeds"] == 2
+    flips = placed.loc["roc_auc_cl", "flips"]
+    assert flips == "Naive vs Replay", flips
+    md = tb.table2_markdown(tb.tabular_table2(cells), [], placements=tb.placement_table(cells))
+    assert "Flagged" in md and "Naive vs Replay" in md
+    one_seed = tb.tabular_cells(frame[frame["seed"] == 0], details, n_boot=0)
+    assert tb.placement_table(one_seed).empty  # one seed: nothing can flip

@@ -153,7 +153,8 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
     maps = hm.heatmaps(runs, details, per_method=options.per_method_heatmaps, levels=tb.LEVELS,
                        protocols=[p for p, _ in tb.STRATEGIES])
     return [Item("tables/tabular_table2.csv", _csv(long)),
-            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details))),
+            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details),
+                                                                tb.placement_table(cells))),
             Item("tables/validation.csv", _csv(val)),
             Item("tables/validation.md", tb.validation_markdown(val, footer)),
             Item("tables/tabular_heatmaps.csv", _csv(hm.heatmap_frame(maps))),

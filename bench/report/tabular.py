@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench.metrics import continual_roc_auc, forgetting
 from bench.report.collect import ProvenanceError
-from bench.report.intervals import BLOCK, r_samples, run_length_stats
+from bench.report.intervals import BLOCK, placement_flips, r_samples, run_length_stats
 from bench.report.render import markdown_table
 
 LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by bench.report.heatmaps
@@ -164,6 +164,24 @@ def run_length_table(runs: pd.DataFrame, details: dict) -> pd.DataFrame:
                                        "p90", "max", "mean"])
 
 
+def placement_table(cells: dict) -> pd.DataFrame:
+    """Per scenario × model × metric run with several seeds: whether the strategies' order is the same at every
+    seed (`placement_flips`; a reversed or tied pair is a flip, and such a placement is not claimed)."""
+    rows = []
+    for dataset, ordering, model in sorted({k[:3] for k in cells}):
+        here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES if (dataset, ordering, model, p) in cells}
+        seeds = [sorted(c["values"]) for c in here.values()]
+        if len(here) < 2 or len(seeds[0]) < 2 or any(s != seeds[0] for s in seeds):
+            continue  # one strategy or one seed: nothing can flip; unequal seed sets are not compared
+        names = dict(STRATEGIES)
+        for metric in METRICS:
+            result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()} for p, c in here.items()})
+            rows.append({"dataset": dataset, "ordering": ordering, "model": model, "metric": metric,
+                         "n_seeds": len(seeds[0]), "stable": result["stable"],
+                         "flips": "; ".join(f"{a} vs {b}" for a, b in result["flips"])})
+    return pd.DataFrame(rows, columns=["dataset", "ordering", "model", "metric", "n_seeds", "stable", "flips"])
+
+
 def _cell(row) -> str:
     if row is None:
         return "–"
@@ -194,7 +212,8 @@ def _method_note(long: pd.DataFrame) -> str:
     return text
 
 
-def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataFrame | None = None) -> str:
+def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataFrame | None = None,
+                    placements: pd.DataFrame | None = None) -> str:
     header = ["Scenario", "Ordering", "Model", "Metric", *[name for _, name in STRATEGIES]]
     names = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "fm": "FM"}
     cells = {tuple(r[:5]): r for r in long.itertuples(index=False)}
@@ -214,6 +233,16 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
                                    "Max"],
                                   [[r.dataset, r.ordering, r.task, str(r.records), str(r.anomalies), str(r.runs),
                                     fmt(r.median), fmt(r.p90), str(r.max)] for r in run_lengths.itertuples()])]
+    if placements is not None and len(placements):
+        names = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "fm": "FM"}
+        flipped = placements[~placements["stable"]]
+        lines += ["", f"Placements across seeds: {len(placements) - len(flipped)} of {len(placements)} scenario × "
+                  "model × metric rows rank the strategies the same at every seed."]
+        if len(flipped):
+            lines += ["Flagged (the order of these strategies changes or ties across seeds; no placement is "
+                      "claimed):", "", *markdown_table(["Scenario", "Ordering", "Model", "Metric", "Seeds", "Flips"],
+                                                       [[r.dataset, r.ordering, r.model, names[r.metric],
+                                                         str(r.n_seeds), r.flips] for r in flipped.itertuples()])]
     return "\n".join([*lines, *footer]) + "\n"
 
 
