@@ -13,7 +13,8 @@ def cmd_aggregate(args) -> int:
                       select_top=args.select_top, per_method_heatmaps=args.per_method_heatmaps,
                       figure_formats=_formats(args.figures))
     manifest = aggregate(args.outputs, args.dataset, options)
-    print(f"manifest: {manifest}\ntables:   {(args.outputs / args.dataset / 'tables' / 'table2.md')}")
+    tables = manifest.parent  # the md tables this result set has (image: table2.md...; tabular: tabular_table2.md...)
+    print(f"manifest: {manifest}\ntables:   {', '.join(str(p) for p in sorted(tables.glob('*.md')))}")
     return 0
 
 
