@@ -171,19 +171,7 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
     if dataset not in DATASETS:
         raise ConfigError(f"{path}: unknown dataset {dataset!r} (valid: {', '.join(DATASETS)})")
-    models = data.get("models")
-    if isinstance(models, list):
-        models = {m: {} for m in models}
-    if not isinstance(models, dict) or not models:
-        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
-    for model, overrides in models.items():
-        overrides = models[model] = overrides or {}
-        if not isinstance(overrides, dict):
-            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
-        _check_keys(overrides, MODEL_KEYS, path, f"model {model!r}")
-    for key in ("backbones", "orderings", "protocols", "seeds"):
-        if key not in data:
-            raise ConfigError(f"{path}: missing '{key}' (a list)")
+    models = _models(data, path, MODEL_KEYS, ("backbones", "orderings", "protocols", "seeds"))
     grid = Grid(dataset=dataset, path=path, models=models,
                 backbones=_list_of(data["backbones"], str, path, "backbones"),
                 orderings=_list_of(data["orderings"], str, path, "orderings"),
@@ -214,6 +202,25 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     return grid
 
 
+def _models(data: dict, path: Path, model_keys, axes) -> dict:
+    """The grid's `models` as {model: overrides} (a list means no overrides), each override key one of
+    `model_keys`, and every axis in `axes` present at the top level; ConfigError naming the grid otherwise."""
+    models = data.get("models")
+    if isinstance(models, list):
+        models = {m: {} for m in models}
+    if not isinstance(models, dict) or not models:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
+    for model, overrides in models.items():
+        overrides = models[model] = overrides or {}
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
+        _check_keys(overrides, model_keys, path, f"model {model!r}")
+    for key in axes:
+        if key not in data:
+            raise ConfigError(f"{path}: missing '{key}' (a list)")
+    return models
+
+
 def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     from bench.config import TABULAR_DATASETS, TABULAR_PROTOCOLS, RunConfig
     from bench.tabular.orderings import ORDERINGS
@@ -227,19 +234,8 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     bad = sorted(set(data) & {"backbones", *SHARED_KEYS})
     if bad:
         raise ConfigError(f"{path}: {bad} are image-track settings; a tabular grid has none")
-    models = data.get("models")
-    if isinstance(models, list):
-        models = {m: {} for m in models}
-    if not isinstance(models, dict) or not models:
-        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
-    for model, overrides in models.items():
-        overrides = models[model] = overrides or {}
-        if not isinstance(overrides, dict):
-            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
-        _check_keys(overrides, ("orderings", "protocols", "seeds", "hparams", "resources"), path, f"model {model!r}")
-    for key in ("orderings", "protocols", "seeds"):
-        if key not in data:
-            raise ConfigError(f"{path}: missing '{key}' (a list)")
+    models = _models(data, path, ("orderings", "protocols", "seeds", "hparams", "resources"),
+                     ("orderings", "protocols", "seeds"))
     grid = Grid(dataset=name, path=path, models=models, backbones=["-"],
                 orderings=_list_of(data["orderings"], str, path, "orderings"),
                 protocols=_list_of(data["protocols"], str, path, "protocols"),

@@ -167,13 +167,12 @@ def run_length_table(runs: pd.DataFrame, details: dict) -> pd.DataFrame:
 def placement_table(cells: dict) -> pd.DataFrame:
     """Per scenario × model × metric run with several seeds: whether the strategies' order is the same at every
     seed (`placement_flips`; a reversed or tied pair is a flip, and such a placement is not claimed)."""
-    rows = []
+    rows, names = [], dict(STRATEGIES)
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
         here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES if (dataset, ordering, model, p) in cells}
         seeds = [sorted(c["values"]) for c in here.values()]
         if len(here) < 2 or len(seeds[0]) < 2 or any(s != seeds[0] for s in seeds):
             continue  # one strategy or one seed: nothing can flip; unequal seed sets are not compared
-        names = dict(STRATEGIES)
         for metric in METRICS:
             result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()} for p, c in here.items()})
             rows.append({"dataset": dataset, "ordering": ordering, "model": model, "metric": metric,
