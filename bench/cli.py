@@ -72,14 +72,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
-    from bench.config import build_run_config
+    from bench.config import ImageInputs, build_run_config
 
+    inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=args.image_size,
+                         batch_size=args.batch_size, pixel_eval=args.pixel_eval, feature_dtype=args.feature_dtype,
+                         workers=args.workers, cache_budget=args.cache_budget)
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
-                            ordering=args.ordering, tasks=args.tasks, backbone=args.backbone, weights=args.weights,
-                            protocol=args.protocol, seed=args.seed, image_size=args.image_size,
-                            batch_size=args.batch_size, device=args.device, workers=args.workers,
-                            hparams=parse_overrides(args.set), pixel_eval=args.pixel_eval,
-                            feature_dtype=args.feature_dtype, cache_budget=args.cache_budget)
+                            ordering=args.ordering, tasks=args.tasks, protocol=args.protocol, seed=args.seed,
+                            device=args.device, hparams=parse_overrides(args.set), inputs=inputs)
 
 
 def print_summary(path: Path) -> None:

@@ -1,18 +1,22 @@
-"""Run configuration: one dataclass, JSON round-trip, and the hashes that identify a run.
+"""Run configuration: a common core plus the track's inputs, JSON round-trip, and the hashes that identify a run.
 
-The *run key* hashes everything that changes the result (dataset content, task order, model, backbone,
-weights, protocol, seed, image size, batch size, hyperparameters, the model's algorithm version, the pixel
-evaluation mode, the feature storage dtype) and nothing that does not (paths, device, worker count, cache
-budget). The *config hash* covers the whole configuration and is recorded as provenance.
-
-One RunConfig serves both tracks: a common core (dataset, root, tasks, model, protocol, seed, hparams) plus the
-image track's inputs (backbone, weights, image size, batch size) or the tabular track's (`root` is a record index
-folder from `bench tabular index`, whose `index_sha256` covers the raw files and every preprocessing setting).
+A RunConfig is the common core of every run (dataset, root, task order, model, protocol, seed, hyperparameters,
+evaluation mode, device) plus its track's inputs, `inputs`: `ImageInputs` (backbone, weights, image size, batch
+size, pixel evaluation mode, feature-cache dtype, loader threads, cache budget) or `TabularInputs` (the
+preprocessing and task-discovery settings of the record index at `root`, a folder from `bench tabular index`).
+`config.image` / `config.tabular` return the inputs of that track and fail loudly on the other one.
 `evaluation` is "continual" (after task i, tasks 0..i) or "cross" (after task i, every task: the STE matrix).
 
-Every run-level setting is checked in one place, `RunConfig.validate()`, before any work: `build_run_config` (what
-the CLI and the grids call) and `runner.prepare` (what every run goes through, the demo's too) both call it;
-`prepare` then checks the hyperparameters against the model's registry spec.
+The *run key* hashes everything that changes the result (dataset content, task order, model, its algorithm
+version, protocol, seed, hyperparameters; for images also backbone, weights content, image size, batch size, pixel
+evaluation mode and feature dtype) and nothing that does not (paths, device, worker count, cache budget). A
+tabular run's data identity is the index's `index_sha256`, which covers the raw files' bytes and every
+preprocessing and discovery setting. The *config hash* covers the whole configuration and is recorded as
+provenance.
+
+Every run-level setting is checked in one place, `RunConfig.validate()` (core, then `inputs.validate()`), before
+any work: `build_run_config` (what the CLI and the grids call) and `runner.prepare` (what every run goes through,
+the demo's too) both call it; `prepare` then checks the hyperparameters against the model's registry spec.
 """
 
 from __future__ import annotations
@@ -22,13 +26,19 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 from bench.errors import ConfigError
 
-SCHEMA_VERSION = 2  # 2: attributes track, levels, evaluation (schema-1 files are image runs and still read)
-# The run key's preimage carries its own version: schema 2 only added attributes, so image run keys stay those
-# computed under schema 1 (files and grids made before keep their identity).
+# 3: the config JSON nests the track's inputs ("inputs"); 2: attributes track, levels, evaluation; 1: image runs
+# before those. Files of every schema here are read (RunConfig.from_json reads the flat configs of 1 and 2).
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)
+# The run key's preimage carries its own version. Schemas 2 and 3 changed attributes and the config's layout, not
+# what a result depends on, so image run keys stay those computed under schema 1 and tabular keys those of schema 2
+# (files and grids made before keep their identity).
 RUN_KEY_SCHEMA = 1
+TABULAR_RUN_KEY_SCHEMA = 2
 # Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
 # left out of its run key, so such a file keeps (and is checked against) the key it was written with.
 LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype")
@@ -62,39 +72,112 @@ BYTES_PER_PIXEL = 128
 
 
 @dataclass
+class ImageInputs:
+    """The image track's inputs: which frozen backbone (and weights) sees the images, at what size and batch, how
+    pixels are evaluated and how its features are cached. `workers` (loader threads) and `cache_budget` change no
+    result and stay out of the run key. `pixel_eval`/`feature_dtype` read back None from schema-1 files."""
+
+    track: ClassVar[str] = "image"
+    backbone: str = "resnet18"
+    weights: str = "imagenet"
+    image_size: int = 224
+    batch_size: int = 32
+    pixel_eval: str | None = "resized"
+    # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
+    # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
+    feature_dtype: str | None = "float16"
+    workers: int = 0
+    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory
+
+    def validate(self) -> None:
+        for name, valid in (("backbone", (*BACKBONES, NO_BACKBONE)), ("pixel_eval", PIXEL_EVALS),
+                            ("feature_dtype", CACHE_DTYPES)):
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
+        if not isinstance(self.weights, str) or not self.weights.strip():
+            raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
+        for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
+                                  ("workers", WORKERS_RANGE)):
+            check_int(name, getattr(self, name), low, high)
+        check_memory(self.image_size, self.batch_size)
+        if not isinstance(self.cache_budget, str):
+            raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
+        if self.cache_budget:
+            parse_bytes(self.cache_budget)
+
+    def identity(self, weights_id: str) -> dict:
+        """The image inputs' part of the run key (`weights_id`: the weights' content id, not their path)."""
+        return {"backbone": self.backbone, "weights": weights_id, "image_size": self.image_size,
+                "batch_size": self.batch_size,
+                **{name: getattr(self, name) for name in ("pixel_eval", "feature_dtype")
+                   if getattr(self, name) is not None}}
+
+
+@dataclass
+class TabularInputs:
+    """The tabular track's inputs: the settings the record index at `root` was built with (`bench tabular index`:
+    preprocessing, e.g. train_fraction or rebalance, and task discovery). `runner.prepare` checks every setting
+    given here against the index (a mismatch is an error naming the index) and fills in the rest from it, so the
+    run's config records them all. They stay out of the run key: the index's `index_sha256` already covers them
+    and the raw files' bytes."""
+
+    track: ClassVar[str] = "tabular"
+    preprocessing: dict = field(default_factory=dict)
+    discovery: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for name in ("preprocessing", "discovery"):
+            if not isinstance(getattr(self, name), dict):
+                raise ConfigError(f"{name}={getattr(self, name)!r}: expected a mapping setting -> value")
+
+
+INPUTS = {"image": ImageInputs, "tabular": TabularInputs}
+
+
+@dataclass
 class RunConfig:
+    """A run: the common core (dataset, task order, model, protocol, seed, hyperparameters, how it evaluates, where
+    it runs) and its track's inputs (`inputs`: ImageInputs or TabularInputs; `track` follows from them)."""
+
     dataset: str
     root: str
     model: str
     tasks: list[str]
     ordering: str = "custom"
-    backbone: str = "resnet18"
-    weights: str = "imagenet"
     protocol: str = "cl"
     seed: int = 0
-    image_size: int = 224
-    batch_size: int = 32
-    device: str = "auto"
-    workers: int = 0
     hparams: dict = field(default_factory=dict)
-    pixel_eval: str = "resized"
-    # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
-    # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
-    feature_dtype: str = "float16"
-    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory. Not in the run key
+    evaluation: str = "continual"
+    device: str = "auto"
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
-    track: str = "image"
-    evaluation: str = "continual"
+    inputs: ImageInputs | TabularInputs = field(default_factory=ImageInputs)
+
+    @property
+    def track(self) -> str:
+        return self.inputs.track
+
+    @property
+    def image(self) -> ImageInputs:
+        """The image inputs; ConfigError on a tabular run (it has no backbone, weights or image size)."""
+        if not isinstance(self.inputs, ImageInputs):
+            raise ConfigError(f"{self.model} on {self.dataset}: a {self.track} run has no image inputs")
+        return self.inputs
+
+    @property
+    def tabular(self) -> TabularInputs:
+        if not isinstance(self.inputs, TabularInputs):
+            raise ConfigError(f"{self.model} on {self.dataset}: a {self.track} run has no record index settings")
+        return self.inputs
 
     def validate(self, *, tasks: bool = True) -> "RunConfig":
         """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
         and what is allowed. `tasks=False` skips the task list (not known before the dataset is read). The model's
         hyperparameters are checked by its registry spec (`bench.models.resolve_hparams`, in `runner.prepare`)."""
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
-        if self.track not in TRACKS:
-            raise ConfigError(f"unknown track {self.track!r} (valid: {', '.join(TRACKS)})")
+        if not isinstance(self.inputs, tuple(INPUTS.values())):
+            raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")
         tabular = self.track == "tabular"
         datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, PROTOCOLS)
         if self.dataset not in datasets:
@@ -102,20 +185,10 @@ class RunConfig:
         if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
             raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
                               f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
-        for name, valid in (("backbone", (*BACKBONES, NO_BACKBONE)), ("protocol", protocols), ("device", DEVICES),
-                            ("pixel_eval", PIXEL_EVALS), ("feature_dtype", CACHE_DTYPES)):
+        for name, valid in (("protocol", protocols), ("device", DEVICES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
-        if not isinstance(self.weights, str) or not self.weights.strip():
-            raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
-        for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
-                                  ("seed", SEED_RANGE), ("workers", WORKERS_RANGE)):
-            check_int(name, getattr(self, name), low, high)
-        check_memory(self.image_size, self.batch_size)
-        if not isinstance(self.cache_budget, str):
-            raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
-        if self.cache_budget:
-            parse_bytes(self.cache_budget)
+        check_int("seed", self.seed, *SEED_RANGE)
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if tasks:
@@ -126,40 +199,57 @@ class RunConfig:
                 raise ConfigError(f"tasks repeat a task: {names}")
         if not isinstance(self.hparams, dict):
             raise ConfigError(f"hparams={self.hparams!r}: expected a mapping name -> value")
+        self.inputs.validate()
         return self
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs"}
+        data.update(track=self.track, inputs=asdict(self.inputs))
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":
+        """Schema 3 nests the track's inputs; schemas 1 and 2 wrote one flat object (image fields on both tracks,
+        ignored on the tabular one; schema 1 without `track`, `evaluation` and the LATER_FIELDS)."""
         data = json.loads(text)
-        known = {f.name for f in fields(cls)}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config is a {type(data).__name__}, expected an object")
+        track = data.pop("track", "image")
+        if track not in INPUTS:
+            raise ConfigError(f"unknown track {track!r} (valid: {', '.join(TRACKS)})")
+        image_keys = {f.name for f in fields(ImageInputs)}
+        if "inputs" in data:
+            given = data.pop("inputs")
+        else:  # schema 1 or 2
+            flat = {k: data.pop(k) for k in image_keys & set(data)}
+            given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **flat} if track == "image" else {}
+            data.setdefault("model_version", None)
+        known = {f.name for f in fields(cls)} - {"inputs"}
         unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown config fields {sorted(unknown)}")
-        for name in LATER_FIELDS:
-            data.setdefault(name, None)
-        return cls(**data)
+        if not isinstance(given, dict) or unknown:
+            raise ConfigError(f"unknown config fields {sorted(unknown) or ['inputs']}")
+        inputs_cls = INPUTS[track]
+        extra = set(given) - {f.name for f in fields(inputs_cls)}
+        if extra:
+            raise ConfigError(f"unknown {track} input fields {sorted(extra)}")
+        return cls(**data, inputs=inputs_cls(**given))
 
     def sha256(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def identity(self, index_sha256: str, weights_id: str) -> dict:
         """What the result depends on: the run key's preimage. A tabular run depends on no backbone, weights or
-        image size; it does depend on the detector's version (its registry spec, `model_version`)."""
+        image size; it does depend on the detector's version (its registry spec, `model_version`). An image run's
+        preimage is the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema changes."""
         if self.track == "tabular":
             return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
                     "tasks": list(self.tasks), "model": self.model, "version": self.model_version,
                     "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
-                    "hparams": self.hparams, "schema": SCHEMA_VERSION}
-        return {
-            "dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
-            "model": self.model, "backbone": self.backbone, "weights": weights_id, "protocol": self.protocol,
-            "seed": self.seed, "image_size": self.image_size, "batch_size": self.batch_size,
-            "hparams": self.hparams, "schema": RUN_KEY_SCHEMA,
-            **{name: getattr(self, name) for name in LATER_FIELDS if getattr(self, name) is not None},
-        }
+                    "hparams": self.hparams, "schema": TABULAR_RUN_KEY_SCHEMA}
+        return {"dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
+                "model": self.model, "protocol": self.protocol, "seed": self.seed, "hparams": self.hparams,
+                "schema": RUN_KEY_SCHEMA, **self.image.identity(weights_id),
+                **({"model_version": self.model_version} if self.model_version is not None else {})}
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
         payload = json.dumps(self.identity(index_sha256, weights_id), sort_keys=True, separators=(",", ":"))
@@ -178,7 +268,8 @@ class RunConfig:
         dataset = self.dataset.replace("/", "-")
         if self.track == "tabular":
             return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
-        return f"{dataset}_{self.model}_{self.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
+        return (f"{dataset}_{self.model}_{self.image.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_"
+                f"{run_key[:12]}")
 
 
 def option_name(name: str) -> str:
@@ -236,12 +327,10 @@ def check_memory(image_size: int, batch_size: int) -> None:
 
 
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
-                     tasks: list[str] | str | None = None, backbone: str = "resnet18", weights: str = "imagenet",
-                     protocol: str = "cl", seed: int = 0, image_size: int = 224, batch_size: int = 32,
-                     device: str = "auto", workers: int = 0, hparams: dict | None = None,
-                     pixel_eval: str = "resized", feature_dtype: str = "float16",
-                     cache_budget: str = "") -> RunConfig:
-    """A validated RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
+                     tasks: list[str] | str | None = None, protocol: str = "cl", seed: int = 0,
+                     device: str = "auto", hparams: dict | None = None,
+                     inputs: ImageInputs | None = None) -> RunConfig:
+    """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
     from bench.data import read_index  # late: bench.data imports this module
     from bench.data.stream import resolve_tasks
@@ -251,10 +340,8 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
         if not tasks:
             raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
     root = Path(root).expanduser()
-    config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], backbone=backbone, weights=weights,
-                       protocol=protocol, seed=seed, image_size=image_size, batch_size=batch_size, device=device,
-                       workers=workers, hparams=dict(hparams or {}), pixel_eval=pixel_eval,
-                       feature_dtype=feature_dtype, cache_budget=cache_budget)
+    config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
+                       device=device, hparams=dict(hparams or {}), inputs=inputs or ImageInputs())
     config.validate(tasks=False)
     available = sorted(read_index(dataset, root)["task"].unique())
     config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from bench.data.multi import default_root
-from bench.config import RunConfig
+from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.data.reuse import reuse_reads
@@ -42,8 +42,9 @@ def demo_configs(root: Path, preset: str = "demo", everything: bool = False) -> 
     available = sorted(read_index("synthetic", root)["task"].unique())
     streams = {ordering: resolve_tasks("synthetic", root, available, ordering=ordering)[1] for ordering in ORDERINGS}
     return [RunConfig(dataset="synthetic", root=str(root), model=model, tasks=list(streams[ordering]),
-                      ordering=ordering, backbone="resnet18", weights="none", protocol=protocol, seed=0,
-                      image_size=PRESETS[preset]["image_size"], batch_size=32, device="auto", hparams=dict(hparams))
+                      ordering=ordering, protocol=protocol, seed=0, device="auto", hparams=dict(hparams),
+                      inputs=ImageInputs(backbone="resnet18", weights="none", image_size=PRESETS[preset]["image_size"],
+                                         batch_size=32))
             for model, hparams in demo_models(everything).items() for ordering in ORDERINGS
             for protocol in ("ncl", "cl")]
 
@@ -55,7 +56,7 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything:
     root = default_root("synthetic")
     generate(root, preset=preset, seed=0)
     configs = demo_configs(root, preset, everything)
-    print(f"synthetic benchmark ({preset}): {len(configs[0].tasks)} tasks at {root}, {configs[0].image_size}px")
+    print(f"synthetic benchmark ({preset}): {len(configs[0].tasks)} tasks at {root}, {configs[0].image.image_size}px")
     print("weights=none: random-init backbones (no ImageNet download here); numbers show the pipeline, "
           "not paper-comparable accuracy")
     runs_dir = out / "runs"

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from bench import results
-from bench.config import RunConfig
+from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
@@ -57,9 +57,9 @@ MODELS = _check_settings()
 
 
 def _run(root: Path, out: Path, model: str, protocol: str, device: str, tasks, image_size: int) -> dict:
-    cfg = RunConfig(dataset="synthetic", root=str(root), model=model, tasks=list(tasks), backbone="resnet18",
-                    weights="none", protocol=protocol, seed=0, image_size=image_size, batch_size=8, device=device,
-                    hparams=dict(MODELS[model]))
+    cfg = RunConfig(dataset="synthetic", root=str(root), model=model, tasks=list(tasks), protocol=protocol, seed=0,
+                    device=device, hparams=dict(MODELS[model]),
+                    inputs=ImageInputs(backbone="resnet18", weights="none", image_size=image_size, batch_size=8))
     return results.read_run(execute(prepare(cfg, out=out), progress=False, log=lambda *_: None))
 
 

@@ -26,14 +26,14 @@ SIZE = 64
 def _run_child(root: str, out: str, model: str, budget: str) -> dict:
     import h5py
 
-    from bench.config import RunConfig
+    from bench.config import ImageInputs, RunConfig
     from bench.continual.runner import execute, prepare
     from bench.data import read_index
 
     tasks = sorted(read_index("synthetic", root)["task"].unique())
-    cfg = RunConfig(dataset="synthetic", root=root, model=model, tasks=list(tasks), weights="none", device="cpu",
-                    image_size=SIZE, batch_size=32, cache_budget=budget,
-                    hparams={"epochs": 1} if model == "cfa" else {})
+    cfg = RunConfig(dataset="synthetic", root=root, model=model, tasks=list(tasks), device="cpu",
+                    hparams={"epochs": 1} if model == "cfa" else {},
+                    inputs=ImageInputs(weights="none", image_size=SIZE, batch_size=32, cache_budget=budget))
     run = prepare(cfg, out=Path(out))
     t0 = time.perf_counter()
     execute(run, progress=False, log=lambda *_: None)
@@ -44,14 +44,14 @@ def _run_child(root: str, out: str, model: str, budget: str) -> dict:
 
 
 def _cache_bytes(root: str, model: str) -> int:
-    from bench.config import RunConfig
+    from bench.config import ImageInputs, RunConfig
     from bench.continual.runner import prepare
     from bench.data import read_index
     from bench.hpc.grid import estimate_memory
 
     tasks = sorted(read_index("synthetic", root)["task"].unique())
-    cfg = RunConfig(dataset="synthetic", root=root, model=model, tasks=list(tasks), weights="none", device="cpu",
-                    image_size=SIZE)
+    cfg = RunConfig(dataset="synthetic", root=root, model=model, tasks=list(tasks), device="cpu",
+                    inputs=ImageInputs(weights="none", image_size=SIZE))
     return estimate_memory(prepare(cfg, out_dir=Path(tempfile.gettempdir()))).cache
 
 

@@ -141,7 +141,7 @@ def patchcore_task(args: argparse.Namespace) -> dict:
 
 
 def _passes_child() -> dict:
-    from bench.config import RunConfig
+    from bench.config import ImageInputs, RunConfig
     from bench.continual.runner import execute, prepare
     from bench.data.synthetic import generate
     from bench import results
@@ -149,8 +149,8 @@ def _passes_child() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = generate(Path(tmp) / "syn", preset="tiny", seed=0)
         tasks = ["chip", "stripes", "disc", "grain", "checker"]
-        cfg = RunConfig(dataset="synthetic", root=str(root), model="patchcore", tasks=tasks, weights="none",
-                        protocol="cl", image_size=64, batch_size=16, device="cpu")
+        cfg = RunConfig(dataset="synthetic", root=str(root), model="patchcore", tasks=tasks, protocol="cl",
+                        device="cpu", inputs=ImageInputs(weights="none", image_size=64, batch_size=16))
         path = execute(prepare(cfg, out=Path(tmp) / "run.h5"), progress=False, log=lambda *_: None)
         run = results.read_run(path)
         images = int(run["tasks_info/n_train"].sum() + run["tasks_info/n_test"].sum())

@@ -45,7 +45,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from bench.config import SCHEMA_VERSION
+from bench.config import SCHEMA_VERSION, RunConfig
 from bench.errors import BenchError
 from bench.metrics import summarize
 
@@ -182,20 +182,24 @@ def levels(run: dict) -> list[str]:
     return json.loads(text) if text else ["image", "pixel"]
 
 
+def run_config(run: dict) -> RunConfig:
+    """The run's configuration, whatever schema wrote it (RunConfig.from_json reads the flat configs of 1 and 2)."""
+    return RunConfig.from_json(run["attrs"]["config"])
+
+
 def summary_row(run: dict, path: Path | None = None) -> dict:
     """One tidy row: identity, status, the continual metrics of every level, times, provenance. Tabular runs
     have no backbone, weights or image size (empty / NaN in those columns)."""
     a = run["attrs"]
-    config = json.loads(a["config"])
+    config = run_config(run)
+    image = config.image if config.track == "image" else None
     done = int(a["steps_done"])
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
-        "status": a["status"], "track": track(run), "evaluation": a.get("evaluation", "continual"),
-        "dataset": config["dataset"], "model": config["model"],
-        "backbone": config.get("backbone", "") if track(run) == "image" else "",
-        "weights": config.get("weights", "") if track(run) == "image" else "", "protocol": config["protocol"],
-        "ordering": config["ordering"], "seed": config["seed"],
-        "image_size": config.get("image_size", np.nan) if track(run) == "image" else np.nan,
+        "status": a["status"], "track": config.track, "evaluation": config.evaluation,
+        "dataset": config.dataset, "model": config.model, "backbone": image.backbone if image else "",
+        "weights": image.weights if image else "", "protocol": config.protocol, "ordering": config.ordering,
+        "seed": config.seed, "image_size": image.image_size if image else np.nan,
         "n_tasks": int(a["n_tasks"]), "steps_done": done,
     }
     for level in levels(run):

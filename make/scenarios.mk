@@ -13,7 +13,7 @@ STE_RANK = $(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(
 STE_INDEX = $(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force
 
 scenarios: $(STAMP) ## single-task experts per concept × PatchCore/PaDiM/CFA → STE table, orderings, Spearman, manifest (DATASET=name|multi STE_CLUSTER=inprocess|slurm|local|debug; tabular datasets: make/tabular.mk)
-ifneq ($(filter cicids2017 cicids2018 cicunsw,$(DATASET)),)
+ifneq ($(filter cicids2017 cicids2018 cicunsw tabular-synthetic tabular-multi,$(DATASET)),)
 	@$(MAKE) --no-print-directory tabular-scenarios
 else ifeq ($(DATASET),multi)
 	$(PY) -m bench scenarios multi --out $(SCENARIOS_OUT) $(if $(FORCE),--force) $(SCENARIOS_ARGS)

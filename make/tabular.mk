@@ -1,11 +1,14 @@
 # Tabular track (docs/tabular.md): the CAD scenario-construction framework.
 # TABULAR_DATASET=synthetic (default; generated offline) | cicids2017 | cicids2018 | cicunsw, ROOT=dir (the CSV
 # folder of a real dataset), CANDIDATES="natural:day,kmeans:nearest:5,...", TABULAR_ARGS="--quick --filter p_t=3 ..."
-TABULAR_DATASET ?= $(if $(filter cicids2017 cicids2018 cicunsw,$(DATASET)),$(DATASET),synthetic)
+# DATASET=tabular-synthetic names the default; DATASET=tabular-multi: a multi-dataset scenario over MULTI="cicids2017=DIR,cicunsw=DIR" (synthetic= needs no
+# DIR); candidates natural:dataset, natural:dataset_day or clustering (METHOD:VARIANT:K, @dataset: per dataset).
+TABULAR_DATASET ?= $(if $(filter cicids2017 cicids2018 cicunsw,$(DATASET)),$(DATASET),$(if $(filter tabular-multi,$(DATASET)),multi,synthetic))
 TABULAR_OUT ?= $(OUTPUTS)/$(TABULAR_DATASET)/tabular
-CANDIDATES ?= natural:day
+CANDIDATES ?= $(if $(filter multi,$(TABULAR_DATASET)),natural:dataset,natural:day)
+TABULAR_DATA = $(if $(filter multi,$(TABULAR_DATASET)),--multi $(or $(MULTI),$(error DATASET=tabular-multi needs MULTI=name=DIR,name=DIR (datasets: cicids2017 cicids2018 cicunsw synthetic))),--dataset $(TABULAR_DATASET) $(if $(ROOT),--root $(ROOT)))
 
 .PHONY: tabular-scenarios
-tabular-scenarios: $(STAMP) ## CAD framework: candidates → STE (AE, IForest, AE1SVM) → FC1-FC5 → orderings, W, Borda → release (DATASET=cicids2017|cicids2018|cicunsw ROOT=dir; default the synthetic tabular set)
-	$(PY) -m bench tabular scenarios --dataset $(TABULAR_DATASET) $(if $(ROOT),--root $(ROOT)) \
+tabular-scenarios: $(STAMP) ## CAD framework: candidates → STE (AE, IForest, AE1SVM) → FC1-FC5 → orderings, W, Borda → release (DATASET=cicids2017|cicids2018|cicunsw ROOT=dir, or tabular-multi MULTI=...; default the synthetic tabular set)
+	$(PY) -m bench tabular scenarios $(TABULAR_DATA) \
 	  --candidates $(CANDIDATES) --out $(TABULAR_OUT) $(TABULAR_ARGS)

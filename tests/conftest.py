@@ -48,12 +48,17 @@ def make_config():
 
 
 def _make_config(root, tasks, protocol="cl", image_size=64, **kw):
-    from bench.config import RunConfig
+    """Core settings as keywords; image inputs (batch_size, pixel_eval, …) too, routed into ImageInputs."""
+    from dataclasses import fields
 
+    from bench.config import ImageInputs, RunConfig
+
+    image = {f.name: kw.pop(f.name) for f in fields(ImageInputs) if f.name in kw}
+    inputs = ImageInputs(**{"backbone": "resnet18", "weights": "none", "batch_size": 8, **image},
+                         image_size=image_size)
     return RunConfig(dataset="synthetic", root=str(root), model=kw.pop("model", "patchcore"), tasks=list(tasks),
-                     ordering=kw.pop("ordering", "custom"), backbone="resnet18", weights="none",
-                     protocol=protocol, seed=kw.pop("seed", 0), image_size=image_size, batch_size=kw.pop("batch_size", 8),
-                     device="cpu", **kw)
+                     ordering=kw.pop("ordering", "custom"), protocol=protocol, seed=kw.pop("seed", 0), device="cpu",
+                     inputs=inputs, **kw)
 
 
 def _slurm_unreachable() -> str | None:
@@ -166,3 +171,31 @@ def squeue_state(job_id: str) -> str:
     out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True,
                          text=True)
     return out.stdout.strip()
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL or preemption: the process dies here, nothing after this point may reach the disk (not
+    an Exception, so nothing swallows it)."""
+
+
+def kill_at(monkeypatch, boundary: str):
+    """Make the next write at `boundary` ("checkpoint write", "result write", "checkpoint removal") die; once dead,
+    every later replace or unlink dies too. Patches os.replace and Path.unlink: the runner's atomic writes."""
+    dead = []
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(src, dst):
+        if dead or (boundary == "checkpoint write" and str(dst).endswith(".ckpt")) or (
+                boundary == "result write" and str(dst).endswith(".h5")):
+            dead.append(dst)
+            raise Killed(boundary)
+        return real_replace(src, dst)
+
+    def unlink(self, missing_ok=False):
+        if dead or (boundary == "checkpoint removal" and self.name.endswith(".ckpt")):
+            dead.append(self)
+            raise Killed(boundary)
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "unlink", unlink)

@@ -122,13 +122,13 @@ def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
     # VisA's image counts (12 tasks, 722 train / 180 test each) as the planner sees them, without any files
     from types import SimpleNamespace
 
-    from bench.config import RunConfig
+    from bench.config import ImageInputs, RunConfig
     from bench.hpc.grid import GIB, estimate_memory
 
     def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32"):
         tasks = [f"t{i}" for i in range(12)]
-        cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, backbone=backbone, protocol=protocol,
-                        feature_dtype=feature_dtype, hparams=resolve_hparams(model))
+        cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, protocol=protocol,
+                        hparams=resolve_hparams(model), inputs=ImageInputs(backbone=backbone, feature_dtype=feature_dtype))
         return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 722,
                                                                                         test=[0] * 180)
                                                                    for t in tasks}))

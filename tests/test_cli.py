@@ -42,7 +42,7 @@ def test_a_detector_without_a_backbone_records_none_and_a_backbone_detector_need
         args = build_parser().parse_args([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--model", "ganomaly",
                                           "--image-size", "32", "--backbone", backbone])
         run = prepare(config_from_args(args), out_dir=tmp_path)
-        assert run.config.backbone == "none" and "_ganomaly_none_" in run.out.name
+        assert run.config.image.backbone == "none" and "_ganomaly_none_" in run.out.name
         keys.add(run.run_key)
     assert len(keys) == 1  # one identity: a named backbone plays no part in a raw-image detector's result
     code = main([*RUN, "--root", str(tiny_root), "--tasks", "disc", "--backbone", "none",

@@ -16,7 +16,7 @@ from bench.continual.runner import execute, prepare
 from bench.features import ImageSource
 from bench.models import create
 from bench.models.registry import get, specs
-from conftest import model_extractor, task_split_pair
+from conftest import Killed, model_extractor, task_split_pair
 
 MODELS = list(specs())
 SIZE = 64
@@ -116,10 +116,6 @@ def test_the_same_seed_gives_the_same_model(fitted, tiny_root, name):
     again = build(name).fit(train, seed=0)  # a fresh extractor: nothing shared with the first fit
     idx = np.arange(len(test))
     np.testing.assert_array_equal(again.predict(test, idx).scores, det.predict(test, idx).scores)
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL/preemption."""
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -21,7 +21,7 @@ from PIL import Image
 from bench import results
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError, ConfigError
-from conftest import _make_config, _one_error_line
+from conftest import Killed, _make_config, _one_error_line, kill_at
 
 TASKS = ["chip", "stripes"]
 QUIET = {"progress": False, "log": lambda *_: None}
@@ -90,37 +90,11 @@ def test_digest_cache_is_reused_only_while_size_and_mtime_match(tmp_path):
 
 # --- 2. a kill at every write boundary of the final step ---------------------------------------------------------
 
-class Killed(BaseException):
-    """The process dies here: nothing after this point may reach the disk."""
-
-
-def _kill_at(monkeypatch, boundary: str):
-    """Make the final step die at `boundary`; once dead, every later replace or unlink dies too."""
-    dead = []
-    real_replace, real_unlink = os.replace, Path.unlink
-
-    def replace(src, dst):
-        if dead or (boundary == "checkpoint write" and str(dst).endswith(".ckpt")) or (
-                boundary == "result write" and str(dst).endswith(".h5")):
-            dead.append(dst)
-            raise Killed(boundary)
-        return real_replace(src, dst)
-
-    def unlink(self, missing_ok=False):
-        if dead or (boundary == "checkpoint removal" and self.name.endswith(".ckpt")):
-            dead.append(self)
-            raise Killed(boundary)
-        return real_unlink(self, missing_ok=missing_ok)
-
-    monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(Path, "unlink", unlink)
-
-
 @pytest.mark.parametrize("boundary", ["checkpoint write", "result write", "checkpoint removal"])
 def test_kill_in_the_final_step_resumes_to_the_full_r(boundary, small_root, reference, tmp_path, monkeypatch):
     run = _partial(small_root, tmp_path / "run.h5")
     with monkeypatch.context() as m:
-        _kill_at(m, boundary)
+        kill_at(m, boundary)
         with pytest.raises(Killed):
             execute(run, **QUIET)
     messages = []

@@ -123,7 +123,7 @@ def test_expansion_gives_the_run_keys_and_paths_of_bench_run(grid_file, small_ro
         cfg = p.run.config
         args = build_parser().parse_args([
             "run", "--dataset", "synthetic", "--root", str(small_root), "--model", cfg.model, "--backbone",
-            cfg.backbone, "--weights", "none", "--protocol", cfg.protocol, "--ordering", cfg.ordering,
+            cfg.image.backbone, "--weights", "none", "--protocol", cfg.protocol, "--ordering", cfg.ordering,
             "--seed", str(cfg.seed), "--image-size", "64", "--batch-size", "16", "--device", "cpu"])
         local = prepare(config_from_args(args), out_dir=tmp_path / "synthetic" / "runs")
         assert (p.key, p.run.out) == (local.run_key, local.out)
@@ -137,7 +137,7 @@ def test_detectors_without_a_backbone_run_once_per_ordering_and_protocol(small_r
                       models={"patchcore": {}, "ganomaly": {"image_size": 32}})
     grid = grids.load_grid("synthetic", path)
     planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), small_root, tmp_path)
-    by_model = {m: sorted((p.run.config.backbone, p.run.config.ordering, p.run.config.protocol) for p in planned
+    by_model = {m: sorted((p.run.config.image.backbone, p.run.config.ordering, p.run.config.protocol) for p in planned
                           if p.run.config.model == m) for m in ("patchcore", "ganomaly")}
     assert len(by_model["patchcore"]) == 2 * 2 * 2
     assert by_model["ganomaly"] == sorted(("none", o, p) for o in ("easy_to_hard", "hard_to_easy") for p in ("ncl", "cl"))
@@ -210,7 +210,7 @@ def test_per_model_overrides_change_the_run(tmp_path, small_root):
     grid = grids.load_grid("synthetic", path)
     planned = grids.expand(grid, grids.load_profile("h100"), grids.Selection(), small_root, tmp_path)
     assert {p.run.config.protocol for p in planned} == {"cl"}
-    assert {p.run.config.image_size for p in planned} == {32}
+    assert {p.run.config.image.image_size for p in planned} == {32}
     assert {p.run.config.hparams["coreset_ratio"] for p in planned} == {0.5}
     assert {p.resources for p in planned} == {Resources(gpus=1, cpus=1, mem_gb=3, time_min=5)}
     assert {p.run.config.device for p in planned} == {"cuda"}
@@ -492,3 +492,23 @@ def test_submit_help_lists_the_clusters(capsys):
         main(["submit", "--help"])
     out = capsys.readouterr().out
     assert info.value.code == 0 and "{slurm,local,debug}" in out and "--dry-run" in out
+
+
+@pytest.mark.parametrize("dataset", ["synthetic", "cicids2017", "cicids2018", "cicunsw", "multi"])
+def test_every_tabular_dataset_has_a_valid_grid_and_a_scenarios_target(dataset):
+    from bench.config import TABULAR_DATASETS, RunConfig, TabularInputs
+
+    assert dataset in TABULAR_DATASETS
+    name = RunConfig(dataset=dataset, root="", model="", tasks=[], inputs=TabularInputs()).result_set
+    grid = grids.load_grid(name)
+    assert (grid.track, grid.data, grid.dataset) == ("tabular", dataset, name) and grid.models
+    make = ["make", "-n", "-o", ".venv/.installed", "scenarios", f"DATASET={name}"]
+    extra = ["MULTI=cicids2017=/d/2017,synthetic="] if dataset == "multi" else []
+    out = subprocess.run(make + extra, cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = "--multi cicids2017=/d/2017,synthetic=" if dataset == "multi" else f"--dataset {dataset}"
+    command = out.stdout.replace("\\\n", "")
+    assert re.search(rf"-m bench tabular scenarios {data} .*--out outputs/{dataset}/tabular", command), out.stdout
+    if dataset == "multi":
+        refused = subprocess.run(make, cwd=REPO, capture_output=True, text=True)
+        assert refused.returncode != 0 and "needs MULTI=" in refused.stderr

@@ -56,7 +56,7 @@ def test_registry_defaults_are_the_papers(model):
 
 def test_run_defaults_are_table_6s():
     cfg = RunConfig(dataset="synthetic", root=".", model="patchcore", tasks=["a"])
-    assert (cfg.image_size, cfg.batch_size, cfg.weights) == (224, 32, "imagenet")  # input 224², batch 32, pretrained
+    assert (cfg.image.image_size, cfg.image.batch_size, cfg.image.weights) == (224, 32, "imagenet")  # input 224², batch 32, pretrained
 
 
 def test_patchcore_cl_routes_by_the_mean_patch_distance(tiny_root):

@@ -20,7 +20,7 @@ import pytest
 
 from bench import results
 from bench.cli import main
-from bench.config import RunConfig
+from bench.config import ImageInputs, RunConfig
 from bench.report import heatmaps as hm
 from bench.report.aggregate import Options, aggregate, verify
 from bench.report.bootstrap import roc_auc_cl_interval, roc_auc_cl_samples
@@ -53,8 +53,8 @@ def write(outputs: Path, *, dataset="synthetic", model="patchcore", backbone="re
     rng = rng or np.random.default_rng(zlib.crc32(f"{dataset}{model}{backbone}{protocol}{ordering}{seed}".encode()))
     n = len(tasks)
     cfg = RunConfig(dataset=dataset, root="/data", model=model, tasks=list(tasks), ordering=ordering,
-                    backbone=backbone, weights=weights, protocol=protocol, seed=seed, image_size=64,
-                    hparams=dict(hparams or {}))
+                    protocol=protocol, seed=seed, hparams=dict(hparams or {}),
+                    inputs=ImageInputs(backbone=backbone, weights=weights, image_size=64))
     key = cfg.run_key("f" * 64, weights)
     all_attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": status,
                  "steps_done": n if steps is None else steps, "n_tasks": n, "config": cfg.to_json(),

@@ -1,47 +1,105 @@
-"""Schema 2 (track, levels, evaluation attributes) keeps schema-1 image files readable and their run keys stable."""
+"""Schema 3 (the config nests the track's inputs) and schema 2 (track, levels, evaluation attributes) keep the files
+of earlier schemas readable and their run keys stable."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import h5py
 import numpy as np
+import pytest
 
 from bench import results
-from bench.config import LATER_FIELDS, SCHEMA_VERSION, RunConfig
+from bench.config import LATER_FIELDS, SCHEMA_VERSION, ImageInputs, RunConfig, TabularInputs
+from bench.errors import ConfigError
 from bench.metrics import roc_auc
 from bench.report.collect import check_file, check_scores, collect
 
 # Computed with bench/config.py as it was before schema 2 (commit bfeb232) for the config below, as a schema-1
 # file's config reads back (no algorithm version, pixel evaluation mode or feature dtype recorded).
 IMAGE_KEY = "3b51d2e0f6e878e201e52b194951a511637fa1a3493d1f42a870d21e15d57fde"
+# Computed with bench/config.py of schema 2 (commit 5266b86), whose config was one flat object on both tracks:
+# a run of today (model version, pixel mode and dtype recorded) and a tabular run, with the flat configs it wrote.
+IMAGE_KEY_2 = "1b4bd29f9868ed89c59c8b119986ed4329112c3da2de839569564e3ee23501f8"
+IMAGE_JSON_2 = ('{"backbone":"wide_resnet50_2","batch_size":16,"cache_budget":"","dataset":"mvtec","device":"auto",'
+                '"evaluation":"continual","feature_dtype":"float16","hparams":{"coreset_ratio":0.01},'
+                '"image_size":256,"model":"patchcore","model_version":2,"ordering":"custom","pixel_eval":"resized",'
+                '"protocol":"cl","root":"/data/mvtec","seed":3,"tasks":["bottle","cable","capsule"],'
+                '"track":"image","weights":"imagenet","workers":0}')
+TABULAR_KEY_2 = "f16ce2bf694397470f6545120bfc2653343aa4e7c1cee22ed8ec65d530dac6cb"
+TABULAR_JSON_2 = ('{"backbone":"resnet18","batch_size":32,"cache_budget":"","dataset":"synthetic","device":"auto",'
+                  '"evaluation":"continual","feature_dtype":"float16","hparams":{"n_estimators":50},'
+                  '"image_size":224,"model":"iforest","model_version":1,"ordering":"smooth","pixel_eval":"resized",'
+                  '"protocol":"cl","root":"/idx","seed":2,"tasks":["Monday","Tuesday"],"track":"tabular",'
+                  '"weights":"imagenet","workers":0}')
 
 
 def image_config() -> RunConfig:
     return RunConfig(dataset="mvtec", root="/data/mvtec", model="patchcore", tasks=["bottle", "cable", "capsule"],
-                     ordering="custom", backbone="wide_resnet50_2", weights="imagenet", protocol="cl", seed=3,
-                     image_size=256, batch_size=16, hparams={"coreset_ratio": 0.01},
-                     **{name: None for name in LATER_FIELDS})
+                     ordering="custom", protocol="cl", seed=3, hparams={"coreset_ratio": 0.01},
+                     inputs=ImageInputs(backbone="wide_resnet50_2", weights="imagenet", image_size=256, batch_size=16,
+                                        pixel_eval=None, feature_dtype=None))
 
 
-def test_image_run_keys_are_unchanged_by_schema_2():
-    assert SCHEMA_VERSION == 2
+def tabular_config() -> RunConfig:
+    return RunConfig(dataset="synthetic", root="/idx", model="iforest", tasks=["Monday", "Tuesday"],
+                     ordering="smooth", protocol="cl", seed=2, hparams={"n_estimators": 50}, model_version=1,
+                     inputs=TabularInputs())
+
+
+def flat_json(cfg: RunConfig, drop=()) -> str:
+    """`cfg` in the flat layout of schemas 1 and 2 (the image fields at the top level, on both tracks)."""
+    data = json.loads(cfg.to_json())
+    inputs = data.pop("inputs")
+    if cfg.track == "image":
+        data.update(inputs)
+    return json.dumps({k: v for k, v in data.items() if k not in drop}, sort_keys=True, separators=(",", ":"))
+
+
+def test_image_run_keys_are_unchanged_by_schemas_2_and_3():
+    assert SCHEMA_VERSION == 3
     assert image_config().run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY
     new = image_config()
-    new.model_version, new.pixel_eval, new.feature_dtype = 2, "resized", "float16"  # what a run today records
-    assert new.run_key("ab" * 32, "tv-imagenet1k-v1") != IMAGE_KEY
-    tabular = image_config()
-    tabular.track = "tabular"  # the same core on the other track is another run
-    tabular.model = "iforest"
+    new.model_version, new.image.pixel_eval, new.image.feature_dtype = 2, "resized", "float16"  # a run of today
+    assert new.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2 != IMAGE_KEY
+    tabular = replace(image_config(), model="iforest", inputs=TabularInputs())  # the same core on the other track
     assert tabular.run_key("ab" * 32, "none") != image_config().run_key("ab" * 32, "none")
+
+
+def test_schema_2_flat_configs_read_back_as_core_and_inputs_with_their_keys():
+    image = RunConfig.from_json(IMAGE_JSON_2)
+    assert image.track == "image" and image.image == ImageInputs(backbone="wide_resnet50_2", image_size=256,
+                                                                 batch_size=16)
+    assert image.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2
+    tabular = RunConfig.from_json(TABULAR_JSON_2)  # its image fields were never used: they are dropped
+    assert tabular.track == "tabular" and tabular.inputs == TabularInputs()
+    assert tabular.run_key("cd" * 32, "none") == TABULAR_KEY_2 == tabular_config().run_key("cd" * 32, "none")
+    with pytest.raises(ConfigError, match="a tabular run has no image inputs"):
+        tabular.image
+    assert flat_json(tabular_config()) != TABULAR_JSON_2  # the flat tabular layout carried unused image fields
+
+
+def test_schema_3_config_round_trips_and_refuses_fields_of_the_other_track():
+    for cfg in (image_config(), tabular_config()):
+        text = cfg.to_json()
+        assert "inputs" in json.loads(text) and RunConfig.from_json(text) == cfg
+        assert RunConfig.from_json(text).run_key("ab" * 32, "w") == cfg.run_key("ab" * 32, "w")
+    bad = json.loads(tabular_config().to_json())
+    bad["inputs"]["backbone"] = "resnet18"
+    with pytest.raises(ConfigError, match=r"unknown tabular input fields \['backbone'\]"):
+        RunConfig.from_json(json.dumps(bad))
+    with pytest.raises(ConfigError, match="unknown config fields"):
+        RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "image_size": 64}))
+    with pytest.raises(ConfigError, match="unknown track"):
+        RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "track": "audio"}))
 
 
 def write_schema_1(path, n=3):
     """An image run file as schema 1 wrote it: no track/levels/evaluation attributes, a config without them."""
     cfg = image_config()
-    old = {k: v for k, v in json.loads(cfg.to_json()).items() if k not in ("track", "evaluation", *LATER_FIELDS)}
-    config = json.dumps(old, sort_keys=True, separators=(",", ":"))
+    config = flat_json(cfg, drop=("track", "evaluation", *LATER_FIELDS))
     key = cfg.run_key("ab" * 32, "tv-imagenet1k-v1")
     rng = np.random.default_rng(0)
     R = np.where(np.tri(n, dtype=bool), rng.uniform(0.6, 1.0, (n, n)), np.nan)

@@ -246,3 +246,64 @@ def test_synthetic_is_deterministic_from_its_seed(tmp_path):
     assert (a / f).read_bytes() == (b / f).read_bytes() != (c / f).read_bytes()
     raw = cic.read_cicids2017(a)
     assert "Web Attack - Brute Force" in set(raw.frame["attack"]) and np.isinf(raw.frame[list(FEATURES)]).any().any()
+
+
+def _two_datasets(n=240, seed=0) -> pd.DataFrame:
+    """Two datasets of two normal regimes each, planted in different features (20 of them, as real regimes move
+    many flow statistics together) and at scales 1000× apart, plus a few attacks beside every regime."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for name, axes, scale in (("big", slice(0, 20), 1000.0), ("small", slice(20, 40), 1.0)):
+        for regime in (0, 1):
+            for label, count in ((0, n), (1, n // 8)):
+                x = rng.normal(size=(count, len(cic.FEATURES)))
+                x[:, axes] += 4 * regime
+                x[:, 40:50] += 3 * label  # attacks sit beside their regime
+                f = pd.DataFrame(x * scale, columns=list(cic.FEATURES))
+                frames.append(f.assign(label=label, dataset=name, regime=f"{name}{regime}"))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.parametrize("method", ["kmeans", "gmm", "spectral"])
+def test_clustering_within_each_dataset_recovers_each_datasets_regimes(method):
+    from sklearn.metrics import adjusted_rand_score
+
+    df = _two_datasets()
+    s = DiscoverySettings(method=method, variant="nearest", n_tasks=2, within="dataset", min_normal=100,
+                          min_anomalous=10)
+    tasks, info = discover(df, s)
+    assert info["candidate"] == f"{method}-nearest-k2-by-dataset"
+    assert sorted(info["tasks"]) == ["big/c0", "big/c1", "small/c0", "small/c1"] and not info["dropped"]
+    for name in ("big", "small"):
+        rows = (df["dataset"] == name).to_numpy()
+        assert all(t.startswith(f"{name}/") for t in tasks[rows])  # no task mixes the datasets
+        assert adjusted_rand_score(df["regime"][rows], tasks[rows]) == 1.0  # the planted regimes, attacks included
+    labels = df["label"].to_numpy()
+    for t in info["tasks"]:
+        assert (labels[tasks == t] == 0).sum() >= 100 and (labels[tasks == t] == 1).sum() >= 10
+
+
+def test_discovery_within_a_column_refuses_what_it_cannot_do():
+    df = _two_datasets(n=40)
+    tasks, info = discover(df, DiscoverySettings(column="regime", within="dataset", min_normal=10, min_anomalous=1))
+    assert sorted(info["tasks"]) == ["big/big0", "big/big1", "small/small0", "small/small1"]
+    with pytest.raises(ConfigError, match="within='capture': no such column"):
+        discover(df, DiscoverySettings(method="kmeans", within="capture"))
+    with pytest.raises(ConfigError, match="dataset 'big' has 80 normal records, fewer than the 100 clusters"):
+        discover(df, DiscoverySettings(method="kmeans", n_tasks=100, within="dataset"))
+    with pytest.raises(ConfigError, match="other than the split's own"):
+        DiscoverySettings(column="dataset", within="dataset")
+
+
+def test_candidate_syntax_names_the_column_to_discover_within():
+    from types import SimpleNamespace
+
+    from bench.tabular.commands import parse_candidate
+
+    args = SimpleNamespace(min_normal=100, min_anomalous=10, seed=0)
+    assert parse_candidate("kmeans:nearest:3@dataset", args).name == "kmeans-nearest-k3-by-dataset"
+    assert parse_candidate("natural:day@dataset", args).name == "natural-day-by-dataset"
+    assert parse_candidate("gmm:joint:4", args).within == ""
+    for bad in ("kmeans:nearest:3@", "kmeans:nearest@dataset", "natural:day:x"):
+        with pytest.raises(ConfigError, match="is not natural"):
+            parse_candidate(bad, args)

@@ -124,7 +124,7 @@ def test_cli_index_ste_and_bad_input(tmp_path, capsys):
         err.split("valid: ")[1].rstrip(")\n").split(", "))
 
 
-def test_multi_dataset_scenario_each_dataset_one_task(tmp_path):
+def test_multi_dataset_scenario_each_dataset_one_task_or_clustered_on_its_own(tmp_path):
     from bench.tabular.scenario import multi_table
 
     a = generate(tmp_path / "a", seed=0, n_normal=60, n_anomal=15)
@@ -134,7 +134,18 @@ def test_multi_dataset_scenario_each_dataset_one_task(tmp_path):
     assert set(f["dataset"]) == {"synthetic", "cicids2017"} and len(table.files) == 14
     assert f["dataset_day"].nunique() == 14 and f["source"].str.startswith("cicids2017/").sum() == len(f) / 2
     manifest = construct("multi", tmp_path / "out", roots={"synthetic": a, "cicids2017": b},
-                         candidates=[DiscoverySettings(column="dataset", min_normal=10)],
+                         candidates=[DiscoverySettings(column="dataset", min_normal=10),
+                                     DiscoverySettings(method="kmeans", n_tasks=2, within="dataset", min_normal=10,
+                                                       min_anomalous=1)],
                          models=("iforest", "ae1svm"), hparams=QUICK, log=lambda s: None)
     assert manifest["candidates"]["natural-dataset"]["tasks"] == ["cicids2017", "synthetic"]
     assert set(manifest["files_sha256"]) == {p.name for p in table.files}
+    per_dataset = manifest["candidates"]["kmeans-nearest-k2-by-dataset"]  # the chain ran on it like on any other
+    assert {t.split("/")[0] for t in per_dataset["tasks"]} == {"cicids2017", "synthetic"}
+    assert set(per_dataset["tasks"]) <= {f"{d}/c{i}" for d in ("cicids2017", "synthetic") for i in (0, 1)}
+    assert set(manifest["w_table"]) == {"natural-dataset", "kmeans-nearest-k2-by-dataset"}
+    index = tmp_path / "out" / "candidates" / "kmeans-nearest-k2-by-dataset" / "index" / "index.csv"
+    import pandas as pd
+
+    rows = pd.read_csv(index)
+    assert (rows["task"].str.split("/").str[0] == rows["record_id"].str.split("/").str[0]).all()  # one dataset a task

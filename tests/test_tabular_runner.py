@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from bench import results
-from bench.config import SCHEMA_VERSION, RunConfig
+from bench.config import SCHEMA_VERSION, RunConfig, TabularInputs
 from bench.continual.runner import execute, prepare
 from bench.errors import ConfigError
 from bench.metrics import forgetting, roc_auc
@@ -35,8 +35,9 @@ def index(tmp_path_factory):
 
 
 def config(index, protocol, model="iforest", **kw):
+    kw.setdefault("inputs", TabularInputs())
     return RunConfig(dataset="synthetic", root=str(index), model=model, tasks=list(STREAM), protocol=protocol,
-                     seed=0, hparams=dict(get(model, "tabular").quick), device="cpu", track="tabular", **kw)
+                     seed=0, hparams=dict(get(model, "tabular").quick), device="cpu", **kw)
 
 
 def run(index, tmp_path, protocol, name=None, max_steps=None, **kw):
@@ -92,6 +93,60 @@ def test_a_stopped_run_resumes_to_the_same_results(index, tmp_path, runs):
     for key in ("R/record", "R/record_ap", "scores/value", "scores/record"):
         assert np.array_equal(whole[key], runs["ncl"][key], equal_nan=True), key
     assert whole["attrs"]["run_key"] == runs["ncl"]["attrs"]["run_key"]
+
+
+@pytest.fixture(scope="module")
+def replay(index, tmp_path_factory):
+    """An uninterrupted Replay run (its checkpoint carries a detector and a buffer) to resume against."""
+    return run(index, tmp_path_factory.mktemp("replay"), "cl")[0]
+
+
+def _same_results(a: dict, b: dict) -> None:
+    for key in ("R/record", "R/record_ap", "R/record_npr_auc", "scores/value", "scores/record"):
+        assert np.array_equal(a[key], b[key], equal_nan=True), key
+    assert a["attrs"]["run_key"] == b["attrs"]["run_key"]
+
+
+@pytest.mark.parametrize("boundary", ["checkpoint write", "result write", "checkpoint removal"])
+def test_a_run_killed_at_each_write_boundary_of_its_last_step_resumes_to_identical_results(
+        boundary, index, tmp_path, monkeypatch, replay):
+    from conftest import Killed, kill_at
+
+    _, prepared = run(index, tmp_path, "cl", "part", max_steps=len(STREAM) - 1)
+    with monkeypatch.context() as m:
+        kill_at(m, boundary)
+        with pytest.raises(Killed):
+            execute(prepared, progress=False, log=QUIET)
+    whole = results.read_run(execute(prepared, progress=False, log=QUIET))
+    assert whole["attrs"]["status"] == "complete" and not prepared.checkpoint_path.exists()
+    _same_results(whole, replay)
+
+
+def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import h5py
+
+    out = tmp_path / "killed.h5"
+    command = [sys.executable, "-m", "bench", "tabular", "run", "--index", str(index), "--model", "autoencoder",
+               "--protocol", "cl", "--quick", "--tasks", ",".join(STREAM), "--out", str(out)]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, done = time.monotonic() + 300, 0
+    while child.poll() is None and time.monotonic() < deadline and not done:
+        time.sleep(0.01)
+        if out.is_file():  # written by os.replace: a whole file or none
+            with h5py.File(out, "r", locking=False) as f:
+                done = int(f.attrs["steps_done"])
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL, child.stderr.read()  # killed, not finished
+    assert 1 <= done < len(STREAM) and results.read_run(out)["attrs"]["status"] == "running"
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr
+    whole, _ = run(index, tmp_path, "cl", "whole", model="autoencoder")
+    _same_results(results.read_run(out), whole)
 
 
 def test_runs_carry_the_stream_order_of_a_timestamped_index(index, tmp_path, runs):
@@ -168,6 +223,24 @@ def test_bad_tabular_configs_fail_before_work(index, tmp_path):
     bad.tasks = ["Monday", "Caturday"]
     with pytest.raises(ConfigError, match="Caturday"):
         prepare(bad, out=tmp_path / "y.h5")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_run_records_its_index_settings_and_refuses_an_index_built_otherwise(index, tmp_path, runs):
+    recorded = json.loads(runs["ncl"]["attrs"]["config"])["inputs"]  # asked for none: all recorded from the index
+    built = json.loads((index / "index.json").read_text())["settings"]
+    assert recorded == {"preprocessing": built["preprocessing"], "discovery": built["discovery"]}
+    assert recorded["preprocessing"]["train_fraction"] == 0.8 and recorded["discovery"]["method"] == "natural"
+    asked = prepare(config(index, "ncl", inputs=TabularInputs(preprocessing={"rebalance": False})),
+                    out=tmp_path / "same.h5")
+    same = prepare(config(index, "ncl"), out=tmp_path / "same.h5")
+    assert asked.run_key == same.run_key  # the index_sha256 in the key covers the settings
+    for settings, message in (({"preprocessing": {"rebalance": True}}, "built with preprocessing rebalance=False"),
+                              ({"discovery": {"method": "kmeans"}}, "built with discovery method='natural'"),
+                              ({"preprocessing": {"scaler": "robust"}}, "has no setting 'scaler'")):
+        with pytest.raises(ConfigError, match=message) as e:
+            prepare(config(index, "ncl", inputs=TabularInputs(**settings)), out=tmp_path / "x.h5")
+        assert str(index / "index.json") in str(e.value)
     assert not list(tmp_path.iterdir())
 
 
@@ -248,3 +321,26 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 0
     (tables / "validation.csv").write_text((tables / "validation.csv").read_text().replace("0.", "0.9", 1))
     assert main(["verify", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) != 0
+
+
+def test_a_tabular_grid_refuses_a_root_whose_index_was_built_otherwise(scenario_folder, tmp_path):
+    import yaml
+
+    from bench.hpc import grid as grids
+
+    def expand(index_settings):
+        data = {**yaml.safe_load(grids.grid_path("tabular-synthetic").read_text()), "index_settings": index_settings}
+        path = tmp_path / "tabular-synthetic.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return grids.expand(grids.load_grid("tabular-synthetic", path), grids.load_profile("cpu"),
+                            grids.Selection(models=["iforest"], orderings=["smooth_drift"], protocols=["ncl"]),
+                            scenario_folder, tmp_path)
+
+    [ok] = expand({"preprocessing": {"train_fraction": 0.8}, "discovery": {"column": "day"}})
+    assert ok.run.config.tabular.preprocessing["rebalance"] is False  # the rest recorded from the index
+    with pytest.raises(ConfigError, match="built with preprocessing rebalance=False, but the run asks for True"):
+        expand({"preprocessing": {"rebalance": True}})
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['scaling'\] in index_settings"):
+        expand({"scaling": {"rebalance": True}})
+    with pytest.raises(ConfigError, match="tabular-synthetic.yaml: index_settings: preprocessing="):
+        expand({"preprocessing": [1]})

@@ -20,7 +20,7 @@ from bench.models import create
 from bench.models.registry import get
 from bench.training.loop import NonFiniteLossError, TrainContext, record_losses
 from bench.training.replay import default_replay_size
-from conftest import model_extractor, task_split_pair
+from conftest import Killed, model_extractor, task_split_pair
 
 GRADIENT = ("stfpm", "fastflow", "rd4ad", "paste")
 QUIET = {"progress": False, "log": lambda *_: None}
@@ -33,10 +33,6 @@ def _extractor(model):
 
 def _weights(det):
     return {k: v.clone() for k, v in det.state_dict()[next(iter(det.modules()))].items()}
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL/preemption: not an Exception, so nothing swallows it."""
 
 
 # --- the loop ------------------------------------------------------------------------------------------

@@ -93,20 +93,23 @@ class ImageTrack:
         self.masks: dict[str, np.ndarray] = {}  # test split name → its pixel masks, read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
+        image = cfg.image
         if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
-            self.extractor = ImageSource(device, batch_size=cfg.batch_size, workers=cfg.workers, progress=progress)
+            self.extractor = ImageSource(device, batch_size=image.batch_size, workers=image.workers,
+                                         progress=progress)
             return
-        self.extractor = FeatureExtractor(cfg.backbone, cfg.weights, model_layers(cfg.model, cfg.hparams), device,
-                                          seed=cfg.seed, batch_size=cfg.batch_size, workers=cfg.workers,
-                                          progress=progress, cache_budget=cache_budget(cfg.cache_budget),
-                                          cache_dtype=cfg.feature_dtype, spill_dir=scratch_dir(out_dir))
+        self.extractor = FeatureExtractor(image.backbone, image.weights, model_layers(cfg.model, cfg.hparams),
+                                          device, seed=cfg.seed, batch_size=image.batch_size, workers=image.workers,
+                                          progress=progress, cache_budget=cache_budget(image.cache_budget),
+                                          cache_dtype=image.feature_dtype, spill_dir=scratch_dir(out_dir))
         self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
-        if cfg.weights == "none":
+        if image.weights == "none":
             log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
                 "to ImageNet-pretrained results")
 
     def protocol(self, cfg: RunConfig):
-        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image_size, cfg.hparams),
+        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image.image_size,
+                                                          cfg.hparams),
                              cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
 
     def drop_training(self, task: str) -> None:
@@ -158,15 +161,16 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
     config.hparams = resolve_hparams(config.model, config.hparams)
     config.model_version = model_spec(config.model).version
+    image = config.image
     if model_spec(config.model).inputs != "features":
-        config.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
-    elif config.backbone == NO_BACKBONE:
+        image.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
+    elif image.backbone == NO_BACKBONE:
         raise ConfigError(f"{config.model} runs on a pretrained backbone: --backbone {NO_BACKBONE} is only for "
                           f"detectors that read raw images (valid: {', '.join(BACKBONES)})")
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
-    splits = {t: TaskData(*task_splits(index, roots, t, config.image_size)) for t in config.tasks}
+    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size)) for t in config.tasks}
     for data in splits.values():  # unreadable files fail now, before any work or output
         data.train.check_files()
         data.test.check_files()
@@ -276,7 +280,8 @@ def _inputs_id(config: RunConfig) -> str:
     """The run key's id of what the detector consumes: the backbone weights for feature detectors, plus the
     content ids of the assets the detector names (missing ones fail here, fast)."""
     spec = model_spec(config.model)
-    weights_id = resolve_weights(config.backbone, config.weights)[1] if spec.inputs == "features" else "images"
+    image = config.image
+    weights_id = resolve_weights(image.backbone, image.weights)[1] if spec.inputs == "features" else "images"
     assets = spec.asset_ids(config.hparams)
     return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
 
@@ -399,10 +404,11 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     split = run.splits[cfg.tasks[j]].test
     if split.name not in masks and split.has_pixel_labels:
         every = np.arange(len(split))
-        masks[split.name] = native_masks(split, every) if cfg.pixel_eval == "native" else split.load_masks(every)
+        masks[split.name] = (native_masks(split, every) if cfg.image.pixel_eval == "native"
+                             else split.load_masks(every))
     pixel = PixelRocAuc() if split.has_pixel_labels else None
     scores = np.empty(len(split))
-    batches = list(split.batches(cfg.batch_size))
+    batches = list(split.batches(cfg.image.batch_size))
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
                     disable=not progress):
         _check_terminated()

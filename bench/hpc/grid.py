@@ -9,11 +9,14 @@ its run key and result path are exactly the ones a local run would have.
 Tabular grids (`track: tabular`, e.g. jobs/tabular-synthetic.yaml, jobs/cicids2017.yaml) have no backbone axis;
 their root is a scenario folder (`bench tabular scenarios --out DIR`): the selected candidate's record index and the
 six consensus orderings of release/orderings.json (an ordering name is a task order). Their memory request is the
-grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`).
+grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`). Their optional
+`index_settings` ({preprocessing: {rebalance: true}, discovery: {...}}) names settings the record index must have
+been built with: a root built otherwise is refused when the grid is expanded (bench.tabular.track.record_settings).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 from dataclasses import dataclass, field, replace
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import NO_BACKBONE, build_run_config
+from bench.config import NO_BACKBONE, ImageInputs, TabularInputs, build_run_config
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +35,8 @@ AXES = ("models", "backbones", "orderings", "protocols", "seeds")
 SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "hparams", "resources")
 GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
+# a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
+TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", *AXES)
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
                 "setup", "sbatch")
 
@@ -100,6 +105,7 @@ class Grid:
     batch_size: int = 32
     workers: int = 4
     track: str = "image"
+    index_settings: dict = field(default_factory=dict)  # tabular: {preprocessing: {...}, discovery: {...}}
     data: str = ""  # the dataset the runs read (the grid's name is its result set: tabular-synthetic → synthetic)
 
     def axis(self, model: str, name: str) -> list:
@@ -164,9 +170,9 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
 
     path = Path(path or grid_path(dataset))
     data = _load_yaml(path, "grid")
-    _check_keys(data, GRID_KEYS, path, "the grid")
     if data.get("track", "image") == "tabular":
         return _load_tabular(dataset, path, data)
+    _check_keys(data, GRID_KEYS, path, "the grid")
     if data.get("dataset") != dataset:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
     if dataset not in DATASETS:
@@ -228,12 +234,21 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     dataset = data.get("dataset")
     if dataset not in TABULAR_DATASETS:
         raise ConfigError(f"{path}: unknown tabular dataset {dataset!r} (valid: {', '.join(TABULAR_DATASETS)})")
-    expected = RunConfig(dataset=dataset, root="", model="", tasks=[], track="tabular").result_set
+    expected = RunConfig(dataset=dataset, root="", model="", tasks=[], inputs=TabularInputs()).result_set
     if expected != name:
         raise ConfigError(f"{path}: a tabular grid of {dataset!r} is named {expected!r}, not {name!r}")
     bad = sorted(set(data) & {"backbones", *SHARED_KEYS})
     if bad:
         raise ConfigError(f"{path}: {bad} are image-track settings; a tabular grid has none")
+    _check_keys(data, TABULAR_GRID_KEYS, path, "the grid")
+    index_settings = data.get("index_settings") or {}
+    if not isinstance(index_settings, dict):
+        raise ConfigError(f"{path}: index_settings must be a mapping (preprocessing: {{...}}, discovery: {{...}})")
+    _check_keys(index_settings, ("preprocessing", "discovery"), path, "index_settings")
+    try:
+        TabularInputs(**index_settings).validate()
+    except ConfigError as e:
+        raise ConfigError(f"{path}: index_settings: {e}") from None
     models = _models(data, path, ("orderings", "protocols", "seeds", "hparams", "resources"),
                      ("orderings", "protocols", "seeds"))
     grid = Grid(dataset=name, path=path, models=models, backbones=["-"],
@@ -241,7 +256,7 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
                 protocols=_list_of(data["protocols"], str, path, "protocols"),
                 seeds=_list_of(data["seeds"], int, path, "seeds"),
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
-                track="tabular", data=dataset)
+                track="tabular", index_settings=index_settings, data=dataset)
     for model in models:
         grid.model_resources(model)
         for axis, valid in (("orderings", ORDERINGS), ("protocols", TABULAR_PROTOCOLS[:-1])):
@@ -349,11 +364,13 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                 # backbone axis or filter names (a finished one is skipped when the other backbone's half is sent)
                 axes[0] = [NO_BACKBONE]
             for backbone, ordering, protocol, seed in itertools.product(*axes):
-                config = build_run_config(
-                    grid.dataset, root, model, ordering=ordering, backbone=backbone, protocol=protocol, seed=seed,
-                    weights=grid.weights, image_size=grid.models[model].get("image_size", grid.image_size),
-                    batch_size=grid.models[model].get("batch_size", grid.batch_size), workers=grid.workers,
-                    device=run_device(profile, resources), hparams=grid.models[model].get("hparams"))
+                inputs = ImageInputs(backbone=backbone, weights=grid.weights,
+                                     image_size=grid.models[model].get("image_size", grid.image_size),
+                                     batch_size=grid.models[model].get("batch_size", grid.batch_size),
+                                     workers=grid.workers)
+                config = build_run_config(grid.dataset, root, model, ordering=ordering, protocol=protocol, seed=seed,
+                                          device=run_device(profile, resources),
+                                          hparams=grid.models[model].get("hparams"), inputs=inputs)
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return _unique(grid, planned)
 
@@ -382,7 +399,8 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
                                   f"(has: {', '.join(orderings)})")
             resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
-                               ordering=ordering, protocol=protocol, seed=seed, track="tabular",
+                               ordering=ordering, protocol=protocol, seed=seed,
+                               inputs=TabularInputs(**copy.deepcopy(grid.index_settings)),
                                device=run_device(profile, resources),
                                hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
@@ -434,11 +452,11 @@ def estimate_memory(run) -> MemoryEstimate:
     from bench.models import model_layers
     from bench.models.registry import get
 
-    cfg = run.config
-    size, n = cfg.image_size, len(cfg.tasks)
+    cfg, image = run.config, run.config.image
+    size, n = image.image_size, len(cfg.tasks)
     layers = model_layers(cfg.model, cfg.hparams)
-    dims = {layer: (CHANNELS[cfg.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers}
-    per_image = sum(c * p for c, p in dims.values()) * (2 if cfg.feature_dtype == "float16" else 4)
+    dims = {layer: (CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers}
+    per_image = sum(c * p for c, p in dims.values()) * (2 if image.feature_dtype == "float16" else 4)
     n_train = [len(run.splits[t].train) for t in cfg.tasks]
     n_test = [len(run.splits[t].test) for t in cfg.tasks]
     cached = sum(n_test)
@@ -460,7 +478,7 @@ def estimate_memory(run) -> MemoryEstimate:
     else:
         state = TRAINED_STATE_BYTES
     pixel = 2 * 4 * max(n_test) * size * size  # one test split's pixel scores, float32, while the buffer grows
-    return MemoryEstimate(BASE_BYTES + memory_estimate(size, cfg.batch_size) + int(state) + pixel,
+    return MemoryEstimate(BASE_BYTES + memory_estimate(size, image.batch_size) + int(state) + pixel,
                           per_image * cached)
 
 
@@ -474,6 +492,6 @@ def check_memory_requests(planned: list, grid: "Grid") -> None:
         need = estimate_memory(p.run).peak(request)
         if need > request:
             cfg = p.run.config
-            raise ConfigError(f"{grid.path}: {cfg.model} ({cfg.backbone}, {cfg.protocol}, image_size "
-                              f"{cfg.image_size}) needs about {need / GIB:.0f} GB at its peak, more than its "
+            raise ConfigError(f"{grid.path}: {cfg.model} ({cfg.image.backbone}, {cfg.protocol}, image_size "
+                              f"{cfg.image.image_size}) needs about {need / GIB:.0f} GB at its peak, more than its "
                               f"mem_gb request {p.resources.mem_gb:g}: raise resources.mem_gb of {cfg.model}")

@@ -23,12 +23,11 @@ import numpy as np
 import pandas as pd
 
 from bench import results
-from bench.config import SCHEMA_VERSION, RunConfig
+from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError
 from bench.metrics import roc_auc
 from bench.report.render import MULTI, sort_frame
 
-KNOWN_SCHEMAS = (1, SCHEMA_VERSION)  # 1: image runs written before the track/levels attributes
 # Attributes without which a run cannot be traced back to its code, inputs and environment.
 PROVENANCE_ATTRS = ("run_key", "run_name", "status", "steps_done", "n_tasks", "config", "config_sha256",
                     "index_sha256", "weights_id", "seed", "git_commit", "git_dirty", "packages", "python", "host",
@@ -69,9 +68,9 @@ def check_file(run: dict, path: Path, dataset: str) -> None:
     """Refuse a file that cannot be traced to its code and inputs, or whose identity does not add up."""
     a = run["attrs"]
     version = a.get("schema_version")
-    if version not in KNOWN_SCHEMAS:
+    if version not in READABLE_SCHEMAS:
         raise ProvenanceError(f"{path}: unknown schema version {version!r} (this suite reads "
-                              f"{', '.join(map(str, KNOWN_SCHEMAS))})")
+                              f"{', '.join(map(str, READABLE_SCHEMAS))})")
     absent = [k for k in PROVENANCE_ATTRS if k not in a or (isinstance(a[k], str) and not a[k])]
     if absent:
         raise ProvenanceError(f"{path}: no provenance: attributes {', '.join(absent)} missing or empty")
@@ -194,11 +193,11 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
             continue
         entry["role"] = "missing"
         a = run["attrs"]
-        config = json.loads(a["config"])
+        config = results.run_config(run)
         missing.append({"path": entry["path"], "run_name": a["run_name"], "run_key": a["run_key"],
                         "status": a["status"], "steps_done": int(a["steps_done"]), "n_tasks": int(a["n_tasks"]),
-                        **{k: config.get(k, "") for k in ("dataset", "model", "protocol", "ordering", "seed")},
-                        "backbone": config.get("backbone", "") if results.track(run) == "image" else "",
+                        **{k: getattr(config, k) for k in ("dataset", "model", "protocol", "ordering", "seed")},
+                        "backbone": config.image.backbone if config.track == "image" else "",
                         "error": a.get("error", "")})
     details = {key: run for key, (_, run) in complete.items()}
     return rows, details, missing, inputs

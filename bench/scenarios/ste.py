@@ -7,13 +7,14 @@ the same result files; `collect` then reads those files, wherever they were made
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bench import results
-from bench.config import RunConfig
+from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.data.reuse import reuse_reads
@@ -48,9 +49,10 @@ def plan(dataset: str, root, methods: list[str], *, backbone: str = "resnet18", 
         raise ConfigError("the multi-dataset stream is selected from the per-dataset STE results: run "
                           "`python -m bench scenarios multi` (or `make scenarios DATASET=multi`)")
     concepts = sorted(read_index(dataset, root)["task"].unique())
-    return [RunConfig(dataset=dataset, root=str(root), model=m, tasks=[c], ordering=f"ste-{c}", backbone=backbone,
-                      weights=weights, protocol="ncl", seed=seed, image_size=image_size, batch_size=batch_size,
-                      device=device, workers=workers)
+    inputs = ImageInputs(backbone=backbone, weights=weights, image_size=image_size, batch_size=batch_size,
+                         workers=workers)
+    return [RunConfig(dataset=dataset, root=str(root), model=m, tasks=[c], ordering=f"ste-{c}", protocol="ncl",
+                      seed=seed, device=device, inputs=replace(inputs))
             for m in check_methods(methods) for c in concepts]
 
 
@@ -77,8 +79,9 @@ def collect(configs: list[RunConfig], runs_dir: Path) -> pd.DataFrame:
         if not np.isfinite(value):
             raise DatasetError(f"{run.out}: ROC-AUC of {cfg.dataset}/{cfg.tasks[0]} is NaN (one-class test set); "
                                f"such a concept cannot be ranked")
-        rows.append({"dataset": cfg.dataset, "concept": cfg.tasks[0], "method": cfg.model, "backbone": cfg.backbone,
-                     "roc_auc": value, "weights": run.weights_id, "image_size": cfg.image_size, "seed": cfg.seed,
+        rows.append({"dataset": cfg.dataset, "concept": cfg.tasks[0], "method": cfg.model,
+                     "backbone": cfg.image.backbone, "roc_auc": value, "weights": run.weights_id,
+                     "image_size": cfg.image.image_size, "seed": cfg.seed,
                      "run_file": run.out.name})
     if missing:
         raise DatasetError(f"{runs_dir}: {len(missing)} of {len(configs)} STE runs are not complete "

@@ -57,7 +57,8 @@ def register(sub) -> None:
     _data_args(q)
     q.add_argument("--candidates", default="natural:day",
                    help="comma-separated candidate splits: natural[:column] | METHOD:VARIANT:K with METHOD "
-                        "kmeans|spectral|gmm and VARIANT joint|nearest|random (default natural:day)")
+                        "kmeans|spectral|gmm and VARIANT joint|nearest|random, each optionally @COLUMN: discover "
+                        "within each group of that column (multi-dataset: @dataset) (default natural:day)")
     q.add_argument("--min-normal", type=int, default=100)
     q.add_argument("--min-anomalous", type=int, default=10)
     q.add_argument("--models", default="autoencoder,iforest,ae1svm")
@@ -69,7 +70,8 @@ def register(sub) -> None:
     q.add_argument("--multi", metavar="NAME=ROOT,...",
                    help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
                         "needs no root); candidates natural:dataset (each dataset one task), natural:dataset_day "
-                        "(decomposed by capture day) or clustering of the union; replaces --dataset/--root")
+                        "(decomposed by capture day), METHOD:VARIANT:K@dataset (each dataset clustered into K) "
+                        "or METHOD:VARIANT:K (clustering of the union); replaces --dataset/--root")
     q.set_defaults(func=cmd_scenarios)
 
 
@@ -83,7 +85,8 @@ def _data_args(q) -> None:
 
 
 def _candidate_args(q) -> None:
-    q.add_argument("--candidate", default="natural:day", help="natural[:column] | METHOD:VARIANT:K")
+    q.add_argument("--candidate", default="natural:day",
+                   help="natural[:column][@COLUMN] | METHOD:VARIANT:K[@COLUMN] (@COLUMN: within each group)")
     q.add_argument("--min-normal", type=int, default=100)
     q.add_argument("--min-anomalous", type=int, default=10)
 
@@ -91,13 +94,17 @@ def _candidate_args(q) -> None:
 def parse_candidate(text: str, args):
     from bench.tabular.discovery import DiscoverySettings
 
-    parts = text.strip().split(":")
-    common = {"min_normal": args.min_normal, "min_anomalous": args.min_anomalous, "seed": args.seed}
-    if parts[0] == "natural" and len(parts) <= 2:
-        return DiscoverySettings(method="natural", column=parts[1] if len(parts) == 2 else "day", **common)
-    if len(parts) == 3 and parts[2].isdigit():
-        return DiscoverySettings(method=parts[0], variant=parts[1], n_tasks=int(parts[2]), **common)
-    raise ConfigError(f"candidate {text!r} is not natural[:column] or METHOD:VARIANT:K (e.g. kmeans:nearest:5)")
+    split, at, within = text.strip().partition("@")
+    parts = split.split(":")
+    common = {"min_normal": args.min_normal, "min_anomalous": args.min_anomalous, "seed": args.seed,
+              "within": within}
+    if within or not at:  # a trailing "@" names no column
+        if parts[0] == "natural" and len(parts) <= 2:
+            return DiscoverySettings(method="natural", column=parts[1] if len(parts) == 2 else "day", **common)
+        if len(parts) == 3 and parts[2].isdigit():
+            return DiscoverySettings(method=parts[0], variant=parts[1], n_tasks=int(parts[2]), **common)
+    raise ConfigError(f"candidate {text!r} is not natural[:column][@column] or METHOD:VARIANT:K[@column] "
+                      f"(e.g. kmeans:nearest:5, or kmeans:nearest:3@dataset: 3 clusters in each dataset)")
 
 
 def _prep(args):
@@ -161,7 +168,7 @@ def cmd_ste(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from bench.config import RunConfig
+    from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
     from bench.models.registry import get
     from bench.tabular.ste import index_meta
@@ -170,7 +177,8 @@ def cmd_run(args) -> int:
     meta = index_meta(args.index)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
-                       ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu", track="tabular",
+                       ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
+                       inputs=TabularInputs(),
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
     path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")

@@ -12,13 +12,15 @@ Each method maps the cleaned records to a task name per record ("" = unassigned)
   its own predict, or for spectral clustering by the nearest fitted cluster's centroid.
 - minimum sizes: a task with fewer than `min_normal` normals or `min_anomalous` anomalies is dropped (recorded).
 - multi-dataset: scenario.multi_table puts several datasets' records together with the metadata columns `dataset`
-  (natural split: each dataset one task) and `dataset_day` (each dataset decomposed by capture day); clustering
-  candidates decompose the union.
+  (natural split: each dataset one task) and `dataset_day` (each dataset decomposed by capture day). A clustering
+  candidate decomposes the union, or with `within="dataset"` each dataset on its own: `n_tasks` clusters per
+  dataset, standardised on that dataset's normals, tasks named `<dataset>/c<i>` (`within` takes any metadata
+  column; the minimum sizes apply to every resulting task).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -41,6 +43,7 @@ class DiscoverySettings:
     max_fit: int = 20000
     max_fit_spectral: int = 2000
     seed: int = 0
+    within: str = ""  # a metadata column (e.g. dataset): discover tasks in each of its groups separately
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -49,11 +52,14 @@ class DiscoverySettings:
             raise choice_error("clustering variant", self.variant, VARIANTS)
         if self.n_tasks < 1 or self.min_normal < 1 or self.min_anomalous < 0:
             raise ConfigError("n_tasks and min_normal must be ≥ 1, min_anomalous ≥ 0")
+        if not isinstance(self.within, str) or self.within == self.column and self.method == "natural":
+            raise ConfigError(f"within={self.within!r}: expected a metadata column other than the split's own")
 
     @property
     def name(self) -> str:
-        return (f"natural-{self.column}" if self.method == "natural"
+        base = (f"natural-{self.column}" if self.method == "natural"
                 else f"{self.method}-{self.variant}-k{self.n_tasks}")
+        return f"{base}-by-{self.within}" if self.within else base
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,6 +104,26 @@ def _cluster(X: np.ndarray, s: DiscoverySettings, rng: np.random.Generator) -> t
 def discover(df: pd.DataFrame, s: DiscoverySettings) -> tuple[np.ndarray, dict]:
     """Task name per record ("" = dropped) and a description with per-task counts and what was dropped."""
     labels = df["label"].to_numpy()
+    if not s.within:
+        return enforce_minimum(_tasks(df, s), labels, s)
+    if s.within not in df.columns:
+        raise ConfigError(f"within={s.within!r}: no such column in the table (a multi-dataset table has dataset)")
+    groups = df[s.within].astype(str).to_numpy()
+    tasks = np.empty(len(df), dtype=object)
+    each = replace(s, within="")
+    for group in sorted(set(groups)):
+        rows = np.flatnonzero(groups == group)
+        normals = int((labels[rows] == 0).sum())
+        if s.method != "natural" and normals < s.n_tasks:
+            raise ConfigError(f"{s.name}: {s.within} {group!r} has {normals} normal records, fewer than the "
+                              f"{s.n_tasks} clusters asked for")
+        tasks[rows] = [f"{group}/{t}" for t in _tasks(df.iloc[rows], each)]
+    return enforce_minimum(tasks, labels, s)
+
+
+def _tasks(df: pd.DataFrame, s: DiscoverySettings) -> np.ndarray:
+    """The task name of every record of `df` by one method (natural split or clustering), before minimum sizes."""
+    labels = df["label"].to_numpy()
     if s.method == "natural":
         if s.column not in df.columns:
             raise ConfigError(f"natural split column {s.column!r} not in the table (columns: day, attack, source…)")
@@ -117,7 +143,7 @@ def discover(df: pd.DataFrame, s: DiscoverySettings) -> tuple[np.ndarray, dict]:
                 ids[~norm] = assign(X[~norm]) if s.variant == "nearest" else rng.integers(0, s.n_tasks,
                                                                                           (~norm).sum())
         tasks = np.array([f"c{i}" for i in ids], dtype=object)
-    return enforce_minimum(tasks, labels, s)
+    return tasks
 
 
 def enforce_minimum(tasks: np.ndarray, labels: np.ndarray, s: DiscoverySettings) -> tuple[np.ndarray, dict]:

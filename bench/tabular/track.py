@@ -95,6 +95,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     index, X, meta = load_index(config.root)
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
+    record_settings(config.tabular, meta.get("settings", {}), config.root)
     task_of, split, labels = index["task"].to_numpy(), index["split"].to_numpy(), index["label"].to_numpy()
     available = sorted(set(task_of))
     unknown = sorted(set(config.tasks) - set(available))
@@ -109,6 +110,22 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
                                 LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
                                                 stream_order(index["timestamp"].to_numpy()[test], test)))
     return TabularTrack(spec, splits), meta["index_sha256"]
+
+
+def record_settings(inputs, built: dict, root) -> None:
+    """Check the settings a run asks of its record index against those the index was built with, then record them
+    all in the run's inputs. A setting asked for and built otherwise (or not a setting of the index) is a
+    ConfigError naming the index: the run would otherwise silently read data prepared another way."""
+    for part in ("preprocessing", "discovery"):
+        have = built.get(part) or {}
+        for name, wanted in getattr(inputs, part).items():
+            if name not in have:
+                raise ConfigError(f"{root}/index.json: {part} has no setting {name!r} (its settings: "
+                                  f"{', '.join(sorted(have)) or 'none'})")
+            if have[name] != wanted:
+                raise ConfigError(f"{root}/index.json: built with {part} {name}={have[name]!r}, but the run asks "
+                                  f"for {wanted!r}; rebuild the index (`bench tabular index`) or drop the setting")
+        setattr(inputs, part, dict(have))
 
 
 def stream_order(stamps: np.ndarray, record_ids: np.ndarray) -> np.ndarray | None:
