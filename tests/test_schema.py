@@ -96,11 +96,11 @@ def test_schema_3_config_round_trips_and_refuses_fields_of_the_other_track():
         RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "track": "audio"}))
 
 
-def write_schema_1(path, n=3):
-    """An image run file as schema 1 wrote it: no track/levels/evaluation attributes, a config without them."""
-    cfg = image_config()
-    config = flat_json(cfg, drop=("track", "evaluation", *LATER_FIELDS))
-    key = cfg.run_key("ab" * 32, "tv-imagenet1k-v1")
+def write_old(path, schema: int, n=3):
+    """An image run file as schema 1 wrote it (no track/levels/evaluation attributes, a flat config without them)
+    or as schema 2 did (those attributes, the flat config of IMAGE_JSON_2)."""
+    config = flat_json(image_config(), drop=("track", "evaluation", *LATER_FIELDS)) if schema == 1 else IMAGE_JSON_2
+    key = IMAGE_KEY if schema == 1 else IMAGE_KEY_2
     rng = np.random.default_rng(0)
     R = np.where(np.tri(n, dtype=bool), rng.uniform(0.6, 1.0, (n, n)), np.nan)
     labels = np.r_[np.zeros(6), np.ones(4)].astype(np.int8)
@@ -110,12 +110,13 @@ def write_schema_1(path, n=3):
             s = rng.normal(size=10) + labels
             R[i, j] = roc_auc(labels, s)
             steps.append(np.full(10, i)), tasks.append(np.full(10, j)), values.append(s)
-    attrs = {"schema_version": 1, "run_key": key, "run_name": f"old_{key[:12]}", "status": "complete",
+    attrs = {"schema_version": schema, "run_key": key, "run_name": f"old_{key[:12]}", "status": "complete",
              "steps_done": n, "n_tasks": n, "config": config,
              "config_sha256": hashlib.sha256(config.encode()).hexdigest(), "index_sha256": "ab" * 32,
              "weights_id": "tv-imagenet1k-v1", "seed": 3, "git_commit": "abc", "git_dirty": 0,
              "packages": "{}", "python": "3.11", "host": "h", "started_at": "2026-01-01T00:00:00+00:00",
-             "finished_at": "2026-01-01T01:00:00+00:00", "device": "cpu"}
+             "finished_at": "2026-01-01T01:00:00+00:00", "device": "cpu",
+             **({} if schema == 1 else {"track": "image", "levels": '["image", "pixel"]', "evaluation": "continual"})}
     path.parent.mkdir(parents=True, exist_ok=True)
     with h5py.File(path, "w") as f:
         f.attrs.update(attrs)
@@ -129,8 +130,9 @@ def write_schema_1(path, n=3):
     return path
 
 
-def test_schema_1_image_files_stay_readable(tmp_path):
-    path = write_schema_1(tmp_path / "mvtec" / "runs" / "old.h5")
+@pytest.mark.parametrize("schema", [1, 2])
+def test_image_files_of_earlier_schemas_stay_readable(tmp_path, schema):
+    path = write_old(tmp_path / "mvtec" / "runs" / "old.h5", schema)
     run = results.read_run(path)
     assert results.track(run) == "image" and results.levels(run) == ["image", "pixel"]
     row = results.load(path).iloc[0]
@@ -139,4 +141,4 @@ def test_schema_1_image_files_stay_readable(tmp_path):
     check_file(run, path, "mvtec")  # provenance, run key recomputed from the old config: still consistent
     assert check_scores(run, path)
     c = collect(tmp_path, "mvtec")
-    assert list(c.runs["run_key"]) == [IMAGE_KEY]
+    assert list(c.runs["run_key"]) == [IMAGE_KEY if schema == 1 else IMAGE_KEY_2]

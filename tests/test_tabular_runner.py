@@ -133,7 +133,8 @@ def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
     out = tmp_path / "killed.h5"
     command = [sys.executable, "-m", "bench", "tabular", "run", "--index", str(index), "--model", "autoencoder",
                "--protocol", "cl", "--quick", "--tasks", ",".join(STREAM), "--out", str(out)]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = (tmp_path / "child.log").open("w")  # a file, not a pipe: a full pipe would stall the child
+    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline, done = time.monotonic() + 300, 0
     while child.poll() is None and time.monotonic() < deadline and not done:
         time.sleep(0.01)
@@ -141,7 +142,7 @@ def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
             with h5py.File(out, "r", locking=False) as f:
                 done = int(f.attrs["steps_done"])
     child.send_signal(signal.SIGKILL)
-    assert child.wait() == -signal.SIGKILL, child.stderr.read()  # killed, not finished
+    assert child.wait() == -signal.SIGKILL, (tmp_path / "child.log").read_text()  # killed, not finished
     assert 1 <= done < len(STREAM) and results.read_run(out)["attrs"]["status"] == "running"
     resumed = subprocess.run(command, capture_output=True, text=True)
     assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr
@@ -177,6 +178,32 @@ def test_runs_carry_the_stream_order_of_a_timestamped_index(index, tmp_path, run
                            "protocol": p, "seed": 0, "run_key": p} for p in ("ncl", "mste")])
     long = tb.tabular_table2(tb.tabular_cells(frame, {"ncl": r, "mste": runs["mste"]}, n_boot=50))
     assert dict(zip(long["protocol"], long["method"])) == {"ncl": "block", "mste": "stratified"}
+
+
+def test_a_schema_2_tabular_file_keeps_its_run_key_and_aggregates(index, runs, tmp_path):
+    import hashlib
+    import shutil
+
+    import h5py
+
+    from bench.report.collect import collect
+
+    path = tmp_path / "tabular-synthetic" / "runs" / "old.h5"
+    path.parent.mkdir(parents=True)
+    shutil.copy(run(index, tmp_path, "ncl")[1].out, path)
+    with h5py.File(path, "r+") as f:  # as schema 2 wrote it: a flat config carrying the unused image fields
+        config = json.loads(f.attrs["config"])
+        flat = {**{k: v for k, v in config.items() if k != "inputs"}, "backbone": "resnet18", "weights": "imagenet",
+                "image_size": 224, "batch_size": 32, "workers": 0, "cache_budget": "", "pixel_eval": "resized",
+                "feature_dtype": "float16"}
+        text = json.dumps(flat, sort_keys=True, separators=(",", ":"))
+        f.attrs.update(schema_version=2, config=text, config_sha256=hashlib.sha256(text.encode()).hexdigest())
+    old = results.read_run(path)
+    check_file(old, path, "tabular-synthetic")  # the run key recomputed from the flat config still matches
+    assert check_scores(old, path)
+    row = results.load(path).iloc[0]
+    assert (row["track"], row["backbone"], row["run_key"]) == ("tabular", "", runs["ncl"]["attrs"]["run_key"])
+    assert list(collect(tmp_path, "tabular-synthetic").runs["run_key"]) == [row["run_key"]]
 
 
 def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
