@@ -304,6 +304,9 @@ def test_candidate_syntax_names_the_column_to_discover_within():
     assert parse_candidate("kmeans:nearest:3@dataset", args).name == "kmeans-nearest-k3-by-dataset"
     assert parse_candidate("natural:day@dataset", args).name == "natural-day-by-dataset"
     assert parse_candidate("gmm:joint:4", args).within == ""
+    # an index records its discovery settings (index_sha256 covers them): without `within`, as before it existed
+    assert "within" not in parse_candidate("gmm:joint:4", args).to_dict()
+    assert parse_candidate("gmm:joint:4@dataset", args).to_dict()["within"] == "dataset"
     for bad in ("kmeans:nearest:3@", "kmeans:nearest@dataset", "natural:day:x"):
         with pytest.raises(ConfigError, match="is not natural"):
             parse_candidate(bad, args)

@@ -62,7 +62,9 @@ class DiscoverySettings:
         return f"{base}-by-{self.within}" if self.within else base
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings as the record index records them (and its index_sha256 covers them). An empty `within` is
+        left out, so indexes built before the setting existed keep their SHA-256 and their runs their keys."""
+        return {k: v for k, v in asdict(self).items() if k != "within" or v}
 
 
 def _clusterer(s: DiscoverySettings):
