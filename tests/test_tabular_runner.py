@@ -371,3 +371,28 @@ def test_a_tabular_grid_refuses_a_root_whose_index_was_built_otherwise(scenario_
         expand({"scaling": {"rebalance": True}})
     with pytest.raises(ConfigError, match="tabular-synthetic.yaml: index_settings: preprocessing="):
         expand({"preprocessing": [1]})
+
+
+def test_orderings_with_one_task_order_run_once_and_say_so(scenario_folder, tmp_path):
+    import shutil
+
+    from bench.hpc import grid as grids
+
+    root = tmp_path / "scenario"
+    shutil.copytree(scenario_folder, root)
+    path = root / "release" / "orderings.json"
+    orders = json.loads(path.read_text())
+    orders["generalization_down"] = orders["curriculum_up"]  # what Borda gives with few tasks, now and then
+    path.write_text(json.dumps(orders))
+    notes = []
+    planned = grids.expand(grids.load_grid("tabular-synthetic"), grids.load_profile("cpu"),
+                           grids.Selection(models=["iforest"], protocols=["ncl"]), root, tmp_path, log=notes.append)
+    assert sorted(p.run.config.ordering for p in planned) == sorted(set(orders) - {"generalization_down"})
+    assert len({p.key for p in planned}) == len(planned) == 5
+    assert notes == [f"note: ordering generalization_down puts the tasks in the order of curriculum_up "
+                     f"({' → '.join(orders['curriculum_up'])}): one scenario, run once and reported as curriculum_up"]
+    del orders["smooth_drift"]
+    path.write_text(json.dumps(orders))
+    with pytest.raises(ConfigError, match="orderings.json: no ordering 'smooth_drift'"):
+        grids.expand(grids.load_grid("tabular-synthetic"), grids.load_profile("cpu"), grids.Selection(), root,
+                     tmp_path, log=notes.append)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -333,8 +334,10 @@ def _filter(values: list, wanted: list | None, axis: str, grid: Grid) -> list:
     return [v for v in values if str(v) in {str(w) for w in wanted}]
 
 
-def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path) -> list[PlannedRun]:
-    """Every run of the (filtered) grid, prepared: validated data, run key, result path."""
+def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path,
+           log=lambda line: print(line, file=sys.stderr)) -> list[PlannedRun]:
+    """Every run of the (filtered) grid, prepared: validated data, run key, result path. `log` takes notes on
+    what was planned otherwise than asked (a tabular ordering that repeats another's task order)."""
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
     from bench.models import check_model, implemented
@@ -342,7 +345,8 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
 
     models = _filter(list(grid.models), selection.models, "models", grid)
     if grid.track == "tabular":
-        return _unique(grid, _expand_tabular(grid, profile, selection, models, root, outputs / grid.dataset / "runs"))
+        runs_dir = outputs / grid.dataset / "runs"
+        return _unique(grid, _expand_tabular(grid, profile, selection, models, root, runs_dir, log))
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
             check_model(model)
@@ -376,7 +380,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
 
 
 def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: list, root: Path,
-                    runs_dir: Path) -> list[PlannedRun]:
+                    runs_dir: Path, log) -> list[PlannedRun]:
     from bench.config import RunConfig
     from bench.continual.runner import prepare
     from bench.models.registry import get
@@ -385,7 +389,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
         raise ConfigError(f"{grid.path}: a tabular grid has no backbone axis (drop --backbones)")
     index, orderings = tabular_source(root)
     features = (index / "features.npy").stat().st_size if (index / "features.npy").is_file() else 0
-    planned = []
+    planned, said = [], set()
     for model in models:
         get(model, "tabular")  # an unknown model names the registered ones
         base = grid.model_resources(model)
@@ -393,10 +397,8 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
             base = replace(base, gpus=0)
         axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
                 for a in ("orderings", "protocols", "seeds")]
+        axes[0] = _distinct_orderings(axes[0], orderings, root, said, log)
         for ordering, protocol, seed in itertools.product(*axes):
-            if ordering not in orderings:
-                raise ConfigError(f"{root}/release/orderings.json: no ordering {ordering!r} "
-                                  f"(has: {', '.join(orderings)})")
             resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
                                ordering=ordering, protocol=protocol, seed=seed,
@@ -405,6 +407,24 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
                                hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return planned
+
+
+def _distinct_orderings(names: list, orderings: dict, root: Path, said: set, log) -> list:
+    """The orderings to run. Two consensus orderings can put the tasks in the same order (likely with few tasks):
+    they are one scenario and one run key, so the first name given runs it and the others are skipped, said once."""
+    first, keep = {}, []
+    for name in names:
+        if name not in orderings:
+            raise ConfigError(f"{root}/release/orderings.json: no ordering {name!r} (has: {', '.join(orderings)})")
+        order = tuple(orderings[name])
+        if order not in first:
+            first[order] = name
+            keep.append(name)
+        elif name not in said:
+            said.add(name)
+            log(f"note: ordering {name} puts the tasks in the order of {first[order]} ({' → '.join(order)}): one "
+                f"scenario, run once and reported as {first[order]}")
+    return keep
 
 
 def _unique(grid: Grid, planned: list[PlannedRun]) -> list[PlannedRun]:
