@@ -310,3 +310,40 @@ def test_candidate_syntax_names_the_column_to_discover_within():
     for bad in ("kmeans:nearest:3@", "kmeans:nearest@dataset", "natural:day:x"):
         with pytest.raises(ConfigError, match="is not natural"):
             parse_candidate(bad, args)
+
+
+def test_cicids2017_trafficlabelling_12_hour_clock_is_put_in_stream_order(tmp_path):
+    from bench.tabular.track import stream_order
+
+    def write(name, stamps):
+        path = tmp_path / name
+        write_2017(path, values(len(stamps)), ["BENIGN"] * len(stamps))
+        lines = path.read_text(encoding="cp1252").splitlines()
+        lines = [f"{lines[0]}, Timestamp"] + [f"{line},{s}" for line, s in zip(lines[1:], stamps)]
+        path.write_text("\n".join(lines) + "\n", encoding="cp1252")
+
+    write("Friday-WorkingHours-Afternoon-DDos.pcap_ISCX.csv", ["7/7/2017 8:59", "7/7/2017 12:30", "7/7/2017 1:05",
+                                                               "7/7/2017 3:58:10", "7/7/2017 11:10", "junk"])
+    write("Monday-WorkingHours.pcap_ISCX.csv", ["3/7/2017 8:55:58", "3/7/2017 13:01:05", "3/7/2017 1:00:00"])
+    raw = cic.read_cicids2017(tmp_path)
+    friday = raw.frame[raw.frame["day"] == "Friday"]
+    assert friday["timestamp"].tolist() == ["2017-07-07T08:59:00", "2017-07-07T12:30:00", "2017-07-07T13:05:00",
+                                            "2017-07-07T15:58:10", "2017-07-07T11:10:00", ""]
+    order = stream_order(friday["timestamp"].to_numpy()[:5], np.arange(5))
+    assert order.tolist() == [0, 2, 3, 4, 1]  # 8:59, 11:10, 12:30, 13:05, 15:58
+    monday = raw.frame[raw.frame["day"] == "Monday"]  # its clock passes 12: a 24-hour file, left as it is
+    assert monday["timestamp"].tolist() == ["2017-07-03T08:55:58", "2017-07-03T13:01:05", "2017-07-03T01:00:00"]
+    assert raw.counts["timestamps_to_pm"] == 2 and raw.reading == {
+        "cicids2017_clock": "12-hour files: hours before 8 are afternoon"}
+    assert cic.read_cicids2017(tmp_path).reading == raw.reading
+    machine_learning_cve = tmp_path / "mlcve"
+    machine_learning_cve.mkdir()
+    write_2017(machine_learning_cve / "Monday-WorkingHours.pcap_ISCX.csv", values(2), ["BENIGN"] * 2)
+    plain = cic.read_cicids2017(machine_learning_cve)
+    assert plain.reading == {} and set(plain.frame["timestamp"]) == {""}  # no Timestamp column: nothing to choose
+    s = DiscoverySettings(min_normal=1, min_anomalous=0)
+    ones = lambda df: (np.array(["t"] * len(df), dtype=object), {})  # noqa: E731
+    for table, settings in ((raw, {"reading": raw.reading}), (plain, {})):  # the index's SHA-256 covers the choice
+        table.frame.loc[table.frame.index[-1], "label"] = 1  # a task needs an anomaly
+        meta = build_index("cicids2017", table, ones, PrepSettings(), tmp_path / f"idx{len(settings)}", s.to_dict())
+        assert {k: v for k, v in meta["settings"].items() if k == "reading"} == settings

@@ -9,7 +9,9 @@ Quirks handled (each has a test writing a small file with it):
 - CICIDS2017 `MachineLearningCVE/*.pcap_ISCX.csv`: column names with leading spaces; `Fwd Header Length` appears
   twice (the second copy, pandas' `.1`, is dropped: it repeats the first); `Infinity`/`NaN` in `Flow Bytes/s` and
   `Flow Packets/s` (kept as ±inf/NaN here, removed by preprocessing with counts); web-attack labels carry a cp1252
-  en dash (byte 0x96) → "-"; normal label `BENIGN`; capture day = the file name's first word.
+  en dash (byte 0x96) → "-"; normal label `BENIGN`; capture day = the file name's first word. The
+  `TrafficLabelling/` copies carry a `Timestamp` (d/m/Y H:M or H:M:S) that several files write on a 12-hour clock
+  without AM/PM ("7/7/2017 1:05" is 13:05): see `cicids2017_clock`.
 - CSE-CIC-IDS2018 `*_TrafficForML_CICFlowMeter.csv`: the header row repeated mid-file (dropped, counted); one
   file with 84 columns (extra `Flow ID`, `Src IP`, `Src Port`, `Dst IP`, ignored); abbreviated names (`Tot Fwd
   Pkts`, `Flow Byts/s` …) mapped onto 2017's; normal label `Benign`; `Timestamp` dd/mm/YYYY HH:MM:SS → day.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +101,8 @@ class RawTable:
     frame: pd.DataFrame
     files: list[Path]
     counts: dict = field(default_factory=dict)  # what the reader dropped, e.g. repeated header lines
+    # how the reader turned raw text into records where that is a choice (the record index's SHA-256 covers it)
+    reading: dict = field(default_factory=dict)
 
 
 def canonical(name: str) -> str | None:
@@ -181,14 +185,42 @@ def _files(root: Path, dataset: str) -> list[Path]:
     return files
 
 
+# CIC-IDS2017 was captured in working hours, from about 8:55 to 17:00 (its documentation and its timestamps)
+CICIDS2017_FIRST_HOUR = 8
+
+
+def cicids2017_clock(text: np.ndarray) -> tuple[np.ndarray, int]:
+    """(ISO timestamps, how many were moved to the afternoon) of one CIC-IDS2017 file's `Timestamp` texts.
+
+    Several TrafficLabelling files write a 12-hour clock without AM/PM, so "1:05" sorts before "8:59" though it
+    came four hours later. In a file whose clock never passes 12 (a 12-hour file), an hour before the capture's
+    first (8) is the afternoon and moves by 12 hours; a file with an hour past 12 keeps a 24-hour clock and is left
+    as it is. Unparseable or empty texts give "" (such test sets get no stream order)."""
+    raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
+    stamp = pd.to_datetime(raw, format="%d/%m/%Y %H:%M:%S", errors="coerce")
+    rest = stamp.isna()
+    stamp[rest] = pd.to_datetime(raw[rest], format="%d/%m/%Y %H:%M", errors="coerce")
+    moved = 0
+    if stamp.notna().any() and stamp.dt.hour.max() <= 12:
+        early = (stamp.dt.hour < CICIDS2017_FIRST_HOUR).to_numpy()
+        stamp[early] = stamp[early] + pd.Timedelta(hours=12)
+        moved = int(early.sum())
+    return stamp.dt.strftime("%Y-%m-%dT%H:%M:%S").fillna("").to_numpy(), moved
+
+
 def read_cicids2017(root) -> RawTable:
-    files, frames, counts = _files(root, "cicids2017"), [], {"repeated_header_lines": 0}
+    files, frames, reading = _files(root, "cicids2017"), [], {}
+    counts = {"repeated_header_lines": 0, "timestamps_to_pm": 0}
     for path in files:
         df, c = _harmonise(_read_csv(path), path)
         df["day"] = path.name.split("-")[0]
+        if (df["timestamp"] != "").any():  # TrafficLabelling; MachineLearningCVE has no Timestamp column
+            df["timestamp"], moved = cicids2017_clock(df["timestamp"].to_numpy())
+            counts["timestamps_to_pm"] += moved
+            reading["cicids2017_clock"] = f"12-hour files: hours before {CICIDS2017_FIRST_HOUR} are afternoon"
         counts["repeated_header_lines"] += c["repeated_header_lines"]
         frames.append(df)
-    return _finish(frames, files, counts)
+    return replace(_finish(frames, files, counts), reading=reading)
 
 
 def read_cicids2018(root) -> RawTable:

@@ -106,7 +106,8 @@ def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Pat
     scaler = StandardScaler().fit(X[train])
     Xs = scaler.transform(X).astype(np.float32)
     file_sha = files_sha256(raw.files)
-    settings = {"dataset": dataset, "preprocessing": asdict(s), "discovery": discovery}
+    settings = {"dataset": dataset, "preprocessing": asdict(s), "discovery": discovery,
+                **({"reading": raw.reading} if raw.reading else {})}  # absent where no reading choice was made
     meta = {"dataset": dataset, "features": list(FEATURES), "scaler_mean": scaler.mean_.tolist(),
             "scaler_scale": scaler.scale_.tolist(), "counts": {**raw.counts, **counts}, "tasks": per_task,
             "task_discovery": task_info, "settings": settings, "files_sha256": file_sha,

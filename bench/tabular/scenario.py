@@ -31,10 +31,10 @@ SYNTHETIC_ROOT = Path("data/raw/tabular-synthetic")
 def multi_table(roots: dict[str, Path | None], seed: int = 0) -> cic.RawTable:
     """Several datasets as one table (multi-dataset scenarios). Adds the metadata columns `dataset` (natural split
     `natural:dataset`: each dataset one task) and `dataset_day` (`natural:dataset_day`: each dataset decomposed by
-    capture day); clustering candidates decompose the union."""
+    capture day); clustering candidates decompose the union, or each dataset on its own (`within="dataset"`)."""
     if len(roots) < 2:
         raise ConfigError(f"a multi-dataset scenario needs at least two datasets (got {', '.join(roots) or 'none'})")
-    frames, files, counts = [], [], {}
+    frames, files, counts, reading = [], [], {}, {}
     for name, root in roots.items():
         t = raw_table(name, root, seed)
         f = t.frame
@@ -42,7 +42,9 @@ def multi_table(roots: dict[str, Path | None], seed: int = 0) -> cic.RawTable:
                                source=name + "/" + f["source"]))
         files += t.files
         counts[name] = t.counts
-    return cic.RawTable(pd.concat(frames, ignore_index=True), files, {"per_dataset": counts})
+        if t.reading:
+            reading[name] = t.reading
+    return cic.RawTable(pd.concat(frames, ignore_index=True), files, {"per_dataset": counts}, reading)
 
 
 def raw_table(dataset: str, root: Path | None, seed: int = 0) -> cic.RawTable:
