@@ -133,8 +133,8 @@ def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
     out = tmp_path / "killed.h5"
     command = [sys.executable, "-m", "bench", "tabular", "run", "--index", str(index), "--model", "autoencoder",
                "--protocol", "cl", "--quick", "--tasks", ",".join(STREAM), "--out", str(out)]
-    log = (tmp_path / "child.log").open("w")  # a file, not a pipe: a full pipe would stall the child
-    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    with (tmp_path / "child.log").open("w") as log:  # a file, not a pipe: a full pipe would stall the child
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline, done = time.monotonic() + 300, 0
     while child.poll() is None and time.monotonic() < deadline and not done:
         time.sleep(0.01)
