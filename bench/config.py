@@ -224,10 +224,11 @@ class RunConfig:
             flat = {k: data.pop(k) for k in image_keys & set(data)}
             given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **flat} if track == "image" else {}
             data.setdefault("model_version", None)
-        known = {f.name for f in fields(cls)} - {"inputs"}
-        unknown = set(data) - known
-        if not isinstance(given, dict) or unknown:
-            raise ConfigError(f"unknown config fields {sorted(unknown) or ['inputs']}")
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown config fields {sorted(unknown)}")
+        if not isinstance(given, dict):
+            raise ConfigError(f"inputs={given!r}: expected an object of {track} input fields")
         inputs_cls = INPUTS[track]
         extra = set(given) - {f.name for f in fields(inputs_cls)}
         if extra:

@@ -92,6 +92,8 @@ def test_schema_3_config_round_trips_and_refuses_fields_of_the_other_track():
         RunConfig.from_json(json.dumps(bad))
     with pytest.raises(ConfigError, match="unknown config fields"):
         RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "image_size": 64}))
+    with pytest.raises(ConfigError, match="inputs=\\[1\\]: expected an object of image input fields"):
+        RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "inputs": [1]}))
     with pytest.raises(ConfigError, match="unknown track"):
         RunConfig.from_json(json.dumps({**json.loads(image_config().to_json()), "track": "audio"}))
 
