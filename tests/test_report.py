@@ -307,6 +307,16 @@ def test_detectors_without_a_backbone_get_their_own_timing_table(tmp_path):
     assert tex.count(r"\begin{tabular}") == 2 and "GANomaly & Train" in tex
 
 
+def test_an_empty_timing_table_renders_one_empty_section():
+    from bench.report.timing import timing_latex, timing_markdown
+
+    empty = pd.DataFrame(columns=["dataset", "model", "backbone", "weights", "phase", "protocol", "mean_s", "std_s",
+                                  "n_orderings"])
+    md = timing_markdown(empty)
+    assert md.count("## Execution times") == 1 and "| Dataset | Model | Backbone | Time | Naive | Continual |" in md
+    assert timing_latex(empty).count(r"\begin{tabular}") == 1
+
+
 def fast():
     """No bootstrap, no drawing: for tests about the tables (heatmaps.csv is still written)."""
     return Options(bootstrap=0, figure_formats=())

@@ -74,7 +74,7 @@ SECTIONS = (("Execution times", "detectors on a pretrained backbone (InCLAD Tabl
 def _sections(long: pd.DataFrame):
     """(title, what, rows, show_backbone) for each non-empty half of the long table."""
     if long.empty:
-        return [(SECTIONS[0][1], SECTIONS[0][2], long, True)]
+        return [(*SECTIONS[0], long, True)]
     without = long["backbone"] == NO_BACKBONE
     halves = [(SECTIONS[0], long[~without], True), (SECTIONS[1], long[without], False)]
     return [(title, what, part, show) for (title, what), part, show in halves if len(part)]
