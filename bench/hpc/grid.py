@@ -16,11 +16,10 @@ been built with: a root built otherwise is refused when the grid is expanded (be
 
 from __future__ import annotations
 
-import copy
 import itertools
 import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -245,7 +244,7 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     index_settings = data.get("index_settings") or {}
     if not isinstance(index_settings, dict):
         raise ConfigError(f"{path}: index_settings must be a mapping (preprocessing: {{...}}, discovery: {{...}})")
-    _check_keys(index_settings, ("preprocessing", "discovery"), path, "index_settings")
+    _check_keys(index_settings, [f.name for f in fields(TabularInputs)], path, "index_settings")
     try:
         TabularInputs(**index_settings).validate()
     except ConfigError as e:
@@ -402,7 +401,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
             resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
                                ordering=ordering, protocol=protocol, seed=seed,
-                               inputs=TabularInputs(**copy.deepcopy(grid.index_settings)),
+                               inputs=TabularInputs(**grid.index_settings),  # prepare replaces, never edits, them
                                device=run_device(profile, resources),
                                hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))

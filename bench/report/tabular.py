@@ -36,6 +36,7 @@ from bench.report.render import markdown_table
 LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by bench.report.heatmaps
 STRATEGIES = (("ncl", "Naive"), ("cumulative", "Cumulative"), ("mste", "MSTE"), ("cl", "Replay"))
 METRICS = ("roc_auc_cl", "npr_auc_cl", "fm")
+METRIC_NAMES = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "fm": "FM"}
 KEYS = ["dataset", "ordering", "model", "metric", "protocol"]
 LONG_BLOCK = 2 * BLOCK  # the sensitivity run's block
 COLUMNS = KEYS + ["value", "ci_low", "ci_high", "method", "ci_low_long", "ci_high_long", "stratified_tasks",
@@ -75,9 +76,9 @@ def _replicates(run: dict, n_boot: int, seed: int) -> tuple[dict, str, list]:
     resampling although the run has a stream order)."""
     scores, labels, order = _test_sets(run)
     n = len(run["tasks"])
-    out = {}
+    out, in_blocks = {}, _in_blocks(order, BLOCK)
     for suffix, block in (("", BLOCK), ("_long", LONG_BLOCK)):
-        stamps = _in_blocks(order, block)
+        stamps = in_blocks if block == BLOCK else _in_blocks(order, block)
         if suffix and not stamps:
             out.update({m + suffix: np.full(max(n_boot, 0), np.nan) for m in METRICS})
             continue
@@ -89,7 +90,6 @@ def _replicates(run: dict, n_boot: int, seed: int) -> tuple[dict, str, list]:
         out.update({"roc_auc_cl" + suffix: np.array([continual_roc_auc(r) for r in roc]),
                     "npr_auc_cl" + suffix: np.array([continual_roc_auc(r) for r in npr]),
                     "fm" + suffix: np.array([forgetting(r) for r in roc])})
-    in_blocks = _in_blocks(order, BLOCK)
     method = "stratified" if not in_blocks else "block" if len(in_blocks) == len(labels) else "block+stratified"
     short = [run["tasks"][j] for j in sorted(labels) if order is not None and j not in in_blocks]
     return out, method, short
@@ -214,12 +214,11 @@ def _method_note(long: pd.DataFrame) -> str:
 def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataFrame | None = None,
                     placements: pd.DataFrame | None = None) -> str:
     header = ["Scenario", "Ordering", "Model", "Metric", *[name for _, name in STRATEGIES]]
-    names = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "fm": "FM"}
     cells = {tuple(r[:5]): r for r in long.itertuples(index=False)}
     rows = []
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
         for metric in METRICS:
-            rows.append([dataset, ordering, model, names[metric],
+            rows.append([dataset, ordering, model, METRIC_NAMES[metric],
                          *[_cell(cells.get((dataset, ordering, model, metric, p))) for p, _ in STRATEGIES]])
     note = ("Values ×100, 95 % bootstrap interval over the evaluated records in brackets; nPR-AUC with its "
             "prevalence p. A cell averages the seeds (tabular_table2.csv lists each seed's value).")
@@ -233,14 +232,13 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
                                   [[r.dataset, r.ordering, r.task, str(r.records), str(r.anomalies), str(r.runs),
                                     fmt(r.median), fmt(r.p90), str(r.max)] for r in run_lengths.itertuples()])]
     if placements is not None and len(placements):
-        names = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "fm": "FM"}
         flipped = placements[~placements["stable"]]
         lines += ["", f"Placements across seeds: {len(placements) - len(flipped)} of {len(placements)} scenario × "
                   "model × metric rows rank the strategies the same at every seed."]
         if len(flipped):
             lines += ["Flagged (the order of these strategies changes or ties across seeds; no placement is "
                       "claimed):", "", *markdown_table(["Scenario", "Ordering", "Model", "Metric", "Seeds", "Flips"],
-                                                       [[r.dataset, r.ordering, r.model, names[r.metric],
+                                                       [[r.dataset, r.ordering, r.model, METRIC_NAMES[r.metric],
                                                          str(r.n_seeds), r.flips] for r in flipped.itertuples()])]
     return "\n".join([*lines, *footer]) + "\n"
 
