@@ -61,6 +61,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--workers", type=int, default=4, help="threads decoding images (does not change results)")
+    p.add_argument("--preset", default=None, metavar="NAME",
+                   help="hyperparameter preset of the model (default: its default preset, e.g. inclad: what "
+                        "InCLAD's released code ran); --set overrides apply on top")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
     p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
                    help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
@@ -79,7 +82,8 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
                          workers=args.workers, cache_budget=args.cache_budget)
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
                             ordering=args.ordering, tasks=args.tasks, protocol=args.protocol, seed=args.seed,
-                            device=args.device, hparams=parse_overrides(args.set), inputs=inputs)
+                            device=args.device, hparams=parse_overrides(args.set), preset=args.preset,
+                            inputs=inputs)
 
 
 def print_summary(path: Path) -> None:

@@ -152,6 +152,10 @@ class RunConfig:
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
+    # the hyperparameter preset the run's hparams start from (the model's registry spec names its presets); None
+    # asks for the model's default preset, whose name `prepare` records. Not in the run key: the resolved hparams
+    # are, so a preset is part of a run's identity through the values it sets. Files before it read back None.
+    preset: str | None = None
     inputs: ImageInputs | TabularInputs = field(default_factory=ImageInputs)
 
     @property
@@ -191,6 +195,8 @@ class RunConfig:
         check_int("seed", self.seed, *SEED_RANGE)
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
+        if self.preset is not None and (not isinstance(self.preset, str) or not self.preset.strip()):
+            raise ConfigError(f"preset={self.preset!r}: expected a preset name of model {self.model}")
         if tasks:
             names = self.tasks
             if not isinstance(names, list) or not names or not all(isinstance(t, str) and t for t in names):
@@ -329,7 +335,7 @@ def check_memory(image_size: int, batch_size: int) -> None:
 
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
                      tasks: list[str] | str | None = None, protocol: str = "cl", seed: int = 0,
-                     device: str = "auto", hparams: dict | None = None,
+                     device: str = "auto", hparams: dict | None = None, preset: str | None = None,
                      inputs: ImageInputs | None = None) -> RunConfig:
     """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
@@ -342,7 +348,7 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
             raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
     root = Path(root).expanduser()
     config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
-                       device=device, hparams=dict(hparams or {}), inputs=inputs or ImageInputs())
+                       device=device, hparams=dict(hparams or {}), preset=preset, inputs=inputs or ImageInputs())
     config.validate(tasks=False)
     available = sorted(read_index(dataset, root)["task"].unique())
     config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)

@@ -44,3 +44,65 @@ def test_unknown_and_unimplemented_names_list_the_valid_ones():
         resolve_hparams("patchcore", {"coreset": 0.1})
     with pytest.raises(ConfigError, match="valid:"):
         get("nope")
+
+
+def _toy_spec(**presets):
+    from bench.models.registry import Float, Int, ModelSpec
+
+    return ModelSpec(name="toy", label="Toy", factory=lambda **kw: None,
+                     params={"sigma": Float(0.0, 0, 10), "epochs": Int(5, 1, 100)},
+                     presets={"paper": {}, **presets}, default_preset="paper")
+
+
+def test_a_preset_sets_its_values_and_overrides_apply_on_top():
+    spec = _toy_spec(code={"sigma": 4})
+    assert spec.resolve() == {"sigma": 0.0, "epochs": 5}
+    assert spec.resolve(preset="code") == {"sigma": 4.0, "epochs": 5}
+    assert spec.resolve({"sigma": 1, "epochs": 7}, preset="code") == {"sigma": 1.0, "epochs": 7}
+    assert spec.preset_name(None) == "paper" and spec.preset_name("code") == "code"
+
+
+def test_unknown_presets_list_the_valid_ones_and_bad_presets_fail_at_registration():
+    spec = _toy_spec(code={"sigma": 4})
+    with pytest.raises(ConfigError, match=r"unknown toy preset 'nope' \(valid: code, paper\)"):
+        spec.resolve(preset="nope")
+    with pytest.raises(ConfigError, match="sigma=11"):
+        _toy_spec(code={"sigma": 11})
+    with pytest.raises(ConfigError, match="unknown toy hyperparameter 'lr'"):
+        _toy_spec(code={"lr": 0.1})
+    from bench.models.registry import Float, ModelSpec
+
+    with pytest.raises(RuntimeError, match="default preset 'paper' must be listed with no values"):
+        ModelSpec(name="toy", label="Toy", factory=lambda **kw: None, params={"sigma": Float(0.0, 0, 10)},
+                  presets={"paper": {"sigma": 1}}, default_preset="paper")
+
+
+def test_a_param_table_resolves_through_the_same_presets():
+    from bench.models.registry import Float, ParamTable
+
+    table = ParamTable("filter", {"gamma": Float(0.5, 0, 1)}, presets={"suite": {}, "released": {"gamma": 0.25}},
+                       default_preset="suite")
+    assert table.resolve() == {"gamma": 0.5}
+    assert table.resolve(preset="released") == {"gamma": 0.25}
+    with pytest.raises(ConfigError, match="gamma=2"):
+        table.resolve({"gamma": 2}, preset="released")
+
+
+@pytest.mark.parametrize("name", list(specs()) + list(specs("tabular")))
+def test_every_preset_of_every_detector_resolves(name):
+    spec = get(name, "image") if name in specs() else get(name, "tabular")
+    assert spec.presets[spec.default_preset] == {}
+    for preset in spec.presets:
+        assert spec.resolve(preset=preset).keys() == spec.defaults().keys()
+
+
+def test_the_preset_is_recorded_but_only_its_values_enter_the_run_key():
+    from bench.config import RunConfig
+
+    base = RunConfig(dataset="synthetic", root=".", model="patchcore", tasks=["a"], hparams={"blur_sigma": 4.0})
+    named = RunConfig(dataset="synthetic", root=".", model="patchcore", tasks=["a"], hparams={"blur_sigma": 4.0},
+                      preset="original")
+    assert base.run_key("i", "w") == named.run_key("i", "w")
+    assert base.sha256() != named.sha256()
+    assert RunConfig.from_json(named.to_json()).preset == "original"
+    assert RunConfig.from_json(base.to_json()).preset is None

@@ -159,7 +159,8 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
 
         track, index_sha = prepare_tabular(config)
         return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
-    config.hparams = resolve_hparams(config.model, config.hparams)
+    config.preset = model_spec(config.model).preset_name(config.preset)
+    config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
     config.model_version = model_spec(config.model).version
     image = config.image
     if model_spec(config.model).inputs != "features":

@@ -15,9 +15,10 @@ def check_model(name: str) -> None:
     get(name)
 
 
-def resolve_hparams(name: str, overrides: dict | None = None) -> dict:
-    """Registry defaults merged with type- and range-checked overrides."""
-    return get(name).resolve(overrides)
+def resolve_hparams(name: str, overrides: dict | None = None, preset: str | None = None) -> dict:
+    """Registry defaults, the preset's values (None: the model's default preset), then type- and range-checked
+    overrides."""
+    return get(name).resolve(overrides, preset)
 
 
 def build_detector(name: str, extractor, image_size: int, hparams: dict):

@@ -271,6 +271,7 @@ class CfaTaskBanks(Protocol):
 
 register(ModelSpec(
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
+    image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),

@@ -297,6 +297,7 @@ class EfficientAd(GradientDetector):
 
 register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
+    image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     source="InCLAD Table 7",
     version=2,  # 2: channels-last training (float rounding differs from version 1)
     quick={"epochs": 3, "out_channels": 64},

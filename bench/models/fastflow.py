@@ -140,6 +140,7 @@ class FastFlow(GradientDetector):
 
 register(ModelSpec(
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
+    image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),

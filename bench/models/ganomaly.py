@@ -179,6 +179,7 @@ class Ganomaly(GradientDetector):
 
 register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
+    image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
     params={
         **training_params(epochs=15, batch_size=16),

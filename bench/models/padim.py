@@ -172,6 +172,7 @@ class PadimTaskModels(Protocol):
 
 register(ModelSpec(
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
+    image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),

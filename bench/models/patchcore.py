@@ -200,6 +200,7 @@ class PatchCoreTaskBanks(Protocol):
 
 register(ModelSpec(
     name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
+    image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     params={
         "layers": Layers(("layer2", "layer3")),
         "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "

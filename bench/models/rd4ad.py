@@ -177,6 +177,7 @@ class Rd4ad(GradientDetector):
 
 register(ModelSpec(
     name="rd4ad", label="RD4AD", factory=Rd4ad, source="InCLAD Table 7", quick={"epochs": 10, "batch_size": 4},
+    image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),

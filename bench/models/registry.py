@@ -6,6 +6,12 @@ used in tables, every hyperparameter with its default (InCLAD Tables 6/7), type 
 version that is part of the run key (bump it whenever the method's results change, so old result files are not
 reused). Hyperparameters are checked here, before any work: a bad value is one line naming the key, the value
 and what is allowed.
+
+Presets: a detector may name sets of hyperparameter values (InCLAD's released code, the method's own paper, a
+framework's released code). The spec's `params` defaults are its default preset's values; every other preset lists
+only the values that differ. A run records the preset's name (`RunConfig.preset`); the run key covers the values
+it resolves to, so two presets that agree on every value give one run. `ParamTable` is the same mechanism for
+settings that belong to no detector (e.g. the tabular framework's filter thresholds).
 """
 
 from __future__ import annotations
@@ -116,6 +122,49 @@ def Layers(default: tuple[str, ...], doc: str = "") -> Param:  # noqa: N802
     return Param(list(default), "layers", doc=doc)
 
 
+def resolve_params(owner: str, params: dict[str, Param], presets: dict[str, dict], default_preset: str,
+                   preset: str | None = None, overrides: dict | None = None) -> dict:
+    """Defaults, then the named preset's values (None: the default preset), then checked `overrides`; unknown
+    preset or parameter names list the valid ones. What ModelSpec and ParamTable resolve through."""
+    name = default_preset if preset is None else preset
+    if name not in presets:
+        raise choice_error(f"{owner} preset", name, presets)
+    values = {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in params.items()}
+    for source in (presets[name], overrides or {}):
+        for key, value in source.items():
+            if key not in params:
+                raise choice_error(f"{owner} hyperparameter", key, params)
+            values[key] = params[key].check(owner, key, value)
+    return values
+
+
+def check_presets(owner: str, params: dict[str, Param], presets: dict[str, dict], default_preset: str) -> None:
+    """Registration-time check: the default preset exists and sets nothing (the defaults are its values), and
+    every preset's values are valid parameters in range."""
+    if default_preset not in presets or presets[default_preset]:
+        raise RuntimeError(f"{owner}: default preset {default_preset!r} must be listed with no values "
+                           f"(the parameter defaults are its values)")
+    for name in presets:
+        resolve_params(owner, params, presets, default_preset, name)
+
+
+@dataclass(frozen=True)
+class ParamTable:
+    """Named, typed, ranged settings that belong to no detector, with presets: one `resolve` for the CLI, the
+    grids and the records (e.g. the tabular framework's FC1-FC5 thresholds)."""
+
+    name: str
+    params: dict[str, Param]
+    presets: dict[str, dict] = field(default_factory=lambda: {"default": {}})
+    default_preset: str = "default"
+
+    def __post_init__(self):
+        check_presets(self.name, self.params, self.presets, self.default_preset)
+
+    def resolve(self, overrides: dict | None = None, preset: str | None = None) -> dict:
+        return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What the suite knows about a detector. Image track: `factory(extractor, image_size=..., **hparams)` builds
@@ -133,19 +182,32 @@ class ModelSpec:
     # assets(hparams) -> {name: content id} of the external files a detector names (checked, fast); in the run key
     assets: Callable[[dict], dict] | None = None
     track: str = "image"  # "image" | "tabular": which runs can use it
+    # the input size the method's paper (and InCLAD Tables 6-7) used; `bench run` without --image-size takes it,
+    # and the paper comparison counts a run comparable only at it. None: not an image detector
+    image_size: int | None = None
     transductive: bool = False  # tabular: scores depend on the scoring batch (ECOD, COPOD, DIF); see bench.tabular.audit
+    # named hyperparameter sets {name: values differing from the defaults}; the default preset's values are the
+    # `params` defaults, so it maps to {}
+    presets: dict[str, dict] = field(default_factory=lambda: {"default": {}})
+    default_preset: str = "default"
+
+    def __post_init__(self):
+        check_presets(self.name, self.params, self.presets, self.default_preset)
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}
 
-    def resolve(self, overrides: dict | None = None) -> dict:
-        """Defaults merged with checked overrides; an unknown name lists the valid ones."""
-        params = self.defaults()
-        for key, value in (overrides or {}).items():
-            if key not in self.params:
-                raise choice_error(f"{self.name} hyperparameter", key, self.params)
-            params[key] = self.params[key].check(self.name, key, value)
-        return params
+    def preset_name(self, preset: str | None) -> str:
+        """`preset`, checked, or the default preset's name for None."""
+        name = self.default_preset if preset is None else preset
+        if name not in self.presets:
+            raise choice_error(f"{self.name} preset", name, self.presets)
+        return name
+
+    def resolve(self, overrides: dict | None = None, preset: str | None = None) -> dict:
+        """Defaults, the preset's values (None: the default preset), then checked overrides; an unknown name
+        lists the valid ones."""
+        return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
 
     def asset_ids(self, hparams: dict) -> dict:
         return self.assets(hparams) if self.assets is not None else {}

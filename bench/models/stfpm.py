@@ -83,6 +83,7 @@ class Stfpm(GradientDetector):
 
 register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
+    image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),

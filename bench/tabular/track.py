@@ -90,7 +90,8 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")
-    config.hparams = spec.resolve(config.hparams)
+    config.preset = spec.preset_name(config.preset)
+    config.hparams = spec.resolve(config.hparams, config.preset)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     index, X, meta = load_index(config.root)
     if meta.get("dataset") != config.dataset:
