@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +42,10 @@ from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
-from bench.data.images import header_size, load_mask
+from bench.data.images import MaskCounts
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
-from bench.data.tasks import task_splits
+from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
                             scratch_dir, synchronize)
@@ -90,7 +91,7 @@ class ImageTrack:
     def __init__(self, splits: dict):
         self.splits = splits
         self.extractor = None
-        self.masks: dict[str, np.ndarray] = {}  # test split name → its pixel masks, read once per run
+        self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
         image = cfg.image
@@ -171,10 +172,12 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
-    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size)) for t in config.tasks}
+    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size, image.mask_threshold))
+              for t in config.tasks}
+    sizes = set()
     for data in splits.values():  # unreadable files fail now, before any work or output
-        data.train.check_files()
-        data.test.check_files()
+        sizes |= data.train.check_files() | data.test.check_files()
+    warn_non_square(config.dataset, sizes, image.image_size)
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
     return _planned(config, out, out_dir, splits, index_sha, weights_id, ImageTrack(splits))
@@ -376,15 +379,22 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
 
 def native_masks(split, idx) -> list[np.ndarray]:
     """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
-    out = []
-    for _, row in split.rows.iloc[np.asarray(idx, dtype=np.int64)].iterrows():
-        image = split.root / row["image_path"]
-        if row["mask_path"]:
-            out.append(load_mask(split.root / row["mask_path"], None, image))
-        else:
-            w, h = header_size(image, "image")
-            out.append(np.zeros((h, w), dtype=np.uint8))
-    return out
+    return split.load_native_masks(idx)
+
+
+def split_masks(split, pixel_eval: str):
+    """Every mask of a test split for pixel ROC-AUC (resized array or native list), or None when some anomalous
+    image has no mask; either way what would bias or skip the pixel metric is said once (per task and run)."""
+    anomalous = split.rows["label"] == 1
+    missing = int((split.rows.loc[anomalous, "mask_path"] == "").sum())
+    if missing:
+        warnings.warn(f"{split.name}: pixel ROC-AUC not computed (NaN): {missing} of {int(anomalous.sum())} "
+                      "anomalous test images have no mask", stacklevel=2)
+        return None
+    counts, every = MaskCounts(), np.arange(len(split))
+    masks = (split.load_native_masks(every, counts) if pixel_eval == "native" else split.load_masks(every, counts))
+    counts.warn(split.name, split.mask_threshold)
+    return masks
 
 
 def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
@@ -403,11 +413,10 @@ def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
 def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
-    if split.name not in masks and split.has_pixel_labels:
-        every = np.arange(len(split))
-        masks[split.name] = (native_masks(split, every) if cfg.image.pixel_eval == "native"
-                             else split.load_masks(every))
-    pixel = PixelRocAuc() if split.has_pixel_labels else None
+    if split.name not in masks:
+        masks[split.name] = split_masks(split, cfg.image.pixel_eval)
+    mask = masks[split.name]
+    pixel = PixelRocAuc() if mask is not None else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.image.batch_size))
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
@@ -421,7 +430,6 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
                                  f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
                                  f"are degenerate")
         if pixel is not None and pred.maps is not None:
-            mask = masks[split.name]
             update_pixel_metric(pixel, pred.maps, mask[idx] if isinstance(mask, np.ndarray) else
                                 [mask[i] for i in idx])
         if pred.routed is not None and routing is not None:
