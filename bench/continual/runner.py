@@ -8,8 +8,9 @@ the complete file from it, or finds the complete file and only removes the check
 
 The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
-processes cannot run into one file. Checkpoints are plain data read without unpickling code
-(bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh.
+processes cannot run into one file; the lock file is removed when the run ends. Checkpoints are plain data read
+without unpickling code (bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the
+run starts afresh.
 
 Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
 in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
@@ -228,20 +229,44 @@ def check_output(out: Path, run_key: str, probe: bool = True) -> None:
 
 @contextmanager
 def output_lock(out: Path):
-    """Hold an exclusive lock on `<out>.lock` for a run's duration. flock works on local disks and on most
-    cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3 without lockd it may not exclude."""
+    """Hold an exclusive lock on `<out>.lock` for a run's duration, and remove the lock file when the run ends.
+    flock works on local disks and on most cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3
+    without lockd it may not exclude.
+
+    The file is unlinked while the lock is still held, so no process can lock it afterwards and believe it owns
+    the run; one that opened it just before (and then locks a file no longer on disk) sees that the path is not
+    the file it locked and starts over on the path's new file (`_lock_file`)."""
     path = out.with_name(out.name + ".lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _lock_file(path, out)
     try:
+        yield
+    finally:
+        try:
+            os.unlink(path)  # ours: while we hold the lock nobody else can have replaced it
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _lock_file(path: Path, out: Path) -> int:
+    """An fd holding the exclusive lock of the file now at `path` (created if absent); BenchError if another
+    process holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            os.close(fd)
             if e.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise BenchError(f"{out}: another process is running this run (lock {path} is held)") from None
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race a waiting run)
+        try:
+            on_disk = os.stat(path)
+        except FileNotFoundError:
+            on_disk = None
+        locked = os.fstat(fd)
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (locked.st_dev, locked.st_ino):
+            return fd
+        os.close(fd)  # the previous holder finished and removed the file we opened: lock the current one
 
 
 class Interrupted(KeyboardInterrupt):
