@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from PIL import ExifTags, Image, ImageOps
+from PIL import ExifTags, Image
 
 from bench.config import MASK_THRESHOLD
 from bench.errors import DatasetError
@@ -30,7 +30,11 @@ _UNSCALED_MODES = {"I": "32-bit integer", "F": "32-bit float"}
 # Full scale of a mask's pixel values by PIL mode; 32-bit modes ("I", "F") have none (only 0/1, 0/255 or 0/65535
 # masks are read in them: those values say their scale).
 _MASK_FULL_SCALE = {"1": 1, "L": 255, **{m: 65535 for m in _GREY16_MODES}}
-# EXIF orientations 5-8 rotate by 90°: the upright image is the stored one with width and height swapped.
+# EXIF orientation → the transpose that makes the stored pixels upright (the table of PIL.ImageOps.exif_transpose);
+# 5-8 turn by 90°, so the upright size is the stored one with width and height swapped.
+_UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+            8: Image.Transpose.ROTATE_90}
 _SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 
 
@@ -51,7 +55,9 @@ def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
                 raise DatasetError(f"{path}: {_UNSCALED_MODES[im.mode]} image (PIL mode {im.mode}) has no fixed "
                                    "intensity range; convert it to 8- or 16-bit")
             # a camera stores the sensor's pixel rows and an orientation tag; its mask was drawn on the upright view
-            im = ImageOps.exif_transpose(im)
+            orientation = _orientation(im)
+            if orientation in _UPRIGHT:
+                im = im.transpose(_UPRIGHT[orientation])
             if im.mode in _GREY16_MODES:
                 unit = (np.asarray(im, dtype=np.float32) / 65535.0)[:, :, None]
             else:
@@ -138,11 +144,20 @@ def header_size(path, what: str) -> tuple[int, int]:
     """(W, H) from the file header only (PIL decodes pixels lazily); images upright (EXIF orientation applied)."""
     try:
         with Image.open(path) as im:
-            if what == "image" and im.getexif().get(ExifTags.Base.Orientation) in _SWAPPING_ORIENTATIONS:
+            if what == "image" and _orientation(im) in _SWAPPING_ORIENTATIONS:
                 return im.size[::-1]
             return im.size
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read {what} ({_reason(exc)})") from None
+
+
+def _orientation(im) -> int | None:
+    """The EXIF orientation tag as far as the file's header holds it (JPEG APP1, TIFF tags, a PNG eXIf chunk
+    before the pixel data), so the header size and the loaded pixels agree. Never decodes pixels: PIL's getexif()
+    on a PNG without EXIF in its header would decode the whole image, and the file check reads every header."""
+    if im.format == "PNG" and "exif" not in im.info:
+        return None
+    return im.getexif().get(ExifTags.Base.Orientation)
 
 
 def _reason(exc: Exception) -> str:
