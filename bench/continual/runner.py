@@ -402,17 +402,12 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     return run.out
 
 
-def native_masks(split, idx) -> list[np.ndarray]:
-    """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
-    return split.load_native_masks(idx)
-
-
 def split_masks(split, pixel_eval: str):
     """Every mask of a test split for pixel ROC-AUC (resized array or native list), or None when some anomalous
     image has no mask; either way what would bias or skip the pixel metric is said once (per task and run)."""
-    anomalous = split.rows["label"] == 1
-    missing = int((split.rows.loc[anomalous, "mask_path"] == "").sum())
-    if missing:
+    if not split.has_pixel_labels:
+        anomalous = split.rows["label"] == 1
+        missing = int((split.rows.loc[anomalous, "mask_path"] == "").sum())
         warnings.warn(f"{split.name}: pixel ROC-AUC not computed (NaN): {missing} of {int(anomalous.sum())} "
                       "anomalous test images have no mask", stacklevel=2)
         return None
