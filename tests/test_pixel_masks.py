@@ -18,6 +18,7 @@ from bench.continual.runner import prepare, split_masks
 from bench.data import read_index
 from bench.data.images import MaskWarning, header_size, load_image, load_mask
 from bench.data.tasks import task_splits
+from bench.errors import ConfigError, DatasetError
 from bench.models import create
 from conftest import model_extractor
 
@@ -140,5 +141,20 @@ def test_the_mask_threshold_is_in_new_run_keys_and_absent_from_old_files(tiny_ro
     assert old.image.mask_threshold is None
     assert old.run_key("ab" * 32, "w") != cfg.run_key("ab" * 32, "w")
     assert RunConfig.from_json(cfg.to_json()).run_key("ab" * 32, "w") == cfg.run_key("ab" * 32, "w")
-    with pytest.raises(Exception, match="--mask-threshold 255 is not allowed"):
+    with pytest.raises(ConfigError, match="--mask-threshold 255 is not allowed"):
         make_config(tiny_root, ["chip"], model="padim", mask_threshold=255).validate()
+
+
+def test_a_32_bit_mask_needs_evident_values_under_the_threshold_rule(tmp_path):
+    image = _save(tmp_path / "i.png", np.zeros((8, 8), np.uint8))
+    for values, ok in (((0, 255), True), ((0, 1), True), ((0, 300), False)):
+        m = np.zeros((8, 8), np.int32)
+        m[:4] = values[1]
+        _save(tmp_path / "m.tif", m)
+        assert Image.open(tmp_path / "m.tif").mode == "I"
+        assert load_mask(tmp_path / "m.tif", 8, image, threshold=None)[:4].all()  # the old rule reads them all
+        if ok:
+            assert load_mask(tmp_path / "m.tif", 8, image).sum() == 32
+        else:
+            with pytest.raises(DatasetError, match=r"m\.tif: 32-bit mask .* no fixed intensity range"):
+                load_mask(tmp_path / "m.tif", 8, image)

@@ -126,15 +126,14 @@ def load_mask(path, size: int | None, image_path, threshold: int | None = MASK_T
 def _defect(arr: np.ndarray, mode: str, threshold: int | None, path) -> tuple[np.ndarray, bool]:
     """(defect pixels, whether the mask holds values other than 0 and one full-scale value)."""
     values = set(np.unique(arr).tolist())
-    full = _MASK_FULL_SCALE.get(mode)
-    if full is None:  # 32-bit: the scale must be evident from the values
-        full = next((f for f in (1, 255, 65535) if values <= {0, f}), None)
-        if full is None:
-            raise DatasetError(f"{path}: 32-bit mask (PIL mode {mode}) with values other than 0/1, 0/255 or "
-                               "0/65535 has no fixed intensity range; save it as an 8-bit 0/255 mask")
-    soft = not (values <= {0, full} or values <= {0, 1})
+    # 32-bit modes: the scale must be evident from the values
+    full = _MASK_FULL_SCALE.get(mode) or next((f for f in (1, 255, 65535) if values <= {0, f}), None)
+    soft = not (values <= {0, 1} or full is not None and values <= {0, full})
     if threshold is None:
         return arr != 0, soft
+    if full is None:
+        raise DatasetError(f"{path}: 32-bit mask (PIL mode {mode}) with values other than 0/1, 0/255 or 0/65535 has "
+                           "no fixed intensity range; save it as an 8-bit 0/255 mask")
     if values <= {0, 1}:  # a 0/1 mask: its 1s are the defect whatever its bit depth
         return arr == 1, soft
     return arr > threshold * full / 255, soft
