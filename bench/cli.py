@@ -43,7 +43,7 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.config import BACKBONES, NO_BACKBONE
+    from bench.config import BACKBONES, MASK_THRESHOLD, NO_BACKBONE
     from bench.models import ALL_MODELS
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
@@ -67,6 +67,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
     p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
                    help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
+    p.add_argument("--mask-threshold", type=int, default=MASK_THRESHOLD, metavar="0-254",
+                   help="mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
+                        "part of the run key")
     p.add_argument("--feature-dtype", default="float16", choices=("float16", "float32"),
                    help="how cached backbone features are stored (part of the run key)")
     p.add_argument("--cache-budget", default="", metavar="SIZE",
@@ -79,7 +82,7 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
 
     inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=args.image_size,
                          batch_size=args.batch_size, pixel_eval=args.pixel_eval, feature_dtype=args.feature_dtype,
-                         workers=args.workers, cache_budget=args.cache_budget)
+                         mask_threshold=args.mask_threshold, workers=args.workers, cache_budget=args.cache_budget)
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
                             ordering=args.ordering, tasks=args.tasks, protocol=args.protocol, seed=args.seed,
                             device=args.device, hparams=parse_overrides(args.set), preset=args.preset,
@@ -113,6 +116,7 @@ def cmd_run(args) -> int:
 
 def cmd_data(args) -> int:
     from bench.data import read_index
+    from bench.data.readers import missing_concepts
 
     root = Path(args.root or default_root(args.dataset)).expanduser()
     if args.dataset == "synthetic":
@@ -122,6 +126,9 @@ def cmd_data(args) -> int:
     index = read_index(args.dataset, root)
     counts = index.groupby(["task", "split", "label"]).size().unstack(["split", "label"], fill_value=0)
     print(f"{args.dataset} at {root}: {index['task'].nunique()} tasks, {len(index)} images")
+    missing = missing_concepts(args.dataset, index["task"])
+    if missing:  # told here, where data is staged, rather than by every run of a grid
+        print(f"note: {args.dataset} concepts not found: {', '.join(missing)} (the others are indexed)")
     print(counts.to_string())
     return 0
 

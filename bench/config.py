@@ -41,7 +41,11 @@ RUN_KEY_SCHEMA = 1
 TABULAR_RUN_KEY_SCHEMA = 2
 # Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
 # left out of its run key, so such a file keeps (and is checked against) the key it was written with.
-LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype")
+LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype", "mask_threshold")
+# Mask pixels above this 8-bit value are defect (bench/data/images.py). Files recorded before the setting existed
+# read back mask_threshold=None: their rule, any nonzero pixel, and their run key without it.
+MASK_THRESHOLD = 127
+MASK_THRESHOLD_RANGE = (0, 254)
 TRACKS = ("image", "tabular")
 EVALUATIONS = ("continual", "cross")
 TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
@@ -75,7 +79,8 @@ BYTES_PER_PIXEL = 128
 class ImageInputs:
     """The image track's inputs: which frozen backbone (and weights) sees the images, at what size and batch, how
     pixels are evaluated and how its features are cached. `workers` (loader threads) and `cache_budget` change no
-    result and stay out of the run key. `pixel_eval`/`feature_dtype` read back None from schema-1 files."""
+    result and stay out of the run key. `pixel_eval`/`feature_dtype` read back None from schema-1 files,
+    `mask_threshold` from every file written before it was recorded."""
 
     track: ClassVar[str] = "image"
     backbone: str = "resnet18"
@@ -86,6 +91,7 @@ class ImageInputs:
     # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
     # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
     feature_dtype: str | None = "float16"
+    mask_threshold: int | None = MASK_THRESHOLD
     workers: int = 0
     cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory
 
@@ -100,6 +106,8 @@ class ImageInputs:
                                   ("workers", WORKERS_RANGE)):
             check_int(name, getattr(self, name), low, high)
         check_memory(self.image_size, self.batch_size)
+        if self.mask_threshold is not None:
+            check_int("mask_threshold", self.mask_threshold, *MASK_THRESHOLD_RANGE)
         if not isinstance(self.cache_budget, str):
             raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
         if self.cache_budget:
@@ -109,7 +117,7 @@ class ImageInputs:
         """The image inputs' part of the run key (`weights_id`: the weights' content id, not their path)."""
         return {"backbone": self.backbone, "weights": weights_id, "image_size": self.image_size,
                 "batch_size": self.batch_size,
-                **{name: getattr(self, name) for name in ("pixel_eval", "feature_dtype")
+                **{name: getattr(self, name) for name in ("pixel_eval", "feature_dtype", "mask_threshold")
                    if getattr(self, name) is not None}}
 
 
@@ -226,6 +234,8 @@ class RunConfig:
         image_keys = {f.name for f in fields(ImageInputs)}
         if "inputs" in data:
             given = data.pop("inputs")
+            if track == "image" and isinstance(given, dict):  # written before a later field was recorded
+                given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **given}
         else:  # schema 1 or 2
             flat = {k: data.pop(k) for k in image_keys & set(data)}
             given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **flat} if track == "image" else {}

@@ -16,6 +16,7 @@ from bench.continual.runner import execute, prepare
 from bench.features import ImageSource
 from bench.models import create
 from bench.models.registry import get, specs
+from bench.testing import POINTWISE_RTOL, assert_pointwise, pointwise_gap
 from conftest import Killed, model_extractor, task_split_pair
 
 MODELS = list(specs())
@@ -79,12 +80,31 @@ def _buffers(det) -> dict[str, torch.Tensor]:
 def test_scores_are_pointwise_with_a_fresh_extractor(fitted, name):
     det, test = fitted(name)
     batch = _scores(det, test, np.arange(len(test)), fresh_extractor(name))
-    for i in (0, len(test) // 2, len(test) - 1):
-        alone = _scores(det, test, [i], fresh_extractor(name))
-        np.testing.assert_allclose(alone.scores[0], batch.scores[i], rtol=1e-5, atol=1e-6)
-        if batch.maps is not None:
-            assert batch.maps.shape[1:] == (SIZE, SIZE)  # maps at the input size
-            np.testing.assert_allclose(alone.maps[0], batch.maps[i], rtol=1e-5, atol=1e-5)
+    probe = [0, len(test) // 2, len(test) - 1]
+    alone = [_scores(det, test, [i], fresh_extractor(name)) for i in probe]
+    assert_pointwise([a.scores[0] for a in alone], batch.scores[probe], f"{name} image scores")
+    if batch.maps is not None:
+        assert batch.maps.shape[1:] == (SIZE, SIZE)  # maps at the input size
+        assert_pointwise(np.stack([a.maps[0] for a in alone]), batch.maps[probe], f"{name} anomaly maps")
+
+
+def test_the_pointwise_check_catches_batch_normalised_scores_by_orders_of_magnitude(fitted):
+    """The negative case: a detector's scores min-max normalised over the scoring batch (what ECOD's batch-wide
+    ECDFs and rank normalisations do) fail the check, each probe scored in a pair with one other image."""
+    name = MODELS[0]
+    det, test = fitted(name)
+
+    def minmax(idx):
+        s = _scores(det, test, idx, fresh_extractor(name)).scores.astype(np.float64)
+        return (s - s.min()) / (s.max() - s.min())
+
+    batch = minmax(np.arange(len(test)))
+    probe = [1, len(test) // 2, len(test) - 1]
+    paired = [minmax([0, i])[1] for i in probe]  # image 0 as the only company
+    assert pointwise_gap(paired, batch[probe]) > 1000 * POINTWISE_RTOL
+    with pytest.raises(AssertionError, match="depend on the batch"):
+        assert_pointwise(paired, batch[probe], "min-max normalised scores")
+    assert_pointwise(batch[probe], minmax(np.arange(len(test)))[probe], "the same batch again")
 
 
 @pytest.mark.parametrize("name", MODELS)

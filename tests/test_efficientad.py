@@ -5,7 +5,7 @@ fail fast naming the command that makes them, and Replay forgets less than NCL."
 
 from __future__ import annotations
 
-import time
+import socket
 
 import numpy as np
 import pytest
@@ -68,9 +68,12 @@ def test_hard_feature_loss_equals_reference():
         torch.testing.assert_close(quantile(v, q), torch.quantile(v, q))
 
 
-def test_missing_teacher_or_penalty_fails_fast_naming_the_command(tmp_path):
+def test_missing_teacher_or_penalty_fails_fast_naming_the_command(tmp_path, monkeypatch):
+    def no_network(*_):  # "fast": nothing is fetched or retried (a wall-clock bound fails on a busy machine)
+        raise AssertionError("an asset check reached for the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     spec = get("efficientad")
-    t0 = time.perf_counter()
     with pytest.raises(WeightsError, match="distill-teacher"):
         spec.asset_ids(spec.resolve({"teacher": str(tmp_path / "missing.safetensors")}))
     with pytest.raises(BenchError, match="penalty image folder not found"):
@@ -78,7 +81,6 @@ def test_missing_teacher_or_penalty_fails_fast_naming_the_command(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(b"not a teacher")
     with pytest.raises(WeightsError, match="cannot read EfficientAD teacher"):
         spec.asset_ids(spec.resolve({"teacher": str(tmp_path / "bad.safetensors")}))
-    assert time.perf_counter() - t0 < 1.0
     assert spec.asset_ids(spec.resolve({})) == {}  # teacher=random names no asset
 
 
@@ -119,7 +121,7 @@ def test_map_quantiles_never_see_a_test_image(fitted):
 
 def test_scores_pointwise_and_state_round_trip(fitted):
     model, _, test, _ = fitted["disc"]
-    assert_scores_pointwise(model, test, rows=[0, 5], atol=1e-5)
+    assert_scores_pointwise(model, test, rows=[0, 5])
     clone = create("efficientad", ImageSource(torch.device("cpu")), SIZE, **QUICK)
     clone.load_state_dict(model.state_dict())
     idx = np.arange(4)

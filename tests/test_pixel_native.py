@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
-from bench.continual.runner import execute, native_masks, prepare, update_pixel_metric
+from bench.continual.runner import execute, prepare, update_pixel_metric
 from bench.metrics import PixelRocAuc
 from bench.models import create
 from conftest import model_extractor, task_split_pair
@@ -23,7 +23,7 @@ def test_native_scores_each_map_at_its_masks_own_size(demo_root):
     detector = create("padim", model_extractor(LAYERS), 48).fit(train, seed=0)
     idx = np.arange(len(test))
     maps = detector.predict(test, idx).maps
-    native = native_masks(test, idx)
+    native = test.load_native_masks(idx)
     assert all(m.shape == (96, 96) for m in native) and any(m.any() for m in native)
     metric = PixelRocAuc()
     update_pixel_metric(metric, maps, native)

@@ -11,7 +11,8 @@ from PIL import Image
 from bench.data import DATASETS, read_index
 from bench.data.images import load_image, load_mask
 from bench.data.index import COLUMNS
-from bench.data.readers import read_btad, read_dagm, read_mpdd, read_mvtec, read_visa
+from bench.data.readers import (KNOWN_CONCEPTS, missing_concepts, read_btad, read_dagm, read_mpdd, read_mvtec,
+                                read_visa)
 from bench.data.tasks import task_splits
 from bench.errors import ConfigError, DatasetError
 
@@ -54,9 +55,9 @@ def mvtec_root(tmp_path):
 # --- MVTec AD / MPDD -----------------------------------------------------------------------------------------------
 
 
-def test_mvtec_discovers_concepts_and_warns_about_missing_known_ones(mvtec_root):
-    with pytest.warns(UserWarning, match="cable.*zipper"):
-        df = read_index("mvtec", mvtec_root)
+def test_mvtec_discovers_concepts_and_names_the_missing_known_ones(mvtec_root):
+    df = read_index("mvtec", mvtec_root)
+    assert missing_concepts("mvtec", df["task"]) == [c for c in KNOWN_CONCEPTS["mvtec"] if c != "bottle"]
     assert list(df.columns) == COLUMNS
     assert sorted(df["task"].unique()) == ["bottle", "widget"]
     assert set(df["dataset"]) == {"mvtec"}
@@ -73,10 +74,8 @@ def test_mvtec_discovers_concepts_and_warns_about_missing_known_ones(mvtec_root)
 
 
 def test_mvtec_index_is_sorted_and_deterministic(mvtec_root):
-    with pytest.warns(UserWarning):
-        first = read_mvtec(mvtec_root)
-    with pytest.warns(UserWarning):
-        second = read_mvtec(mvtec_root)
+    first = read_mvtec(mvtec_root)
+    second = read_mvtec(mvtec_root)
     pd.testing.assert_frame_equal(first, second)
     assert list(first["task"]) == sorted(first["task"])
 
@@ -94,14 +93,14 @@ def test_mvtec_accepts_image_extensions_case_insensitively(tmp_path):
 def test_mvtec_anomaly_without_mask_names_the_expected_mask(tmp_path):
     _mvtec_concept(tmp_path, "bottle")
     _img(tmp_path / "bottle" / "test" / "crack" / "001.png")
-    with pytest.raises(DatasetError, match=r"bottle/ground_truth/crack/001_mask\.png"), pytest.warns(UserWarning):
+    with pytest.raises(DatasetError, match=r"bottle/ground_truth/crack/001_mask\.png"):
         read_mvtec(tmp_path)
 
 
 def test_mpdd_reads_the_mvtec_layout(tmp_path):
     _mvtec_concept(tmp_path, "tubes", defects=("anomalous",))
-    with pytest.warns(UserWarning, match="bracket_black.*metal_plate"):
-        df = read_index("mpdd", tmp_path)
+    df = read_index("mpdd", tmp_path)
+    assert missing_concepts("mpdd", df["task"]) == [c for c in KNOWN_CONCEPTS["mpdd"] if c != "tubes"]
     assert set(df["dataset"]) == {"mpdd"} and set(df["task"]) == {"tubes"}
     assert len(df) == 4
 
@@ -132,8 +131,8 @@ def _visa(root, extra_rows=""):
 
 
 def test_visa_reads_the_distributed_split_csv(tmp_path):
-    with pytest.warns(UserWarning, match="capsules"):
-        df = read_index("visa", _visa(tmp_path))
+    df = read_index("visa", _visa(tmp_path))
+    assert "capsules" in missing_concepts("visa", df["task"])
     assert set(df["dataset"]) == {"visa"}
     assert df.groupby(["task", "split", "label"]).size().to_dict() == {
         ("candle", "train", 0): 2, ("candle", "test", 0): 1, ("candle", "test", 1): 1,
@@ -184,7 +183,7 @@ def test_btad_matches_masks_by_stem_across_bmp_and_png(tmp_path):
 def test_btad_anomaly_without_mask_is_an_error(tmp_path):
     _img(tmp_path / "01" / "train" / "ok" / "0000.bmp")
     _img(tmp_path / "01" / "test" / "ko" / "0007.bmp")
-    with pytest.raises(DatasetError, match=r"01/ground_truth/ko/0007\.bmp\|png"), pytest.warns(UserWarning):
+    with pytest.raises(DatasetError, match=r"01/ground_truth/ko/0007\.bmp\|png"):
         read_btad(tmp_path)
 
 
@@ -198,8 +197,8 @@ def test_dagm_labels_come_from_label_files_and_anomalous_training_images_are_dro
             _img(cls / split / f"{i:04d}.PNG", mode="L")
         _mask(cls / split / "Label" / "0002_label.PNG")
         (cls / split / "Label" / "Labels.txt").write_text("1\n0002.PNG 1 0002_label.PNG\n")
-    with pytest.warns(UserWarning, match="Class10"):
-        df = read_index("dagm", tmp_path)
+    df = read_index("dagm", tmp_path)
+    assert missing_concepts("dagm", df["task"]) == sorted(f"Class{i}" for i in range(2, 11))
     train = df[df["split"] == "train"]
     assert list(train["image_path"]) == ["Class1/Train/0001.PNG", "Class1/Train/0003.PNG"]
     test = df[df["split"] == "test"].set_index("image_path")
@@ -259,14 +258,17 @@ def test_corrupt_image_raises_dataset_error_naming_the_file(tmp_path, content):
     assert "\n" not in str(info.value)
 
 
-def test_load_mask_binarises_and_resizes_nearest(tmp_path):
+def test_load_mask_thresholds_at_half_scale_and_resizes_nearest(tmp_path):
     image = _img(tmp_path / "img.png", size=(8, 8))
     arr = np.zeros((8, 8), dtype=np.uint8)
-    arr[:4, :4] = 7  # any nonzero value is defect
+    arr[:4, :4] = 255
+    arr[:4, 4:6] = 7  # a soft border: not defect
     Image.fromarray(arr).save(tmp_path / "mask.png")
     mask = load_mask(tmp_path / "mask.png", 4, image)
     assert mask.dtype == np.uint8 and mask.shape == (4, 4)
     assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    old = load_mask(tmp_path / "mask.png", 4, image, threshold=None)  # runs recorded before the threshold
+    assert old.tolist() == [[1, 1, 1, 0], [1, 1, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
 
 
 def test_mask_of_another_size_than_its_image_is_an_error(tmp_path):
@@ -287,8 +289,7 @@ def test_corrupt_mask_raises_dataset_error_naming_the_file(tmp_path):
 
 
 def test_task_splits_expose_rows_keys_labels_images_and_masks(mvtec_root):
-    with pytest.warns(UserWarning):
-        index = read_index("mvtec", mvtec_root)
+    index = read_index("mvtec", mvtec_root)
     train, test = task_splits(index, mvtec_root, "bottle", 16)
     assert (train.name, train.split, len(train), test.split, len(test)) == ("mvtec/bottle", "train", 2, "test", 3)
     assert train.keys == ["mvtec/bottle/train/good/000.png", "mvtec/bottle/train/good/001.png"]
@@ -304,15 +305,13 @@ def test_task_splits_expose_rows_keys_labels_images_and_masks(mvtec_root):
 
 
 def test_has_pixel_labels_is_false_when_an_anomaly_lacks_a_mask(mvtec_root):
-    with pytest.warns(UserWarning):
-        index = read_index("mvtec", mvtec_root)
+    index = read_index("mvtec", mvtec_root)
     index.loc[index["label"] == 1, "mask_path"] = ""
     assert not task_splits(index, mvtec_root, "widget", 8)[1].has_pixel_labels
 
 
 def test_unknown_task_lists_the_tasks_and_an_empty_split_is_an_error(mvtec_root):
-    with pytest.warns(UserWarning):
-        index = read_index("mvtec", mvtec_root)
+    index = read_index("mvtec", mvtec_root)
     with pytest.raises(ConfigError, match="unknown task 'cable' \\(valid: bottle, widget\\)"):
         task_splits(index, mvtec_root, "cable", 8)
     with pytest.raises(DatasetError, match="mvtec/widget has no test images"):
@@ -335,12 +334,14 @@ def test_16_bit_images_are_scaled_not_clipped_and_32_bit_ones_refused(tmp_path):
         load_image(tmp_path / "f.tif", 16)
 
 
-def test_16_bit_mask_is_binary_by_nonzero(tmp_path):
+def test_16_bit_mask_thresholds_at_the_same_fraction_of_its_scale(tmp_path):
     image = _img(tmp_path / "i.png", size=(8, 8))
     mask = np.zeros((8, 8), np.uint16)
-    mask[:4] = 256  # nonzero only in the high byte
+    mask[:4] = 65535
+    mask[4:6] = 256  # nonzero only in the high byte, far below half scale
     Image.fromarray(mask).save(tmp_path / "m.png")
-    assert load_mask(tmp_path / "m.png", 8, image)[:4].all() and not load_mask(tmp_path / "m.png", 8, image)[4:].any()
+    assert load_mask(tmp_path / "m.png", 8, image).sum(axis=1).tolist() == [8] * 4 + [0] * 4
+    assert load_mask(tmp_path / "m.png", 8, image, threshold=None)[:6].all()  # the old rule: any nonzero
 
 
 def test_concept_without_training_images_is_an_error(mvtec_root):
@@ -351,7 +352,7 @@ def test_concept_without_training_images_is_an_error(mvtec_root):
 
 def test_dangling_symlink_is_an_error(mvtec_root, tmp_path):
     (mvtec_root / "bottle" / "train" / "good" / "009.png").symlink_to(tmp_path / "gone.png")
-    with pytest.raises(DatasetError, match=r"009\.png: dangling symbolic link"), pytest.warns(UserWarning):
+    with pytest.raises(DatasetError, match=r"009\.png: dangling symbolic link"):
         read_index("mvtec", mvtec_root)
 
 
@@ -373,6 +374,21 @@ def test_own_data_in_mvtec_layout_reads_without_a_warning(tmp_path):
         assert set(read_index("mvtec", tmp_path / "own")["task"]) == {"widget"}
 
 
+def test_own_data_beside_an_mvtec_name_is_told_once_at_bench_data_and_never_at_runs(mvtec_root, capsys):
+    """Issue 23: bottle beside own concepts is normal; a grid of runs must not repeat which MVTec concepts are
+    absent (runs read the index with warnings as errors here), `bench data` says it once, as a note."""
+    import warnings
+
+    from bench.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_index("mvtec", mvtec_root)
+        assert main(["data", "--dataset", "mvtec", "--root", str(mvtec_root)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("cable, capsule") == 1 and "note: " in out and "warning" not in out
+
+
 def test_unlistable_folder_is_one_line(mvtec_root, monkeypatch):
     from pathlib import Path
 
@@ -385,6 +401,5 @@ def test_unlistable_folder_is_one_line(mvtec_root, monkeypatch):
         return real(self)
 
     monkeypatch.setattr(Path, "iterdir", iterdir)
-    with pytest.raises(DatasetError, match=r"bottle/test: cannot list folder \(Permission denied\)"), \
-            pytest.warns(UserWarning):
+    with pytest.raises(DatasetError, match=r"bottle/test: cannot list folder \(Permission denied\)"):
         read_index("mvtec", mvtec_root)

@@ -12,6 +12,7 @@ from bench.errors import ConfigError
 from bench.models.registry import ModelSpec, get
 from bench.tabular import audit
 from bench.tabular.detectors.base import TabularDetector
+from bench.testing import assert_pointwise
 from bench.training.loop import TrainContext
 
 VALIDATION = ["vae", "deepsvdd", "dagmm", "neutralad"]
@@ -84,8 +85,9 @@ def test_vae_scores_are_deterministic_where_pyods_are_random():
         m = PyodVAE(epoch_num=1, batch_size=64, random_state=0, verbose=0, device="cpu").fit(train)
         assert not np.allclose(m.decision_function(test), m.decision_function(test))  # the trap
     det = build("vae").fit(train, seed=0)
-    np.testing.assert_array_equal(det.score(test), det.score(test))
-    np.testing.assert_array_equal(det.score(test[:7]), det.score(test)[:7])
+    np.testing.assert_array_equal(det.score(test), det.score(test))  # the same computation: exactly equal
+    # 7 records alone vs. among 200: float32 kernels block by matrix size, so equal up to rounding only
+    assert_pointwise(det.score(test[:7]), det.score(test)[:7], "vae scores")
 
 
 def test_trains_on_the_suites_loop_and_resumes_mid_task(tmp_path, monkeypatch):

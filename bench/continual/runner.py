@@ -8,8 +8,9 @@ the complete file from it, or finds the complete file and only removes the check
 
 The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
-processes cannot run into one file. Checkpoints are plain data read without unpickling code
-(bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh.
+processes cannot run into one file; the lock file is removed when the run ends. Checkpoints are plain data read
+without unpickling code (bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the
+run starts afresh.
 
 Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
 in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
@@ -26,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +43,10 @@ from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
-from bench.data.images import header_size, load_mask
+from bench.data.images import MaskCounts
 from bench.data.index import index_sha256
 from bench.data.multi import split_roots
-from bench.data.tasks import task_splits
+from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
                             scratch_dir, synchronize)
@@ -90,7 +92,7 @@ class ImageTrack:
     def __init__(self, splits: dict):
         self.splits = splits
         self.extractor = None
-        self.masks: dict[str, np.ndarray] = {}  # test split name → its pixel masks, read once per run
+        self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
         image = cfg.image
@@ -171,10 +173,12 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
-    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size)) for t in config.tasks}
+    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size, image.mask_threshold))
+              for t in config.tasks}
+    sizes = set()
     for data in splits.values():  # unreadable files fail now, before any work or output
-        data.train.check_files()
-        data.test.check_files()
+        sizes |= data.train.check_files() | data.test.check_files()
+    warn_non_square(config.dataset, sizes, image.image_size)
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
     return _planned(config, out, out_dir, splits, index_sha, weights_id, ImageTrack(splits))
@@ -225,20 +229,44 @@ def check_output(out: Path, run_key: str, probe: bool = True) -> None:
 
 @contextmanager
 def output_lock(out: Path):
-    """Hold an exclusive lock on `<out>.lock` for a run's duration. flock works on local disks and on most
-    cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3 without lockd it may not exclude."""
+    """Hold an exclusive lock on `<out>.lock` for a run's duration, and remove the lock file when the run ends.
+    flock works on local disks and on most cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3
+    without lockd it may not exclude.
+
+    The file is unlinked while the lock is still held, so no process can lock it afterwards and believe it owns
+    the run; one that opened it just before (and then locks a file no longer on disk) sees that the path is not
+    the file it locked and starts over on the path's new file (`_lock_file`)."""
     path = out.with_name(out.name + ".lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _lock_file(path, out)
     try:
+        yield
+    finally:
+        try:
+            os.unlink(path)  # ours: while we hold the lock nobody else can have replaced it
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _lock_file(path: Path, out: Path) -> int:
+    """An fd holding the exclusive lock of the file now at `path` (created if absent); BenchError if another
+    process holds it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            os.close(fd)
             if e.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise BenchError(f"{out}: another process is running this run (lock {path} is held)") from None
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race a waiting run)
+        try:
+            on_disk = os.stat(path)
+        except FileNotFoundError:
+            on_disk = None
+        locked = os.fstat(fd)
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (locked.st_dev, locked.st_ino):
+            return fd
+        os.close(fd)  # the previous holder finished and removed the file we opened: lock the current one
 
 
 class Interrupted(KeyboardInterrupt):
@@ -374,17 +402,19 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     return run.out
 
 
-def native_masks(split, idx) -> list[np.ndarray]:
-    """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
-    out = []
-    for _, row in split.rows.iloc[np.asarray(idx, dtype=np.int64)].iterrows():
-        image = split.root / row["image_path"]
-        if row["mask_path"]:
-            out.append(load_mask(split.root / row["mask_path"], None, image))
-        else:
-            w, h = header_size(image, "image")
-            out.append(np.zeros((h, w), dtype=np.uint8))
-    return out
+def split_masks(split, pixel_eval: str):
+    """Every mask of a test split for pixel ROC-AUC (resized array or native list), or None when some anomalous
+    image has no mask; either way what would bias or skip the pixel metric is said once (per task and run)."""
+    if not split.has_pixel_labels:
+        anomalous = split.rows["label"] == 1
+        missing = int((split.rows.loc[anomalous, "mask_path"] == "").sum())
+        warnings.warn(f"{split.name}: pixel ROC-AUC not computed (NaN): {missing} of {int(anomalous.sum())} "
+                      "anomalous test images have no mask", stacklevel=2)
+        return None
+    counts, every = MaskCounts(), np.arange(len(split))
+    masks = (split.load_native_masks(every, counts) if pixel_eval == "native" else split.load_masks(every, counts))
+    counts.warn(split.name, split.mask_threshold)
+    return masks
 
 
 def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
@@ -403,11 +433,10 @@ def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
 def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
-    if split.name not in masks and split.has_pixel_labels:
-        every = np.arange(len(split))
-        masks[split.name] = (native_masks(split, every) if cfg.image.pixel_eval == "native"
-                             else split.load_masks(every))
-    pixel = PixelRocAuc() if split.has_pixel_labels else None
+    if split.name not in masks:
+        masks[split.name] = split_masks(split, cfg.image.pixel_eval)
+    mask = masks[split.name]
+    pixel = PixelRocAuc() if mask is not None else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.image.batch_size))
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
@@ -421,7 +450,6 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
                                  f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
                                  f"are degenerate")
         if pixel is not None and pred.maps is not None:
-            mask = masks[split.name]
             update_pixel_metric(pixel, pred.maps, mask[idx] if isinstance(mask, np.ndarray) else
                                 [mask[i] for i in idx])
         if pred.routed is not None and routing is not None:

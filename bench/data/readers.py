@@ -1,9 +1,9 @@
 """Dataset readers: each turns an upstream layout, exactly as distributed, into the sample index (DESIGN.md §3).
 
 Readers only list files (and, for VisA, read the split CSV); they never open images, so indexing a dataset of
-tens of thousands of images takes seconds. Concepts (tasks) are discovered from the folders; the published
-concept lists only produce a warning when some but not all are missing (partial staging); a root holding none of
-them is the user's own data in that layout, read without a warning. Nothing is dropped silently: a concept
+tens of thousands of images takes seconds. Concepts (tasks) are discovered from the folders; which published
+concepts a partially staged root lacks is told by `missing_concepts`, once, at `bench data` (own data beside a
+published name is normal: no run warns about it). Nothing is dropped silently: a concept
 folder without training images, a dangling symbolic link, a VisA image listed twice or without an object name
 are errors naming the file.
 """
@@ -11,7 +11,6 @@ are errors naming the file.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -50,7 +49,6 @@ def read_mvtec(root, dataset: str = "mvtec") -> pd.DataFrame:
         if (d / "test").is_dir() and d not in concepts:
             raise DatasetError(f"{d}: concept with a test folder but no training images in {d.name}/train/good "
                                f"(expected {MVTEC_LAYOUT})")
-    _warn_missing(root, dataset, [d.name for d in concepts])
     rows = []
     for concept in concepts:
         train = _images(concept / "train" / "good", MVTEC_LAYOUT)
@@ -114,7 +112,6 @@ def read_visa(root) -> pd.DataFrame:
         rows.append(_row("visa", rec["object"], rec["split"], label, root, image, mask))
     if not rows:
         raise DatasetError(f"{csv}: no rows (expected {VISA_LAYOUT})")
-    _warn_missing(root, "visa", {r["task"] for r in rows})
     return make_index(rows)
 
 
@@ -128,7 +125,6 @@ def read_btad(root) -> pd.DataFrame:
         if (d / "test").is_dir() and d not in products:
             raise DatasetError(f"{d}: product with a test folder but no training images in {d.name}/train/ok "
                                f"(expected {BTAD_LAYOUT})")
-    _warn_missing(root, "btad", [d.name for d in products])
     rows = []
     for product in products:
         rows += [_row("btad", product.name, "train", 0, root, p)
@@ -152,7 +148,6 @@ def read_dagm(root) -> pd.DataFrame:
     classes = [d for d in _subdirs(root) if (d / "Train").is_dir() and (d / "Test").is_dir()]
     if not classes:
         raise DatasetError(f"{root}: no class folders with Train/ and Test/ found (expected {DAGM_LAYOUT})")
-    _warn_missing(root, "dagm", [d.name for d in classes])
     rows = []
     for cls in classes:
         for split, folder in (("train", cls / "Train"), ("test", cls / "Test")):
@@ -224,9 +219,8 @@ def _row(dataset: str, task: str, split: str, label: int, root: Path, image: Pat
             "mask_path": mask.relative_to(root).as_posix() if mask is not None else ""}
 
 
-def _warn_missing(root: Path, dataset: str, found) -> None:
+def missing_concepts(dataset: str, found) -> list[str]:
+    """The published concepts of `dataset` absent from `found`, when some but not all are there (partial staging);
+    none found is the user's own data in that layout: nothing is missing then. `bench data` says it, once."""
     known = set(KNOWN_CONCEPTS.get(dataset, ()))
-    missing = sorted(known - set(found))
-    if missing and known & set(found):  # none found: the user's own data in this layout, nothing to warn about
-        warnings.warn(f"{root}: {dataset} concepts not found: {', '.join(missing)} (reading the others)",
-                      stacklevel=3)
+    return sorted(known - set(found)) if known & set(found) else []

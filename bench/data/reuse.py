@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _indexes: dict | None = None  # (dataset, root) -> validated index, while a reuse_reads() block is open
-_checked: set | None = None  # (root, image paths, mask paths) of splits whose headers were read and agreed
+_checked: dict | None = None  # (root, image paths, mask paths) of splits whose headers were read and agreed -> sizes
 
 
 @contextmanager
@@ -21,7 +21,7 @@ def reuse_reads() -> Iterator[None]:
     global _indexes, _checked
     outer = _indexes is not None
     if not outer:
-        _indexes, _checked = {}, set()
+        _indexes, _checked = {}, {}
     try:
         yield
     finally:
@@ -34,6 +34,6 @@ def indexes() -> dict | None:
     return _indexes
 
 
-def checked() -> set | None:
-    """The open block's set of splits already checked, or None outside one."""
+def checked() -> dict | None:
+    """The open block's splits already checked (→ their image sizes), or None outside one."""
     return _checked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import pandas as pd
 import torch
 
 from bench.data import reuse
-from bench.data.images import header_size, load_image, load_mask
+from bench.data.images import MASK_THRESHOLD, MaskCounts, header_size, load_image, load_mask
 from bench.errors import DatasetError, choice_error
 
 
@@ -27,6 +28,7 @@ class TaskSplit:
     root: Path
     rows: pd.DataFrame
     image_size: int
+    mask_threshold: int | None = MASK_THRESHOLD  # bench.data.images.load_mask; None: any nonzero pixel is defect
 
     @property
     def name(self) -> str:
@@ -61,28 +63,45 @@ class TaskSplit:
             images = [load_image(p, self.image_size, normalize) for p in paths]
         return torch.stack(images) if images else torch.empty(0, 3, self.image_size, self.image_size)
 
-    def load_masks(self, idx) -> np.ndarray:
-        """Masks of rows `idx` as uint8 [B, S, S] of 0/1; rows without a mask (normal images) are all zeros."""
+    def load_masks(self, idx, counts: MaskCounts | None = None) -> np.ndarray:
+        """Masks of rows `idx` as uint8 [B, S, S] of 0/1; rows without a mask (normal images) are all zeros.
+        `counts` tallies soft and empty masks (MaskCounts.warn tells them)."""
         sub = self.rows.iloc[np.asarray(idx, dtype=np.int64)]
         out = np.zeros((len(sub), self.image_size, self.image_size), dtype=np.uint8)
         for i, (image, mask) in enumerate(zip(sub["image_path"], sub["mask_path"])):
             if mask:
-                out[i] = load_mask(self.root / mask, self.image_size, self.root / image)
+                out[i] = load_mask(self.root / mask, self.image_size, self.root / image, self.mask_threshold, counts)
         return out
 
-    def check_files(self) -> None:
+    def load_native_masks(self, idx, counts: MaskCounts | None = None) -> list[np.ndarray]:
+        """Masks of rows `idx` at their own size, uint8 [H, W] of 0/1 (zeros of the image's size without a mask)."""
+        out = []
+        for image, mask in zip(self.rows["image_path"].to_numpy()[np.asarray(idx, dtype=np.int64)],
+                               self.rows["mask_path"].to_numpy()[np.asarray(idx, dtype=np.int64)]):
+            if mask:
+                out.append(load_mask(self.root / mask, None, self.root / image, self.mask_threshold, counts))
+            else:
+                w, h = header_size(self.root / image, "image")
+                out.append(np.zeros((h, w), dtype=np.uint8))
+        return out
+
+    def check_files(self) -> frozenset[tuple[int, int]]:
         """Read every image and mask header: an unreadable file or a mask of the wrong size fails here,
-        before any work, instead of after hours of a run. Inside `reuse_reads()` a split is checked once."""
+        before any work, instead of after hours of a run. Returns the (W, H) image sizes seen (upright).
+        Inside `reuse_reads()` a split is checked once."""
         done = reuse.checked()
         key = (self.root, tuple(self.rows["image_path"]), tuple(self.rows["mask_path"]))
         if done is not None and key in done:
-            return
+            return done[key]
+        sizes = set()
         for image, mask in zip(key[1], key[2]):
             size = header_size(self.root / image, "image")
+            sizes.add(size)
             if mask and header_size(self.root / mask, "mask") != size:
                 load_mask(self.root / mask, self.image_size, self.root / image)  # raises the size-mismatch error
         if done is not None:
-            done.add(key)
+            done[key] = frozenset(sizes)
+        return frozenset(sizes)
 
     def batches(self, batch_size: int) -> Iterator[np.ndarray]:
         """Consecutive row-index arrays of at most `batch_size` rows, in order."""
@@ -92,7 +111,18 @@ class TaskSplit:
             yield np.arange(start, min(start + batch_size, len(self)))
 
 
-def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[TaskSplit, TaskSplit]:
+def warn_non_square(dataset: str, sizes, image_size: int) -> None:
+    """Say once per dataset (a run's tasks) that images of another shape are resized to a square: a detector
+    then sees KolektorSDD's 1:2.5 parts squashed. The aspect ratios seen are named."""
+    ratios = sorted({round(w / h, 2) for w, h in sizes if w != h})
+    if ratios:
+        shown = ", ".join(f"{r:g}" for r in ratios[:6]) + (", ..." if len(ratios) > 6 else "")
+        warnings.warn(f"{dataset}: images with width/height {shown} are resized to {image_size}x{image_size} "
+                      "without keeping their aspect ratio (see data/README.md)", stacklevel=2)
+
+
+def task_splits(index: pd.DataFrame, root, task: str, image_size: int,
+                mask_threshold: int | None = MASK_THRESHOLD) -> tuple[TaskSplit, TaskSplit]:
     """(train, test) of `task`. A one-class test split is allowed (its metrics are NaN later); an empty one is not.
     `root` is the dataset root, or {dataset: root} when the index spans datasets (the multi-dataset stream)."""
     tasks = sorted(index["task"].unique())
@@ -111,5 +141,5 @@ def task_splits(index: pd.DataFrame, root, task: str, image_size: int) -> tuple[
         dup = sub["image_path"].duplicated()
         if dup.any():
             raise DatasetError(f"{root}: image {sub.loc[dup, 'image_path'].iloc[0]} listed twice in {task}/{split}")
-        splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size))
+        splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size, mask_threshold))
     return splits[0], splits[1]
