@@ -225,6 +225,24 @@ def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
         check_scores(r, path)
 
 
+@pytest.mark.parametrize("matrix", ["R/record_ap", "R/record_npr_auc", "R/record_prevalence",
+                                    "R/record_expected_ap"])
+def test_an_edited_pr_matrix_is_refused_like_an_edited_roc_auc(runs, tmp_path, capsys, matrix):
+    from bench.cli import main
+
+    path = tmp_path / "tabular-synthetic" / "runs" / "ncl.h5"
+    r = runs["ncl"]
+    arrays = {k: v.copy() for k, v in r.items() if k not in ("attrs", "tasks")}
+    arrays[matrix][2, 1] += 0.01
+    results.write_run(path, r["attrs"], arrays, STREAM)
+    with pytest.raises(ProvenanceError, match=rf"{matrix}\[2,1\] = .* but the file's per-sample scores give"):
+        check_scores(results.read_run(path), path)
+    capsys.readouterr()
+    assert main(["aggregate", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 2
+    assert matrix in capsys.readouterr().err
+    assert not (tmp_path / "tabular-synthetic" / "tables").exists()
+
+
 def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
     from conftest import cli_stdout
 

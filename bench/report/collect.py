@@ -185,7 +185,9 @@ def run_paths(runs_dir: Path) -> list[Path]:
     for folder, dirs, files in os.walk(runs_dir, onerror=refuse):
         dirs.sort()
         found += [Path(folder) / f for f in files if f.endswith(".h5")]
-        found += [Path(folder) / d for d in dirs if d.endswith(".h5")]  # refused below: not a file
+        odd = [d for d in dirs if d.endswith(".h5")]
+        if odd:
+            raise ProvenanceError(f"{Path(folder) / odd[0]}: a folder, not a result file; move it out of {runs_dir}")
     return sorted(found)
 
 
