@@ -425,6 +425,29 @@ def test_untraceable_files_are_refused(tmp_path, capsys, damage, message):
     assert not (outputs / "synthetic/tables/manifest.json").exists()
 
 
+def test_an_edited_image_npr_auc_is_refused_and_pixel_is_said_unverifiable(tmp_path, capsys):
+    from bench.metrics import normalized_pr_auc
+
+    rng = np.random.default_rng(3)
+    run, _ = scored_run(tmp_path, lambda i, j, y: y + rng.normal(size=y.size))
+    path = next((tmp_path / "outputs" / "synthetic" / "runs").glob("*.h5"))
+    npr = np.full((3, 3), np.nan)
+    for i, j in zip(*np.tril_indices(3)):
+        cell = (run["scores/step"] == i) & (run["scores/task"] == j)
+        npr[i, j] = normalized_pr_auc(run["scores/label"][cell], run["scores/value"][cell])[0]
+    with h5py.File(path, "a", locking=False) as f:
+        f["R/image_npr_auc"][...] = npr  # as a run computes it: published, with the pixel caveat
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(tmp_path / "outputs"), "--bootstrap", "0",
+                 "--figures", "none"]) == 0
+    table = (tmp_path / "outputs" / "synthetic" / "tables" / "table2.md").read_text()
+    assert "Pixel ROC-AUC is not verifiable from the file" in table
+    capsys.readouterr()
+    with h5py.File(path, "a", locking=False) as f:
+        f["R/image_npr_auc"][1, 0] += 0.01
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(tmp_path / "outputs")]) == 2
+    assert "R/image_npr_auc[1,0]" in _one_error_line(capsys)
+
+
 def test_conflicting_duplicates_are_refused_identical_ones_collapsed(tmp_path, capsys):
     outputs = tmp_path / "outputs"
     first = write(outputs, protocol="cl")

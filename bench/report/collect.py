@@ -4,8 +4,8 @@ A published number must come from a complete run file that records where, from w
 made. So collecting refuses (BenchError, exit 2) a file with no provenance, an unknown schema version, a config
 or run key that does not match its recorded hash, two complete files with the same run key and different
 results, or a complete file whose R/image differs (beyond 1e-9) from the ROC-AUC of the per-image scores stored
-in the same file — an edited R; likewise a tabular file's R/record_ap, R/record_npr_auc, R/record_prevalence and
-R/record_expected_ap. R/pixel cannot be recomputed (pixel maps are not stored): it is not verifiable from the file,
+in the same file — an edited R; likewise R/image_npr_auc, and a tabular file's R/record_ap, R/record_npr_auc,
+R/record_prevalence and R/record_expected_ap. R/pixel cannot be recomputed (pixel maps are not stored): it is not verifiable from the file,
 and the image tables say so. Each input records whether its scores were so checked (`scores_checked`; false only
 for files that store no scores). A folder under runs/ that cannot be listed is refused, not skipped: a table from
 the files that could be read would look complete.
@@ -29,7 +29,7 @@ import pandas as pd
 from bench import results
 from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError
-from bench.metrics import roc_auc
+from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.render import MULTI, sort_frame
 
 # Attributes without which a run cannot be traced back to its code, inputs and environment.
@@ -141,6 +141,8 @@ def check_scores(run: dict, path: Path) -> bool:
             recomputed = {name: roc_auc(label[group], value[group])}
             if name == "R/record":
                 recomputed.update(record_pr_metrics(label[group], value[group]))
+            elif name == "R/image":
+                recomputed["R/image_npr_auc"] = normalized_pr_auc(label[group], value[group])[0]
         for matrix, again in recomputed.items():
             if matrix not in run:
                 continue  # a file from before the matrix existed
@@ -153,7 +155,6 @@ def check_scores(run: dict, path: Path) -> bool:
 
 def record_pr_metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
     """The precision-recall matrices of a tabular cell, as the tabular track computes them from the same scores."""
-    from bench.metrics import normalized_pr_auc
     from bench.report.intervals import expected_random_ap
 
     npr, p = normalized_pr_auc(labels, scores)
