@@ -193,3 +193,26 @@ def test_editing_features_changes_the_run_key_and_the_run_recomputes(small_index
     execute(second, progress=False, log=lambda s: None)
     assert results.read_run(second.out)["attrs"]["status"] == "complete"
     assert sorted(p.name for p in (tmp_path / "runs").glob("*.h5")) == sorted([first.out.name, second.out.name])
+
+
+@pytest.mark.parametrize("order, message", [([], "ordering 'smooth_drift' has no tasks"),
+                                            (["Monday", "Caturday"], r"names task\(s\) \['Caturday'\] its record "
+                                                                      r"index lacks"),
+                                            (["Monday", "Monday"], "repeats a task")])
+def test_a_grid_over_a_release_no_run_can_follow_is_refused_before_submitting(small_index, tmp_path, capsys,
+                                                                              order, message):
+    import json
+    import re
+    import shutil
+
+    root = tmp_path / "scenario"
+    shutil.copytree(small_index, root / "candidates" / "natural-day" / "index")
+    (root / "release").mkdir()
+    (root / "release" / "manifest.json").write_text(json.dumps({"selected_candidate": "natural-day"}))
+    (root / "release" / "orderings.json").write_text(json.dumps({"smooth_drift": order,
+                                                                 "abrupt_drift": ["Tuesday", "Monday"]}))
+    code, out, err = run_cli(capsys, "submit", "--dataset", "tabular-synthetic", "--root", root, "--outputs",
+                             tmp_path / "out", "--models", "iforest", "--cluster", "debug", "--profile", "cpu")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(message, err)
+    assert str(root / "release" / "orderings.json") in err
+    assert not (tmp_path / "out" / "tabular-synthetic" / "runs").exists()

@@ -5,10 +5,10 @@ made. So collecting refuses (BenchError, exit 2) a file with no provenance, an u
 or run key that does not match its recorded hash, two complete files with the same run key and different
 results, or a complete file whose R/image differs (beyond 1e-9) from the ROC-AUC of the per-image scores stored
 in the same file — an edited R; likewise R/image_npr_auc, and a tabular file's R/record_ap, R/record_npr_auc,
-R/record_prevalence and R/record_expected_ap. R/pixel cannot be recomputed (pixel maps are not stored): it is not verifiable from the file,
-and the image tables say so. Each input records whether its scores were so checked (`scores_checked`; false only
-for files that store no scores). A folder under runs/ that cannot be listed is refused, not skipped: a table from
-the files that could be read would look complete.
+R/record_prevalence and R/record_expected_ap. R/pixel cannot be recomputed (pixel maps are not stored): it is not
+verifiable from the file, and the image tables say so. Each input records whether its scores were so checked
+(`scores_checked`; false only for files that store no scores). A folder under runs/ that cannot be listed is
+refused, not skipped: a table from the files that could be read would look complete.
 Both tracks and both schemas: a file's levels (`results.levels`: image and pixel, or record) name its matrices;
 the first level is the one recomputed from the scores (R/record of a tabular run, every cell of a cross-evaluation).
 Incomplete and failed runs are never averaged in: they are returned as `missing`.

@@ -213,3 +213,20 @@ def select_candidate(mean_w: dict[str, float], n_tasks: dict[str, int]) -> str:
     top = max(mean_w[c] for c in finite)
     tied = [c for c in finite if mean_w[c] >= top - 1e-12]
     return max(tied, key=lambda c: (n_tasks[c], -list(mean_w).index(c)))
+
+
+def check_orderings(orderings: dict, tasks, where: str) -> None:
+    """Refuse, before a grid submits anything, a release ordering no run can follow: one over no tasks, one that
+    repeats a task, one naming a task the record index lacks (the release and its index disagree)."""
+    from bench.errors import ConfigError
+
+    for name, order in orderings.items():
+        if not isinstance(order, list) or not order:
+            raise ConfigError(f"{where}: ordering {name!r} has no tasks ({order!r}); a continual run needs at least "
+                              f"one: rebuild the release with `bench tabular scenarios`")
+        if len(set(order)) != len(order):
+            raise ConfigError(f"{where}: ordering {name!r} repeats a task ({order}); rebuild the release")
+        unknown = sorted(set(order) - set(tasks))
+        if unknown:
+            raise ConfigError(f"{where}: ordering {name!r} names task(s) {unknown} its record index lacks (has: "
+                              f"{', '.join(sorted(tasks))}); the release and its index disagree: rebuild the release")
