@@ -440,7 +440,7 @@ def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, ca
 
     def fake_submit_local(executor, planned, slots, resources, workdir, env):
         if first.acquire(blocking=False):  # the first submission waits for a second one to reach this point
-            inside.wait(timeout=20)
+            inside.wait(timeout=5)
         else:
             inside.set()
         return [executors.Submitted(p, str(os.getpid()), tmp_path / "o", tmp_path / "e") for p in planned]

@@ -11,9 +11,8 @@ Quirks handled (each has a test writing a small file with it):
   `Flow Packets/s` (kept as ±inf/NaN here, removed by preprocessing with counts); web-attack labels carry a cp1252
   en dash (byte 0x96) → "-", also in copies re-saved through UTF-8 (U+FFFD, bytes EF BF BD, which cp1252 reads
   as "ï¿½"; or the UTF-8 en dash, read as "â€“"); normal label `BENIGN`; capture day = the file name's first
-  word. The
-  `TrafficLabelling/` copies carry a `Timestamp` (d/m/Y H:M or H:M:S) that several files write on a 12-hour clock
-  without AM/PM ("7/7/2017 1:05" is 13:05): see `cicids2017_clock`.
+  word. The `TrafficLabelling/` copies carry a `Timestamp` (d/m/Y H:M or H:M:S) that several files write on a
+  12-hour clock without AM/PM ("7/7/2017 1:05" is 13:05): see `cicids2017_clock`.
 - CSE-CIC-IDS2018 `*_TrafficForML_CICFlowMeter.csv`: the header row repeated mid-file (dropped, counted); one
   file with 84 columns (extra `Flow ID`, `Src IP`, `Src Port`, `Dst IP`, ignored); abbreviated names (`Tot Fwd
   Pkts`, `Flow Byts/s` …) mapped onto 2017's; normal label `Benign`; `Timestamp` → day, in any of TIMESTAMP_FORMATS
