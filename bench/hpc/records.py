@@ -22,15 +22,16 @@ def records_dir(outputs: Path, dataset: str) -> Path:
 
 @contextmanager
 def records_lock(outputs: Path, dataset: str):
-    """Hold the dataset's submission lock (`submissions/.lock`, flock, waiting for it) while a submit plans, skips
-    complete and queued runs, submits and records: a second submit started meanwhile then plans from the first
-    one's record instead of sending every run again. flock excludes on local disks and most cluster file systems
-    (see runner.output_lock for the NFSv3 caveat)."""
+    """Hold the dataset's submission lock (`<dataset>/submissions.lock`, flock, waiting for it) while a submit plans,
+    skips complete and queued runs, submits and records: a second submit started meanwhile then plans from the
+    first one's record instead of sending every run again. Beside the records folder, not in it: a refused submit
+    leaves no records folder. flock excludes on local disks and most cluster file systems (see
+    runner.output_lock for the NFSv3 caveat)."""
     import fcntl
 
     folder = records_dir(outputs, dataset)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder.with_name("submissions.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
