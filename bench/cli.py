@@ -95,6 +95,24 @@ def print_summary(path: Path) -> None:
     for level, s in final_summary(path).items():
         nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
         print(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f}{nan}")
+        if level == "record":
+            print(record_pr_summary(path))
+
+
+def record_pr_summary(path: Path) -> str:
+    """nPR-AUC_CL of a tabular run (Eq. 1 over R/record_npr_auc) beside the test sets' anomaly prevalence p, which
+    the normalisation (AP − p)/(1 − p) depends on."""
+    import numpy as np
+
+    from bench import results
+    from bench.metrics import continual_roc_auc
+
+    run = results.read_run(path)
+    p = np.diag(run["R/record_prevalence"])  # a test set's prevalence: the same at every step
+    p = p[np.isfinite(p)]
+    spread = f", per task {p.min():.3f}-{p.max():.3f}" if len(p) > 1 else ""
+    return (f"       nPR-AUC_CL {continual_roc_auc(run['R/record_npr_auc']):.4f}  (prevalence p "
+            f"{p.mean() if len(p) else float('nan'):.3f}{spread})")
 
 
 def cmd_run(args) -> int:

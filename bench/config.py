@@ -38,7 +38,10 @@ READABLE_SCHEMAS = (1, 2, 3)
 # what a result depends on, so image run keys stay those computed under schema 1 and tabular keys those of schema 2
 # (files and grids made before keep their identity).
 RUN_KEY_SCHEMA = 1
-TABULAR_RUN_KEY_SCHEMA = 2
+# 3: the preimage also holds the SHA-256 of the record index's files (index.csv, features.npy): `index_sha256`
+# covers only the raw files and the settings, so an index edited or rebuilt otherwise kept its runs' keys. A
+# file written before (its config has no index_content_sha256) keeps and is checked against its schema-2 key.
+TABULAR_RUN_KEY_SCHEMA = 3
 # Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
 # left out of its run key, so such a file keeps (and is checked against) the key it was written with.
 LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype", "mask_threshold")
@@ -132,11 +135,17 @@ class TabularInputs:
     track: ClassVar[str] = "tabular"
     preprocessing: dict = field(default_factory=dict)
     discovery: dict = field(default_factory=dict)
+    # SHA-256 over index.csv and features.npy, set by `runner.prepare` (a value given beforehand must match);
+    # part of the run key (TABULAR_RUN_KEY_SCHEMA 3). None in files written before it existed.
+    index_content_sha256: str | None = None
 
     def validate(self) -> None:
         for name in ("preprocessing", "discovery"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: expected a mapping setting -> value")
+        content = self.index_content_sha256
+        if content is not None and (not isinstance(content, str) or len(content) != 64):
+            raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
 
 
 INPUTS = {"image": ImageInputs, "tabular": TabularInputs}
@@ -201,6 +210,7 @@ class RunConfig:
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         check_int("seed", self.seed, *SEED_RANGE)
+        check_file_name("--ordering", self.ordering)
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if self.preset is not None and (not isinstance(self.preset, str) or not self.preset.strip()):
@@ -259,10 +269,13 @@ class RunConfig:
         image size; it does depend on the detector's version (its registry spec, `model_version`). An image run's
         preimage is the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema changes."""
         if self.track == "tabular":
+            content = self.tabular.index_content_sha256
             return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
                     "tasks": list(self.tasks), "model": self.model, "version": self.model_version,
                     "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
-                    "hparams": self.hparams, "schema": TABULAR_RUN_KEY_SCHEMA}
+                    "hparams": self.hparams,  # a file from before schema 3 keeps its schema-2 preimage
+                    **({"schema": 2} if content is None else
+                       {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
         return {"dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
                 "model": self.model, "protocol": self.protocol, "seed": self.seed, "hparams": self.hparams,
                 "schema": RUN_KEY_SCHEMA, **self.image.identity(weights_id),
@@ -287,6 +300,20 @@ class RunConfig:
             return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
         return (f"{dataset}_{self.model}_{self.image.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_"
                 f"{run_key[:12]}")
+
+
+# what a name that becomes part of a file or folder name may hold: no path separator, not "." or ".."
+FILE_NAME_CHARS = "letters, digits and -_."
+
+
+def check_file_name(what: str, value) -> str:
+    """`value` when it can be used inside a file name (letters, digits, `-_.`; not `.`/`..`), else ConfigError."""
+    import re
+
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", value) or value in (".", ".."):
+        raise ConfigError(f"{what} {value!r} is not allowed: it becomes part of a file name (expected "
+                          f"{FILE_NAME_CHARS}, no path separators, not . or ..)")
+    return value
 
 
 def option_name(name: str) -> str:

@@ -425,6 +425,29 @@ def test_untraceable_files_are_refused(tmp_path, capsys, damage, message):
     assert not (outputs / "synthetic/tables/manifest.json").exists()
 
 
+def test_an_edited_image_npr_auc_is_refused_and_pixel_is_said_unverifiable(tmp_path, capsys):
+    from bench.metrics import normalized_pr_auc
+
+    rng = np.random.default_rng(3)
+    run, _ = scored_run(tmp_path, lambda i, j, y: y + rng.normal(size=y.size))
+    path = next((tmp_path / "outputs" / "synthetic" / "runs").glob("*.h5"))
+    npr = np.full((3, 3), np.nan)
+    for i, j in zip(*np.tril_indices(3)):
+        cell = (run["scores/step"] == i) & (run["scores/task"] == j)
+        npr[i, j] = normalized_pr_auc(run["scores/label"][cell], run["scores/value"][cell])[0]
+    with h5py.File(path, "a", locking=False) as f:
+        f["R/image_npr_auc"][...] = npr  # as a run computes it: published, with the pixel caveat
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(tmp_path / "outputs"), "--bootstrap", "0",
+                 "--figures", "none"]) == 0
+    table = (tmp_path / "outputs" / "synthetic" / "tables" / "table2.md").read_text()
+    assert "Pixel ROC-AUC is not verifiable from the file" in table
+    capsys.readouterr()
+    with h5py.File(path, "a", locking=False) as f:
+        f["R/image_npr_auc"][1, 0] += 0.01
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(tmp_path / "outputs")]) == 2
+    assert "R/image_npr_auc[1,0]" in _one_error_line(capsys)
+
+
 def test_conflicting_duplicates_are_refused_identical_ones_collapsed(tmp_path, capsys):
     outputs = tmp_path / "outputs"
     first = write(outputs, protocol="cl")
@@ -455,6 +478,41 @@ def test_unknown_dataset_lists_the_ones_with_results(tmp_path, capsys):
     write(outputs)
     assert main(["aggregate", "--dataset", "visa", "--outputs", str(outputs)]) == 2
     assert "datasets with results: synthetic" in _one_error_line(capsys)
+
+
+def test_a_folder_under_runs_that_cannot_be_listed_is_refused_not_skipped(tmp_path, capsys, monkeypatch):
+    import os
+
+    outputs = tmp_path / "outputs"
+    write(outputs, protocol="ncl")
+    hidden = outputs / "synthetic" / "runs" / "batch2"
+    write(outputs, protocol="cl", path=hidden / "cl.h5")
+    listing = os.scandir
+
+    def scandir(path="."):  # what a folder without read permission does (root, running the tests, reads all)
+        if os.fspath(path) == os.fspath(hidden):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
+    err = _one_error_line(capsys)
+    assert err.startswith(f"error: {hidden}: cannot list this folder")
+    assert not (outputs / "synthetic/tables/manifest.json").exists()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda runs: runs.mkdir(parents=True), "no complete runs (0 incomplete or failed)"),
+    (lambda runs: (runs.parent.mkdir(parents=True), runs.write_text("x")), "runs: not a folder"),
+    (lambda runs: (runs.mkdir(parents=True), (runs / "junk.h5").write_bytes(b"not hdf5"),
+                   (runs / "notes.txt").write_text("x")), "junk.h5: not a readable result file"),
+    (lambda runs: (runs.mkdir(parents=True), (runs / "dir.h5").mkdir()), "dir.h5: a folder, not a result file"),
+])
+def test_odd_result_folders_are_one_line_each(tmp_path, capsys, make, message):
+    outputs = tmp_path / "outputs"
+    make(outputs / "synthetic" / "runs")
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
+    assert message in _one_error_line(capsys)
 
 
 def test_incomplete_and_failed_runs_are_listed_missing_never_averaged(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from bench import results
 from bench.config import LATER_FIELDS, SCHEMA_VERSION, ImageInputs, RunConfig, TabularInputs
 from bench.errors import ConfigError
-from bench.metrics import roc_auc
+from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.collect import check_file, check_scores, collect
 
 # Computed with bench/config.py as it was before schema 2 (commit bfeb232) for the config below, as a schema-1
@@ -107,10 +107,12 @@ def write_old(path, schema: int, n=3):
     R = np.where(np.tri(n, dtype=bool), rng.uniform(0.6, 1.0, (n, n)), np.nan)
     labels = np.r_[np.zeros(6), np.ones(4)].astype(np.int8)
     steps, tasks, values = [], [], []
+    npr = np.full((n, n), np.nan)
     for i in range(n):
         for j in range(i + 1):
             s = rng.normal(size=10) + labels
             R[i, j] = roc_auc(labels, s)
+            npr[i, j] = normalized_pr_auc(labels, s)[0]  # checked against the scores like R/image
             steps.append(np.full(10, i)), tasks.append(np.full(10, j)), values.append(s)
     attrs = {"schema_version": schema, "run_key": key, "run_name": f"old_{key[:12]}", "status": "complete",
              "steps_done": n, "n_tasks": n, "config": config,
@@ -123,7 +125,7 @@ def write_old(path, schema: int, n=3):
     with h5py.File(path, "w") as f:
         f.attrs.update(attrs)
         f.create_dataset("tasks", data=np.array(["bottle", "cable", "capsule"], dtype=h5py.string_dtype()))
-        for name, arr in {"R/image": R, "R/pixel": R - 0.01, "R/image_npr_auc": R - 0.5,
+        for name, arr in {"R/image": R, "R/pixel": R - 0.01, "R/image_npr_auc": npr,
                           "timing/train_s": np.ones(n), "timing/eval_s": np.ones(n),
                           "scores/step": np.concatenate(steps).astype(np.int16),
                           "scores/task": np.concatenate(tasks).astype(np.int16),

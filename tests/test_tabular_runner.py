@@ -13,7 +13,7 @@ from bench import results
 from bench.config import SCHEMA_VERSION, RunConfig, TabularInputs
 from bench.continual.runner import execute, prepare
 from bench.errors import ConfigError
-from bench.metrics import forgetting, roc_auc
+from bench.metrics import continual_roc_auc, forgetting, roc_auc, summarize
 from bench.models.registry import get
 from bench.report.collect import ProvenanceError, check_file, check_scores
 from bench.report.intervals import expected_random_ap
@@ -197,12 +197,16 @@ def test_a_schema_2_tabular_file_keeps_its_run_key_and_aggregates(index, runs, t
                 "image_size": 224, "batch_size": 32, "workers": 0, "cache_budget": "", "pixel_eval": "resized",
                 "feature_dtype": "float16"}
         text = json.dumps(flat, sort_keys=True, separators=(",", ":"))
-        f.attrs.update(schema_version=2, config=text, config_sha256=hashlib.sha256(text.encode()).hexdigest())
+        # its key had no index content (run key schema 2): what the schema-2 preimage of this config gives
+        old_key = RunConfig.from_json(text).run_key(f.attrs["index_sha256"], "none")
+        f.attrs.update(schema_version=2, config=text, config_sha256=hashlib.sha256(text.encode()).hexdigest(),
+                       run_key=old_key)
+    assert old_key != runs["ncl"]["attrs"]["run_key"]  # today's key also covers index.csv and features.npy
     old = results.read_run(path)
     check_file(old, path, "tabular-synthetic")  # the run key recomputed from the flat config still matches
     assert check_scores(old, path)
     row = results.load(path).iloc[0]
-    assert (row["track"], row["backbone"], row["run_key"]) == ("tabular", "", runs["ncl"]["attrs"]["run_key"])
+    assert (row["track"], row["backbone"], row["run_key"]) == ("tabular", "", old_key)
     assert list(collect(tmp_path, "tabular-synthetic").runs["run_key"]) == [row["run_key"]]
 
 
@@ -221,6 +225,24 @@ def test_readers_see_the_levels_and_no_backbone(runs, tmp_path):
         check_scores(r, path)
 
 
+@pytest.mark.parametrize("matrix", ["R/record_ap", "R/record_npr_auc", "R/record_prevalence",
+                                    "R/record_expected_ap"])
+def test_an_edited_pr_matrix_is_refused_like_an_edited_roc_auc(runs, tmp_path, capsys, matrix):
+    from bench.cli import main
+
+    path = tmp_path / "tabular-synthetic" / "runs" / "ncl.h5"
+    r = runs["ncl"]
+    arrays = {k: v.copy() for k, v in r.items() if k not in ("attrs", "tasks")}
+    arrays[matrix][2, 1] += 0.01
+    results.write_run(path, r["attrs"], arrays, STREAM)
+    with pytest.raises(ProvenanceError, match=rf"{matrix}\[2,1\] = .* but the file's per-sample scores give"):
+        check_scores(results.read_run(path), path)
+    capsys.readouterr()
+    assert main(["aggregate", "--dataset", "tabular-synthetic", "--outputs", str(tmp_path)]) == 2
+    assert matrix in capsys.readouterr().err
+    assert not (tmp_path / "tabular-synthetic" / "tables").exists()
+
+
 def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
     from conftest import cli_stdout
 
@@ -230,8 +252,13 @@ def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
             "--tasks", ",".join(STREAM), "--out", tmp_path / "c.h5"]
     cli_stdout(*args, "--max-steps", 1)
     assert results.read_run(tmp_path / "c.h5")["attrs"]["steps_done"] == 1
-    cli_stdout(*args)
+    out = cli_stdout(*args)
     r = results.read_run(tmp_path / "c.h5")
+    s = summarize(r["R/record"])  # the run's own summary, as image runs print theirs
+    assert f"record: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f}" in out
+    p = np.diag(r["R/record_prevalence"])
+    assert (f"nPR-AUC_CL {continual_roc_auc(r['R/record_npr_auc']):.4f}  (prevalence p {p.mean():.3f}, "
+            f"per task {p.min():.3f}-{p.max():.3f})") in out
     assert r["attrs"]["status"] == "complete" and r["replay/composition"][3].tolist() == [
         int(x) for x in r["tasks_info/n_train"][:3]] + [0]  # Cumulative: every past record
     capsys.readouterr()
@@ -256,7 +283,9 @@ def test_bad_tabular_configs_fail_before_work(index, tmp_path):
 def test_a_run_records_its_index_settings_and_refuses_an_index_built_otherwise(index, tmp_path, runs):
     recorded = json.loads(runs["ncl"]["attrs"]["config"])["inputs"]  # asked for none: all recorded from the index
     built = json.loads((index / "index.json").read_text())["settings"]
+    content = recorded.pop("index_content_sha256")
     assert recorded == {"preprocessing": built["preprocessing"], "discovery": built["discovery"]}
+    assert len(content) == 64
     assert recorded["preprocessing"]["train_fraction"] == 0.8 and recorded["discovery"]["method"] == "natural"
     asked = prepare(config(index, "ncl", inputs=TabularInputs(preprocessing={"rebalance": False})),
                     out=tmp_path / "same.h5")
@@ -396,3 +425,36 @@ def test_orderings_with_one_task_order_run_once_and_say_so(scenario_folder, tmp_
     with pytest.raises(ConfigError, match="orderings.json: no ordering 'smooth_drift'"):
         grids.expand(grids.load_grid("tabular-synthetic"), grids.load_profile("cpu"), grids.Selection(), root,
                      tmp_path, log=notes.append)
+
+
+def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, capsys, monkeypatch):
+    """The second submit waits for the records lock and plans from the first one's record. Without the lock both
+    plan from no records: the first submit waits (bounded) inside its submission for the second to get there."""
+    import os
+    import threading
+
+    from bench.cli import main
+    from bench.hpc import executors, records
+
+    inside, first = threading.Event(), threading.Lock()
+
+    def fake_submit_local(executor, planned, slots, resources, workdir, env):
+        if first.acquire(blocking=False):  # the first submission waits for a second one to reach this point
+            inside.wait(timeout=5)
+        else:
+            inside.set()
+        return [executors.Submitted(p, str(os.getpid()), tmp_path / "o", tmp_path / "e") for p in planned]
+
+    monkeypatch.setattr(executors, "submit_local", fake_submit_local)
+    args = ["submit", "--dataset", "tabular-synthetic", "--root", str(scenario_folder), "--outputs", str(tmp_path),
+            "--models", "iforest", "--orderings", "smooth_drift", "--protocols", "ncl,mste", "--cluster", "local",
+            "--profile", "cpu"]
+    codes = []
+    threads = [threading.Thread(target=lambda: codes.append(main(list(args)))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [0, 0]
+    sent = [e["run_key"] for r in records.load_records(tmp_path, "tabular-synthetic") for e in r["runs"]]
+    assert len(sent) == 2 and len(set(sent)) == 2  # each run once (this process's pid: queued, skipped)

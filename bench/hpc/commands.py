@@ -97,10 +97,20 @@ def cmd_status(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    return _submit(args, recs.load_records(args.outputs, args.dataset), resubmit=False)
+    if args.dry_run:  # submits and records nothing: no lock to wait for
+        return _submit(args, recs.load_records(args.outputs, args.dataset), resubmit=False)
+    with recs.records_lock(args.outputs, args.dataset):  # the records read here are current until ours is written
+        return _submit(args, recs.load_records(args.outputs, args.dataset), resubmit=False)
 
 
 def cmd_resubmit(args) -> int:
+    if args.dry_run:
+        return _resubmit(args)
+    with recs.records_lock(args.outputs, args.dataset):
+        return _resubmit(args)
+
+
+def _resubmit(args) -> int:
     records = recs.load_records(args.outputs, args.dataset)
     if not records:
         raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; "

@@ -285,7 +285,12 @@ def tabular_source(root: Path) -> tuple[Path, dict]:
     except (OSError, ValueError) as e:
         raise ConfigError(f"{release}: no readable scenario release (manifest.json, orderings.json; build it with "
                           f"`bench tabular scenarios --out {root}`): {e}") from None
-    return Path(root) / "candidates" / manifest["selected_candidate"] / "index", orderings
+    from bench.tabular.orderings import check_orderings
+    from bench.tabular.ste import index_meta
+
+    index = Path(root) / "candidates" / manifest["selected_candidate"] / "index"
+    check_orderings(orderings, index_meta(index).get("tasks", {}), f"{release / 'orderings.json'}")
+    return index, orderings
 
 
 def load_profile(name: str, path: Path | None = None) -> Profile:

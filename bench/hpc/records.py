@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,25 @@ from bench.errors import BenchError
 
 def records_dir(outputs: Path, dataset: str) -> Path:
     return Path(outputs) / dataset / "submissions"
+
+
+@contextmanager
+def records_lock(outputs: Path, dataset: str):
+    """Hold the dataset's submission lock (`<dataset>/submissions.lock`, flock, waiting for it) while a submit plans,
+    skips complete and queued runs, submits and records: a second submit started meanwhile then plans from the
+    first one's record instead of sending every run again. Beside the records folder, not in it: a refused submit
+    leaves no records folder. flock excludes on local disks and most cluster file systems (see
+    runner.output_lock for the NFSv3 caveat)."""
+    import fcntl
+
+    folder = records_dir(outputs, dataset)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder.with_name("submissions.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:

@@ -37,6 +37,8 @@ from bench.report.table2 import (per_method, per_method_latex, per_method_markdo
                                  selection_markdown, table2, to_latex, to_markdown)
 from bench.report.timing import timing_latex, timing_markdown, timing_table
 
+PIXEL_NOTE = ("Pixel ROC-AUC is not verifiable from the file: the per-pixel scores are not stored, so unlike the "
+              "image metrics it is not recomputed from the run files' scores.")
 MANIFEST = "tables/manifest.json"
 MANIFEST_VERSION = 1
 # Columns that identify a row of each published CSV (verify names mismatching cells by them).
@@ -97,7 +99,9 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
         items += _tabular_items(tabular, c.details, options, n_missing)
     if not len(runs):
         return items, {"multi_selection": None}
-    footer = provenance_lines(runs, n_missing)
+    # R/pixel cannot be checked as R/image is (collect.check_scores): pixel maps are not stored
+    pixel_note = ([PIXEL_NOTE] if "pixel_roc_auc_cl" in runs and runs["pixel_roc_auc_cl"].notna().any() else [])
+    footer = provenance_lines(runs, n_missing) + pixel_note
 
     multi_models, selection_record = None, None
     if (runs["dataset"] == MULTI).any():
@@ -114,7 +118,7 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
                        + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))]
 
     in_table2 = runs if multi_models is None else runs[(runs["dataset"] != MULTI) | runs["model"].isin(multi_models)]
-    t2_footer = provenance_lines(in_table2, n_missing)
+    t2_footer = provenance_lines(in_table2, n_missing) + pixel_note
     if multi_models is not None:
         names = ", ".join(label("model", m) for m in multi_models)
         t2_footer.insert(0, f"MultiDataset rows pool {names}, selected by InCLAD's rule (multi_selection.md)."

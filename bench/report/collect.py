@@ -4,8 +4,11 @@ A published number must come from a complete run file that records where, from w
 made. So collecting refuses (BenchError, exit 2) a file with no provenance, an unknown schema version, a config
 or run key that does not match its recorded hash, two complete files with the same run key and different
 results, or a complete file whose R/image differs (beyond 1e-9) from the ROC-AUC of the per-image scores stored
-in the same file — an edited R. R/pixel cannot be recomputed (pixel maps are not stored). Each input records
-whether its R/image was so checked (`scores_checked`; false only for files that store no scores).
+in the same file — an edited R; likewise R/image_npr_auc, and a tabular file's R/record_ap, R/record_npr_auc,
+R/record_prevalence and R/record_expected_ap. R/pixel cannot be recomputed (pixel maps are not stored): it is not
+verifiable from the file, and the image tables say so. Each input records whether its scores were so checked
+(`scores_checked`; false only for files that store no scores). A folder under runs/ that cannot be listed is
+refused, not skipped: a table from the files that could be read would look complete.
 Both tracks and both schemas: a file's levels (`results.levels`: image and pixel, or record) name its matrices;
 the first level is the one recomputed from the scores (R/record of a tabular run, every cell of a cross-evaluation).
 Incomplete and failed runs are never averaged in: they are returned as `missing`.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +29,7 @@ import pandas as pd
 from bench import results
 from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError
-from bench.metrics import roc_auc
+from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.render import MULTI, sort_frame
 
 # Attributes without which a run cannot be traced back to its code, inputs and environment.
@@ -59,6 +63,9 @@ def result_dirs(outputs: Path, dataset: str) -> dict[str, Path]:
             raise BenchError(f"{outputs}: no results (expected {outputs}/<dataset>/runs/*.h5)")
         return found
     if dataset not in found:
+        runs = Path(outputs) / dataset / "runs"
+        if runs.exists() and not runs.is_dir():
+            raise BenchError(f"{runs}: not a folder (expected a folder of run files, {runs}/*.h5)")
         raise BenchError(f"{outputs}/{dataset}/runs: no such directory (datasets with results: "
                          f"{', '.join(found) or 'none'}; or DATASET=all)")
     return {dataset: found[dataset]}
@@ -131,12 +138,30 @@ def check_scores(run: dict, path: Path) -> bool:
             raise ProvenanceError(f"{path}: per-sample scores for {name}[{i},{j}], a cell this run did not evaluate")
         with warnings.catch_warnings():  # one-class test sets: NaN both ways, warned about when the run was made
             warnings.simplefilter("ignore")
-            recomputed = roc_auc(label[group], value[group])
-        stored = float(R[i, j])
-        if (np.isnan(stored) != np.isnan(recomputed)) or abs(stored - recomputed) > R_TOLERANCE:
-            raise ProvenanceError(f"{path}: {name}[{i},{j}] = {stored!r} but the file's per-sample scores give "
-                                  f"{recomputed!r}; the matrix was edited or the file is corrupt")
+            recomputed = {name: roc_auc(label[group], value[group])}
+            if name == "R/record":
+                recomputed.update(record_pr_metrics(label[group], value[group]))
+            elif name == "R/image":
+                recomputed["R/image_npr_auc"] = normalized_pr_auc(label[group], value[group])[0]
+        for matrix, again in recomputed.items():
+            if matrix not in run:
+                continue  # a file from before the matrix existed
+            stored = float(run[matrix][i, j])
+            if (np.isnan(stored) != np.isnan(again)) or abs(stored - again) > R_TOLERANCE:
+                raise ProvenanceError(f"{path}: {matrix}[{i},{j}] = {stored!r} but the file's per-sample scores "
+                                      f"give {again!r}; the matrix was edited or the file is corrupt")
     return True
+
+
+def record_pr_metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
+    """The precision-recall matrices of a tabular cell, as the tabular track computes them from the same scores."""
+    from bench.report.intervals import expected_random_ap
+
+    npr, p = normalized_pr_auc(labels, scores)
+    k = int(np.sum(labels))
+    return {"R/record_npr_auc": npr, "R/record_prevalence": p,
+            "R/record_ap": npr * (1 - p) + p if np.isfinite(npr) else np.nan,
+            "R/record_expected_ap": float(expected_random_ap(len(labels), k)) if k else np.nan}
 
 
 def _same_results(a: dict, b: dict) -> str | None:
@@ -150,8 +175,25 @@ def _same_results(a: dict, b: dict) -> str | None:
     return None
 
 
+def run_paths(runs_dir: Path) -> list[Path]:
+    """Every *.h5 under runs_dir; a folder that cannot be listed is a ProvenanceError naming it (Path.rglob would
+    skip it without a word)."""
+    def refuse(e: OSError):
+        raise ProvenanceError(f"{e.filename}: cannot list this folder under {runs_dir} ({e.strerror}); fix its "
+                              f"permissions or move it away: a table from the other folders would look complete")
+
+    found = []
+    for folder, dirs, files in os.walk(runs_dir, onerror=refuse):
+        dirs.sort()
+        found += [Path(folder) / f for f in files if f.endswith(".h5")]
+        odd = [d for d in dirs if d.endswith(".h5")]
+        if odd:
+            raise ProvenanceError(f"{Path(folder) / odd[0]}: a folder, not a result file; move it out of {runs_dir}")
+    return sorted(found)
+
+
 def _read_dir(dataset: str, runs_dir: Path):
-    for path in sorted(runs_dir.rglob("*.h5")):
+    for path in run_paths(runs_dir):
         run = results.read_run(path)
         check_file(run, path, dataset)
         yield path, run

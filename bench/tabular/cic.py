@@ -9,15 +9,25 @@ Quirks handled (each has a test writing a small file with it):
 - CICIDS2017 `MachineLearningCVE/*.pcap_ISCX.csv`: column names with leading spaces; `Fwd Header Length` appears
   twice (the second copy, pandas' `.1`, is dropped: it repeats the first); `Infinity`/`NaN` in `Flow Bytes/s` and
   `Flow Packets/s` (kept as ±inf/NaN here, removed by preprocessing with counts); web-attack labels carry a cp1252
-  en dash (byte 0x96) → "-"; normal label `BENIGN`; capture day = the file name's first word. The
-  `TrafficLabelling/` copies carry a `Timestamp` (d/m/Y H:M or H:M:S) that several files write on a 12-hour clock
-  without AM/PM ("7/7/2017 1:05" is 13:05): see `cicids2017_clock`.
+  en dash (byte 0x96) → "-", also in copies re-saved through UTF-8 (U+FFFD, bytes EF BF BD, which cp1252 reads
+  as "ï¿½"; or the UTF-8 en dash, read as "â€“"); normal label `BENIGN`; capture day = the file name's first
+  word. The `TrafficLabelling/` copies carry a `Timestamp` (d/m/Y H:M or H:M:S) that several files write on a
+  12-hour clock without AM/PM ("7/7/2017 1:05" is 13:05): see `cicids2017_clock`.
 - CSE-CIC-IDS2018 `*_TrafficForML_CICFlowMeter.csv`: the header row repeated mid-file (dropped, counted); one
   file with 84 columns (extra `Flow ID`, `Src IP`, `Src Port`, `Dst IP`, ignored); abbreviated names (`Tot Fwd
-  Pkts`, `Flow Byts/s` …) mapped onto 2017's; normal label `Benign`; `Timestamp` dd/mm/YYYY HH:MM:SS → day.
+  Pkts`, `Flow Byts/s` …) mapped onto 2017's; normal label `Benign`; `Timestamp` → day, in any of TIMESTAMP_FORMATS
+  (files mix dd/mm/YYYY HH:MM:SS with other forms: one day must stay one day); a stamp in none of them is an error
+  naming the file.
 - CIC-UNSW-NB15 in CICFlowMeter form: CICFlowMeter-4 names (`Total Fwd Packet`, `FWD Init Win Bytes` …) mapped
   onto 2017's; either CSV files with a `Label` column, or the `Data.csv` + `Label.csv` pair (row-aligned); normal
-  label `Benign`/`Normal` or 0. (Written from the CICFlowMeter-4 column names; not checked against the release.)
+  label `Benign`/`Normal` or 0 (the pair's integer class codes). A `Timestamp` column (the improved CIC-IDS2017
+  flows read through this reader carry `2017-07-06 12:39:06.818901`) gives the day; files without one have no day
+  (the natural day split then says so). (Written from the CICFlowMeter-4 column names; not checked against the
+  release.)
+
+Labels: every label must be one the dataset defines (KNOWN_LABELS, compared without case); an empty, misspelt,
+truncated or undecodable cell would otherwise become an attack class of its own, so it is an error listing the
+unknown labels with their counts and the file.
 """
 
 from __future__ import annotations
@@ -92,6 +102,31 @@ ALIASES_CFM4 = {
 _CANON = {re.sub(r"\s+", " ", n).strip().lower(): n for n in FEATURES}
 _CANON.update({re.sub(r"\s+", " ", a).strip().lower(): n for a, n in {**ALIASES_2018, **ALIASES_CFM4}.items()})
 NORMAL_LABELS = {"benign", "normal", "0"}
+_LABELS_2017 = (  # the original release and the improved flows (Engelen et al. 2021, "- Attempted" variants)
+    "BENIGN", "DoS Hulk", "DoS GoldenEye", "DoS slowloris", "DoS Slowhttptest", "DDoS", "PortScan", "Bot",
+    "FTP-Patator", "SSH-Patator", "Web Attack - Brute Force", "Web Attack - XSS", "Web Attack - Sql Injection",
+    "Infiltration", "Heartbleed", "Botnet", "Infiltration - Portscan",
+    *(f"{a} - Attempted" for a in ("FTP-Patator", "SSH-Patator", "DoS Slowloris", "DoS Slowhttptest", "DoS Hulk",
+                                   "DoS GoldenEye", "Web Attack - Brute Force", "Web Attack - XSS",
+                                   "Web Attack - SQL Injection", "Infiltration", "Botnet")))
+_LABELS_2018 = ("Benign", "Bot", "Brute Force -Web", "Brute Force -XSS", "SQL Injection", "DDoS attacks-LOIC-HTTP",
+                "DDOS attack-HOIC", "DDOS attack-LOIC-UDP", "DoS attacks-GoldenEye", "DoS attacks-Hulk",
+                "DoS attacks-SlowHTTPTest", "DoS attacks-Slowloris", "FTP-BruteForce", "SSH-Bruteforce",
+                "Infilteration")
+_LABELS_UNSW = ("Benign", "Normal", "Analysis", "Backdoor", "Backdoors", "DoS", "Exploits", "Fuzzers", "Generic",
+                "Reconnaissance", "Shellcode", "Worms")
+# The labels each reader accepts (lower case). The cicunsw reader is the generic CICFlowMeter-4 one: the improved
+# CIC-IDS2017 flows come through it too. Integer class codes (its Label.csv) are accepted by it as well.
+KNOWN_LABELS = {"cicids2017": {x.lower() for x in _LABELS_2017}, "cicids2018": {x.lower() for x in _LABELS_2018},
+                "cicunsw": {x.lower() for x in _LABELS_UNSW + _LABELS_2017}}
+# How the en dash of "Web Attack – XSS" (cp1252 byte 0x96) reaches us: as distributed, read as cp1252 (U+2013);
+# from a copy re-saved through UTF-8 with the byte already lost (U+FFFD, bytes EF BF BD), read as cp1252 ("ï¿½")
+# or as U+FFFD itself; from a UTF-8 copy that kept the dash (E2 80 93), read as cp1252 ("â€“"). Only there: an
+# undecodable byte elsewhere in a label stays U+FFFD, an unknown label.
+WEB_ATTACK_DASH = re.compile("^Web Attack\\s*(?:\u2013|\ufffd|\u00ef\u00bf\u00bd|\u00e2\u20ac\u201c|-)\\s*")
+# Timestamp texts the readers parse (tried in this order; each file may mix them)
+TIMESTAMP_FORMATS = ("%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y %I:%M:%S %p", "%Y-%m-%d %H:%M:%S.%f",
+                     "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 DATASETS = ("cicids2017", "cicids2018", "cicunsw")
 PATTERNS = {"cicids2017": "*.pcap_ISCX.csv", "cicids2018": "*_TrafficForML_CICFlowMeter.csv", "cicunsw": "*.csv"}
 
@@ -147,7 +182,8 @@ def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -
     out["source"] = path.name
     if label_col is not None:
         out["attack"] = _clean_labels(raw[label_col].to_numpy())
-    ts = raw["Timestamp"].astype(str).str.strip().to_numpy() if "Timestamp" in raw.columns else np.full(len(raw), "")
+    ts = (raw["Timestamp"].fillna("").astype(str).str.strip().to_numpy() if "Timestamp" in raw.columns
+          else np.full(len(raw), ""))
     out["timestamp"] = ts
     return out, {"repeated_header_lines": int(header_again.sum())}
 
@@ -160,12 +196,33 @@ def _numeric(col: pd.Series) -> np.ndarray:
 
 
 def _clean_labels(values) -> np.ndarray:
-    s = pd.Series(values).astype(str).str.replace("\u2013", "-").str.replace("\ufffd", "-")
-    return s.str.replace(r"\s+", " ", regex=True).str.strip().to_numpy()
+    """Label texts with the web attacks' en dash (WEB_ATTACK_DASH) as "-" and whitespace collapsed; an empty
+    cell is ""."""
+    s = pd.Series(values, dtype=object).where(pd.notna(values), "").astype(str)
+    s = s.str.replace(r"\s+", " ", regex=True).str.strip()
+    return s.str.replace(WEB_ATTACK_DASH, "Web Attack - ", regex=True).to_numpy()
 
 
-def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict) -> RawTable:
+def check_labels(attack: pd.Series, source: pd.Series, dataset: str) -> None:
+    """DatasetError listing the labels the dataset does not define, with counts, in the first file holding one."""
+    text = attack.str.lower()
+    bad = ~text.isin(KNOWN_LABELS[dataset])
+    if dataset == "cicunsw":
+        bad &= ~text.str.fullmatch(r"\d+")  # Label.csv's integer class codes
+    if not bad.any():
+        return
+    first = source[bad].iloc[0]
+    here = bad & (source == first)
+    shown = ", ".join(f"{label or '(empty)'!r} ×{n}" for label, n in attack[here].value_counts().items())
+    elsewhere = int(bad.sum() - here.sum())
+    more = f"; {elsewhere} more such cell(s) in other files" if elsewhere else ""
+    raise DatasetError(f"{first}: unknown label(s) {shown}{more}: not {dataset} labels (empty, misspelt, truncated "
+                       f"or undecodable cells); fix the file (known labels: KNOWN_LABELS in bench/tabular/cic.py)")
+
+
+def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict, dataset: str) -> RawTable:
     df = pd.concat(frames, ignore_index=True)
+    check_labels(df["attack"], df["source"], dataset)
     df["label"] = (~df["attack"].str.lower().isin(NORMAL_LABELS)).astype(np.int8)
     for c in ("day", "timestamp"):
         if c not in df:
@@ -220,19 +277,47 @@ def read_cicids2017(root) -> RawTable:
             reading["cicids2017_clock"] = f"12-hour files: hours before {CICIDS2017_FIRST_HOUR} are afternoon"
         counts["repeated_header_lines"] += c["repeated_header_lines"]
         frames.append(df)
-    return replace(_finish(frames, files, counts), reading=reading)
+    return replace(_finish(frames, files, counts, "cicids2017"), reading=reading)
+
+
+def parse_timestamps(text: np.ndarray, path: Path) -> pd.Series:
+    """Datetimes of one file's `Timestamp` texts, each in any of TIMESTAMP_FORMATS (NaT where empty); a non-empty
+    text in none of them is a DatasetError naming the file and the formats (rather than a day split in two)."""
+    raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
+    stamp = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns]")
+    for fmt in TIMESTAMP_FORMATS:
+        rest = stamp.isna() & (raw != "")
+        if not rest.any():
+            break
+        stamp[rest] = pd.to_datetime(raw[rest], format=fmt, errors="coerce")
+    bad = stamp.isna() & (raw != "")
+    if bad.any():
+        raise DatasetError(f"{path}: {int(bad.sum())} Timestamp text(s) in no known format, e.g. "
+                           f"{raw[bad].iloc[0]!r} (known: {', '.join(TIMESTAMP_FORMATS)}); fix or remove those rows")
+    return stamp
+
+
+def _file_day(path: Path) -> str:
+    """The capture date in a CSE-CIC-IDS2018 file name (`Friday-02-03-2018_…` → 2018-03-02), else its first word."""
+    m = re.search(r"(\d{2})-(\d{2})-(\d{4})", path.name)
+    return f"{m[3]}-{m[2]}-{m[1]}" if m else path.name.split("_")[0]
+
+
+def _stamp_columns(df: pd.DataFrame, path: Path, fallback_day: str) -> None:
+    """Set `day` (date of the timestamp, else `fallback_day`) and `timestamp` (ISO text or "") from the texts."""
+    stamp = parse_timestamps(df["timestamp"].to_numpy(), path)
+    df["day"] = stamp.dt.strftime("%Y-%m-%d").fillna(fallback_day).to_numpy()
+    df["timestamp"] = stamp.dt.strftime("%Y-%m-%dT%H:%M:%S").fillna("").to_numpy()
 
 
 def read_cicids2018(root) -> RawTable:
     files, frames, counts = _files(root, "cicids2018"), [], {"repeated_header_lines": 0}
     for path in files:
         df, c = _harmonise(_read_csv(path), path)
-        stamp = pd.to_datetime(df["timestamp"], format="%d/%m/%Y %H:%M:%S", errors="coerce")
-        df["day"] = stamp.dt.strftime("%Y-%m-%d").fillna(path.name.split("_")[0]).to_numpy()
-        df["timestamp"] = stamp.dt.strftime("%Y-%m-%dT%H:%M:%S").fillna("").to_numpy()
+        _stamp_columns(df, path, _file_day(path))
         counts["repeated_header_lines"] += c["repeated_header_lines"]
         frames.append(df)
-    return _finish(frames, files, counts)
+    return _finish(frames, files, counts, "cicids2018")
 
 
 def read_cicunsw(root) -> RawTable:
@@ -248,10 +333,11 @@ def read_cicunsw(root) -> RawTable:
                 raise DatasetError(f"{labels}: expected a 'Label' column with one row per row of {path.name}")
             df["attack"] = _clean_labels(lab["Label"].to_numpy()[df["row"].to_numpy()])
             read.append(labels)
+        _stamp_columns(df, path, "")  # no Timestamp column: no day
         counts["repeated_header_lines"] += c["repeated_header_lines"]
         frames.append(df)
         read.append(path)
-    return _finish(frames, read, counts)
+    return _finish(frames, read, counts, "cicunsw")
 
 
 READERS = {"cicids2017": read_cicids2017, "cicids2018": read_cicids2018, "cicunsw": read_cicunsw}

@@ -168,6 +168,7 @@ def cmd_ste(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from bench.cli import print_summary
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
     from bench.models.registry import get
@@ -182,6 +183,7 @@ def cmd_run(args) -> int:
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
     path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")
+    print_summary(path)
     return 0
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
+from bench.config import check_file_name
 from bench.errors import ConfigError, choice_error
 from bench.tabular.cic import FEATURES
 
@@ -54,6 +55,9 @@ class DiscoverySettings:
             raise ConfigError("n_tasks and min_normal must be ≥ 1, min_anomalous ≥ 0")
         if not isinstance(self.within, str) or self.within == self.column and self.method == "natural":
             raise ConfigError(f"within={self.within!r}: expected a metadata column other than the split's own")
+        check_file_name("candidate column", self.column)  # the candidate's name is a folder name
+        if self.within:
+            check_file_name("candidate @column", self.within)
 
     @property
     def name(self) -> str:
@@ -130,6 +134,13 @@ def _tasks(df: pd.DataFrame, s: DiscoverySettings) -> np.ndarray:
         if s.column not in df.columns:
             raise ConfigError(f"natural split column {s.column!r} not in the table (columns: day, attack, source…)")
         tasks = df[s.column].astype(str).to_numpy(dtype=object)
+        empty = tasks == ""
+        if empty.any():  # "" means unassigned: those records would vanish from the scenario unsaid
+            files = sorted(set(df["source"].to_numpy()[empty])) if "source" in df.columns else []
+            shown = ", ".join(files[:3]) + (f" … ({len(files)} files)" if len(files) > 3 else "")
+            raise ConfigError(f"{s.name}: {int(empty.sum())} of {len(tasks)} records have no {s.column} ({shown}: "
+                              f"no Timestamp column to take it from); use a clustering candidate instead, e.g. "
+                              f"--candidates kmeans:nearest:3")
     else:
         rng = np.random.default_rng(s.seed)
         X = df[list(FEATURES)].to_numpy(dtype=np.float64)

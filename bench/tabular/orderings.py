@@ -195,10 +195,38 @@ def concordance(per_model: dict[str, dict]) -> dict:
 
 
 def select_candidate(mean_w: dict[str, float], n_tasks: dict[str, int]) -> str:
-    """The candidate split with the highest mean W; ties: more tasks, then the first in the given order."""
-    finite = [c for c, w in mean_w.items() if np.isfinite(w)]
+    """The candidate split with the highest mean W; ties: more tasks, then the first in the given order. A lone
+    candidate with two or more tasks is taken even without a defined W (one model: nothing to choose between)."""
+    from bench.errors import ConfigError
+
+    counts = ", ".join(f"{c}: {n_tasks[c]}" for c in mean_w)
+    eligible = [c for c in mean_w if n_tasks[c] >= 2]
+    if not eligible:
+        raise ConfigError(f"no candidate split kept two or more tasks after filtering (tasks kept: {counts}); "
+                          f"nothing to order: loosen the filtering (--filter) or try other candidates")
+    if len(mean_w) == 1:
+        return eligible[0]
+    finite = [c for c in eligible if np.isfinite(mean_w[c])]
     if not finite:
-        raise ValueError("no candidate split has a defined Kendall's W (every one kept fewer than 2 tasks)")
+        raise ConfigError(f"no candidate split has a defined Kendall's W (tasks kept: {counts}); every model ranks "
+                          f"the tasks alike with ties throughout: use other models or candidates")
     top = max(mean_w[c] for c in finite)
     tied = [c for c in finite if mean_w[c] >= top - 1e-12]
     return max(tied, key=lambda c: (n_tasks[c], -list(mean_w).index(c)))
+
+
+def check_orderings(orderings: dict, tasks, where: str) -> None:
+    """Refuse, before a grid submits anything, a release ordering no run can follow: one over no tasks, one that
+    repeats a task, one naming a task the record index lacks (the release and its index disagree)."""
+    from bench.errors import ConfigError
+
+    for name, order in orderings.items():
+        if not isinstance(order, list) or not order:
+            raise ConfigError(f"{where}: ordering {name!r} has no tasks ({order!r}); a continual run needs at least "
+                              f"one: rebuild the release with `bench tabular scenarios`")
+        if len(set(order)) != len(order):
+            raise ConfigError(f"{where}: ordering {name!r} repeats a task ({order}); rebuild the release")
+        unknown = sorted(set(order) - set(tasks))
+        if unknown:
+            raise ConfigError(f"{where}: ordering {name!r} names task(s) {unknown} its record index lacks (has: "
+                              f"{', '.join(sorted(tasks))}); the release and its index disagree: rebuild the release")

@@ -102,12 +102,20 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ConfigError(f"candidate splits must differ (got {names})")
+    if len(models) < 2 and len(candidates) > 1:
+        raise ConfigError(f"models {', '.join(models)}: choosing between {len(candidates)} candidate splits needs "
+                          f"Kendall's W across at least two models; give two or more --models, or one candidate")
     results, index_meta = {}, {}
-    for cand in candidates:
-        cdir = out / "candidates" / cand.name
-        meta = build_index(dataset, raw, lambda df, c=cand: discover(df, c), prep, cdir / "index", cand.to_dict())
+    for cand in candidates:  # every candidate's tasks are checked before any model runs
+        meta = build_index(dataset, raw, lambda df, c=cand: discover(df, c), prep,
+                           out / "candidates" / cand.name / "index", cand.to_dict())
+        check_enough_tasks(cand, meta)
         index_meta[cand.name] = meta
         log(f"candidate {cand.name}: {len(meta['tasks'])} tasks ({', '.join(meta['tasks'])})")
+    if len(models) < 2:
+        log(f"note: one model ({models[0]}): Kendall's W is undefined; the orderings are {models[0]}'s own")
+    for cand in candidates:
+        cdir = out / "candidates" / cand.name
         results[cand.name] = evaluate_candidate(cand.name, cdir / "index", cdir / "ste", models, seed,
                                                 hparams or {}, fs, log)
         r = results[cand.name]
@@ -123,6 +131,20 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     log(f"selected {chosen}: {results[chosen]['kept']}; orderings in {out / 'release' / 'orderings.json'}, "
         f"report {report}")
     return manifest
+
+
+def check_enough_tasks(cand: DiscoverySettings, meta: dict) -> None:
+    """Refuse, before any model runs, a candidate split that leaves fewer than two tasks: no ordering, no W."""
+    kept = meta["tasks"]
+    if len(kept) >= 2:
+        return
+    dropped = meta["task_discovery"].get("dropped", {})
+    why = (f"dropped below --min-normal {cand.min_normal} / --min-anomalous {max(cand.min_anomalous, 1)}: "
+           + ", ".join(f"{t} ({d['normal']} normal, {d['anomalous']} anomalous)" for t, d in dropped.items())
+           if dropped else "the records hold no other task")
+    raise ConfigError(f"candidate {cand.name}: kept {len(kept)} task{'' if len(kept) == 1 else 's'} "
+                      f"({', '.join(kept) or 'none'}; {why}); a scenario needs at least two: lower the minimum "
+                      f"sizes or use another candidate, e.g. --candidates kmeans:nearest:3")
 
 
 def release(folder: Path, dataset: str, chosen: str, results: dict, index_meta: dict, index_dir: Path,

@@ -2,7 +2,8 @@
 `record`.
 
 A run's `root` is a record index folder (`bench tabular index`); its `index_sha256` (raw files' bytes + every
-preprocessing and discovery setting) is the data identity in the run key. Each evaluated cell (step i, task j)
+preprocessing and discovery setting) and the SHA-256 of its index.csv and features.npy (an index edited or rebuilt
+otherwise) are the data identity in the run key. Each evaluated cell (step i, task j)
 records ROC-AUC, raw average precision, the test set's prevalence p, normalised PR-AUC (AP − p)/(1 − p) and the
 expected AP of a uniformly random ranking of that test set (not p on small sets), each as an [N, N] matrix; and the
 per-record scores with each record's row in index.csv, so intervals can be recomputed per record. Where the index
@@ -97,6 +98,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
     record_settings(config.tabular, meta.get("settings", {}), config.root)
+    record_content(config.tabular, config.root)
     task_of, split, labels = index["task"].to_numpy(), index["split"].to_numpy(), index["label"].to_numpy()
     available = sorted(set(task_of))
     unknown = sorted(set(config.tasks) - set(available))
@@ -127,6 +129,32 @@ def record_settings(inputs, built: dict, root) -> None:
                 raise ConfigError(f"{root}/index.json: built with {part} {name}={have[name]!r}, but the run asks "
                                   f"for {wanted!r}; rebuild the index (`bench tabular index`) or drop the setting")
         setattr(inputs, part, dict(have))
+
+
+def index_content_sha256(root) -> str:
+    """One SHA-256 over the record index's data files (index.csv, features.npy): what a run reads besides the
+    settings. File digests come from the image track's cache (bench/data/digests.py: by path, size and mtime)."""
+    import hashlib
+    from pathlib import Path
+
+    from bench.data.digests import file_digests
+
+    names = ("index.csv", "features.npy")
+    shas = file_digests([Path(root).resolve() / n for n in names])
+    h = hashlib.sha256()
+    for name, sha in zip(names, shas):
+        h.update(f"{name}\0{sha}\n".encode())
+    return h.hexdigest()
+
+
+def record_content(inputs, root) -> None:
+    """Record the index files' SHA-256 in the run's inputs (the run key covers it); a value asked for and found
+    otherwise is a ConfigError naming the index."""
+    found = index_content_sha256(root)
+    if inputs.index_content_sha256 not in (None, found):
+        raise ConfigError(f"{root}: index.csv/features.npy changed (SHA-256 {found[:12]}, the run asks for "
+                          f"{inputs.index_content_sha256[:12]}); rebuild the index or drop the setting")
+    inputs.index_content_sha256 = found
 
 
 def stream_order(stamps: np.ndarray, record_ids: np.ndarray) -> np.ndarray | None:
