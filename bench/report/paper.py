@@ -115,12 +115,12 @@ def run_reasons(config: RunConfig, weights_id: str) -> list[tuple[str, str]]:
     if image.image_size != spec.image_size:
         out.append(("image size", f"{config.model} at {image.image_size} px, the paper's {spec.image_size}"))
     try:
-        paper = spec.resolve(preset=PRESET)
+        inclad = spec.resolve(preset=PRESET)
     except ConfigError:
         out.append(("hyperparameters", f"{config.model} has no {PRESET} preset"))
         return out
-    differ = [f"{k}={json.dumps(config.hparams.get(k))}" for k in sorted(set(paper) | set(config.hparams))
-              if config.hparams.get(k) != paper.get(k)]
+    differ = [f"{k}={json.dumps(config.hparams.get(k))}" for k in sorted(set(inclad) | set(config.hparams))
+              if config.hparams.get(k) != inclad.get(k)]
     if differ:
         out.append(("hyperparameters", f"{config.model}: {', '.join(differ[:3])}{' …' if len(differ) > 3 else ''}"))
     return out
@@ -203,8 +203,8 @@ def _in_band(ours: float, mean: float, std: float):
 
 
 def comparison(runs: pd.DataFrame, details: dict) -> pd.DataFrame:
-    """One row per dataset × ordering of ours × metric (ROC-AUC_CL, BWT) × level × protocol; see the module doc."""
-    runs = runs[runs["status"] == "complete"] if "status" in runs else runs
+    """One row per dataset × ordering of ours × metric (ROC-AUC_CL, BWT) × level × protocol; see the module doc.
+    `runs`: complete image runs (`collect`), `details`: their files by run key."""
     runs = _paper_runs(runs)
     columns = ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours_released", "n_methods", "n_runs",
                "published_mean", "published_std", "difference", "difference_released", "in_band",
@@ -246,8 +246,8 @@ def comparison(runs: pd.DataFrame, details: dict) -> pd.DataFrame:
 # ------------------------------------------------------------------ timings beside Tables 4-5
 
 def _hardware(runs: pd.DataFrame) -> str:
-    devices = sorted({str(d) or "not recorded" for d in runs.get("device", pd.Series([""] * len(runs)))})
-    hosts = runs["host"].nunique() if "host" in runs else 0
+    devices = sorted({str(d) or "not recorded" for d in runs["device"]})
+    hosts = runs["host"].nunique()
     return f"{', '.join(devices)} ({hosts} host{'s' * (hosts != 1)})"
 
 
@@ -256,7 +256,6 @@ def timing_comparison(runs: pd.DataFrame, details: dict) -> pd.DataFrame:
     protocol): our mean seconds, the published, ours / published, both machines, and why not comparable."""
     columns = ["dataset", "model", "backbone", "weights", "phase", "protocol", "ours_s", "n_orderings",
                "published", "published_s", "ratio", "our_hardware", "comparable", "reason"]
-    runs = runs[runs["status"] == "complete"] if "status" in runs else runs
     pub = published_timing()
     keys = ["dataset", "model", "backbone", "phase", "protocol"]
     published = {tuple(r[k] for k in keys): r for r in pub.to_dict("records")}
@@ -306,8 +305,10 @@ def to_markdown(frame: pd.DataFrame, timing: pd.DataFrame, footer: list[str] | N
     rows = []
     for r in frame.to_dict("records"):
         bwt = r["metric"] == "bwt"
-        status = (r["in_band"] + (f" / {r['in_band_released']}" if bwt else "")) if r["comparable"] else \
-            f"not comparable [{notes[r['reason']]}]"
+        if r["comparable"]:
+            status = r["in_band"] + (f" / {r['in_band_released']}" if bwt else "")
+        else:
+            status = f"not comparable [{notes[r['reason']]}]"
         pub = "–" if not np.isfinite(r["published_mean"]) else f"{r['published_mean']:.3f} ± {r['published_std']:.3f}"
         diff = _num(r["difference"], True) + (f" / {_num(r['difference_released'], True)}" if bwt else "")
         rows.append([label("dataset", r["dataset"]), label("ordering", r["ordering"]),
