@@ -271,3 +271,18 @@ def test_aggregate_publishes_the_comparison_and_verify_checks_it(tmp_path, incla
     published.write_text(published.read_text().replace("0.86", "0.87", 1))
     problems = verify(tmp_path, "btad", log=lambda *_: None)
     assert any(p.startswith("tables/paper_comparison.csv: dataset=btad, ordering=easy_to_hard") for p in problems)
+
+
+def test_multidataset_cells_pool_the_papers_three_methods_only(tmp_path, inclad_presets):
+    """Published MultiDataset rows average CFA, PaSTe and PaDiM: those six runs per protocol make the cell
+    comparable, and another detector's runs do not move our value."""
+    assert paper.required_methods("multi") == {(m, b) for m in ("cfa", "paste", "padim") for b in BACKBONES}
+    for model, backbone in sorted(paper.required_methods("multi")):
+        for protocol in ("ncl", "cl"):
+            write(tmp_path, model, backbone, protocol, dataset="multi")
+    write(tmp_path, "patchcore", "resnet18", "cl", dataset="multi", image=lower(0.2))
+    frame = compare(tmp_path, "multi")
+    assert frame["comparable"].all() and (frame["n_methods"] == 6).all()
+    # published MultiDataset easy-to-hard image CL: 0.792 ± 0.026
+    image_cl = cell(frame, "roc_auc_cl", "image", "cl")
+    assert image_cl["ours"] == pytest.approx(0.86) and image_cl["in_band"] == "no"
