@@ -31,6 +31,7 @@ from bench.report import heatmaps as hm
 from bench.report.bootstrap import roc_auc_cl_interval
 from bench.report.collect import Collection, collect
 from bench.results import file_sha256, write_text_atomic
+from bench.report import paper
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,
@@ -48,6 +49,8 @@ CSV_KEYS = {
     "tables/table2.csv": ["dataset", "ordering", "metric", "level", "protocol"],
     "tables/per_method.csv": ["dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol"],
     "tables/timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
+    "tables/paper_comparison.csv": ["dataset", "ordering", "metric", "level", "protocol"],
+    "tables/paper_timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
     "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol", "route_by"],
     "tables/multi_selection.csv": ["model"],
     "tables/heatmaps.csv": ["figure", "i", "j"],
@@ -135,6 +138,10 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     tm = timing_table(runs)
     items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
               Item("tables/timing.tex", timing_latex(tm, footer))]
+
+    pc, pt = paper.comparison(runs, c.details), paper.timing_comparison(runs, c.details)
+    items += [Item("tables/paper_comparison.csv", _csv(pc)), Item("tables/paper_timing.csv", _csv(pt)),
+              Item("tables/paper_comparison.md", paper.to_markdown(pc, pt, footer))]
 
     rt = routing_table(runs, c.details)
     if len(rt):

@@ -44,7 +44,8 @@ def cmd_verify(args) -> int:
 def register(sub) -> None:
     from bench.report.table2 import SELECT_BY
 
-    p = sub.add_parser("aggregate", help="Table 2, per-method, timing and routing tables, heatmaps, manifest")
+    p = sub.add_parser("aggregate", help="Table 2, per-method, timing and routing tables, the comparison with the "
+                       "published tables, heatmaps, manifest")
     p.add_argument("--dataset", required=True, help="a dataset with results under --outputs, or all")
     p.add_argument("--outputs", type=Path, default=Path("outputs"), help="results root (default: outputs)")
     p.add_argument("--bootstrap", type=int, default=1000,
