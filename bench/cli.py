@@ -43,7 +43,7 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.config import BACKBONES, NO_BACKBONE
+    from bench.config import BACKBONES, IMAGE_PROTOCOLS, NO_BACKBONE
     from bench.models import ALL_MODELS
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
@@ -52,7 +52,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backbone", default="resnet18", choices=(*BACKBONES, NO_BACKBONE),
                    help=f"{NO_BACKBONE} is what detectors that read raw images record, whatever is given")
     p.add_argument("--weights", default="imagenet", help="imagenet (staged by `make weights`) | none | PATH")
-    p.add_argument("--protocol", default="cl", choices=("ncl", "cl", "cumulative"))
+    p.add_argument("--protocol", default="cl", choices=IMAGE_PROTOCOLS,
+                   help="cumulative: retrain on every past task's images (gradient-trained detectors only)")
     order = p.add_mutually_exclusive_group(required=True)
     order.add_argument("--ordering", help="easy_to_hard | hard_to_easy | random | alphabetical")
     order.add_argument("--tasks", help="explicit comma-separated task order, e.g. bottle,cable,screw")
