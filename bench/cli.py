@@ -44,11 +44,12 @@ def parse_overrides(items: list[str]) -> dict:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from bench.config import BACKBONES, IMAGE_PROTOCOLS, NO_BACKBONE
-    from bench.models import ALL_MODELS
+    from bench.models.registry import names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
-    p.add_argument("--model", default="patchcore", choices=ALL_MODELS)
+    p.add_argument("--model", default="patchcore", choices=names(),
+                   help="a detector of bench/models or of an installed plugin (entry points bench.detectors)")
     p.add_argument("--backbone", default="resnet18", choices=(*BACKBONES, NO_BACKBONE),
                    help=f"{NO_BACKBONE} is what detectors that read raw images record, whatever is given")
     p.add_argument("--weights", default="imagenet", help="imagenet (staged by `make weights`) | none | PATH")

@@ -157,3 +157,10 @@ def test_every_protocol_surface_reads_the_one_image_list(tmp_path):
     path = write_grid(tmp_path / "synthetic.yaml", protocols=["cumulative", "sideways"])
     with pytest.raises(ConfigError, match="'sideways' .*valid: " + ", ".join(IMAGE_PROTOCOLS)):
         load_grid("synthetic", path)
+
+
+def test_the_torch_free_names_are_the_registered_detectors():
+    """The CLI's --model choices (module and entry-point names, nothing imported) are what the registry holds."""
+    from bench.models.registry import names
+
+    assert names() == tuple(specs())
