@@ -51,6 +51,7 @@ def plugin_site(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_the_docs_plugin_runs_through_bench_run_and_the_reader(plugin_site, tiny_root, tmp_path):
     from bench.results import is_complete, load
 

@@ -117,6 +117,7 @@ def _run_argv(root, out, model, protocol):
             "--tasks", "chip,disc", "--set", "epochs=1", "--set", "batch_size=8", "--out", str(out)]
 
 
+@pytest.mark.slow
 def test_cumulative_image_run_completes_for_a_gradient_detector(tiny_root, tmp_path):
     from bench.cli import main
     from bench.results import is_complete, load
@@ -164,3 +165,12 @@ def test_the_torch_free_names_are_the_registered_detectors():
     from bench.models.registry import names
 
     assert names() == tuple(specs())
+
+
+def test_the_reports_labels_are_the_registrys():
+    """bench.report.render keeps its own copy of the labels (the reports import no detector, hence no torch);
+    this pins it to ModelSpec.label. Other detectors (plugins) appear in tables under their names."""
+    from bench.report.render import MODEL_LABELS
+
+    assert MODEL_LABELS == {name: spec.label for name, spec in specs().items() if name in MODEL_LABELS}
+    assert set(INCLAD_MODELS) <= set(MODEL_LABELS)
