@@ -43,16 +43,18 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.config import BACKBONES, MASK_THRESHOLD, NO_BACKBONE
-    from bench.models import ALL_MODELS
+    from bench.config import BACKBONES, IMAGE_PROTOCOLS, MASK_THRESHOLD, NO_BACKBONE
+    from bench.models.registry import names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
-    p.add_argument("--model", default="patchcore", choices=ALL_MODELS)
+    p.add_argument("--model", default="patchcore", choices=names(),
+                   help="a detector of bench/models or of an installed plugin (entry points bench.detectors)")
     p.add_argument("--backbone", default="resnet18", choices=(*BACKBONES, NO_BACKBONE),
                    help=f"{NO_BACKBONE} is what detectors that read raw images record, whatever is given")
     p.add_argument("--weights", default="imagenet", help="imagenet (staged by `make weights`) | none | PATH")
-    p.add_argument("--protocol", default="cl", choices=("ncl", "cl", "cumulative"))
+    p.add_argument("--protocol", default="cl", choices=IMAGE_PROTOCOLS,
+                   help="cumulative: retrain on every past task's images (gradient-trained detectors only)")
     order = p.add_mutually_exclusive_group(required=True)
     order.add_argument("--ordering", help="easy_to_hard | hard_to_easy | random | alphabetical")
     order.add_argument("--tasks", help="explicit comma-separated task order, e.g. bottle,cable,screw")

@@ -60,7 +60,12 @@ DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # li
 TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
 # What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
 RESULT_SETS = DATASETS + tuple(d if d not in DATASETS else f"tabular-{d}" for d in TABULAR_DATASETS)
-PROTOCOLS = ("ncl", "cl")
+# The image track's protocols (bench.continual.protocols): ncl, train on each task as it comes; cl, the detector's
+# own continual variant (task banks) or Replay for gradient-trained detectors; cumulative, retrain on every past
+# task's images (the upper reference; gradient-trained detectors only, refused at prepare time for the others).
+# TABULAR_PROTOCOLS above is the tabular track's (bench.tabular.protocols; ste is the cross-evaluation expert).
+# The CLI, the grids, the protocol modules and RunConfig.validate read these two.
+IMAGE_PROTOCOLS = ("ncl", "cl", "cumulative")
 DEVICES = ("auto", "cpu", "cuda")
 # Pixel ROC-AUC at image_size² (masks resized nearest-neighbour: the default) or at each mask's own size (maps
 # upsampled bilinearly): see docs/reports.md.
@@ -200,7 +205,7 @@ class RunConfig:
         if not isinstance(self.inputs, tuple(INPUTS.values())):
             raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")
         tabular = self.track == "tabular"
-        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, PROTOCOLS)
+        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, IMAGE_PROTOCOLS)
         if self.dataset not in datasets:
             raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(datasets)})")
         if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):

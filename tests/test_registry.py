@@ -106,3 +106,71 @@ def test_the_preset_is_recorded_but_only_its_values_enter_the_run_key():
     assert base.sha256() != named.sha256()
     assert RunConfig.from_json(named.to_json()).preset == "original"
     assert RunConfig.from_json(base.to_json()).preset is None
+
+
+# --- one protocol list per track ------------------------------------------------------------------------
+
+
+def _run_argv(root, out, model, protocol):
+    return ["run", "--dataset", "synthetic", "--root", str(root), "--model", model, "--protocol", protocol,
+            "--weights", "none", "--image-size", "32", "--device", "cpu", "--batch-size", "8", "--workers", "0",
+            "--tasks", "chip,disc", "--set", "epochs=1", "--set", "batch_size=8", "--out", str(out)]
+
+
+@pytest.mark.slow
+def test_cumulative_image_run_completes_for_a_gradient_detector(tiny_root, tmp_path):
+    from bench.cli import main
+    from bench.results import is_complete, load
+
+    out = tmp_path / "stfpm-cumulative.h5"
+    assert main(_run_argv(tiny_root, out, "stfpm", "cumulative")) == 0
+    assert is_complete(out)
+    row = load(out).iloc[0]
+    assert (row["model"], row["protocol"], row["steps_done"]) == ("stfpm", "cumulative", 2)
+
+
+def test_cumulative_is_refused_for_a_memory_bank_detector_before_any_work(tiny_root, tmp_path, capsys):
+    from bench.cli import main
+    from conftest import _one_error_line
+
+    out = tmp_path / "patchcore-cumulative.h5"
+    assert main(_run_argv(tiny_root, out, "patchcore", "cumulative")) == 2
+    err = _one_error_line(capsys)
+    assert "'patchcore'" in err and "cumulative" in err and "ncl, cl" in err
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_every_protocol_surface_reads_the_one_image_list(tmp_path):
+    import argparse
+
+    from bench.cli import add_run_arguments
+    from bench.config import IMAGE_PROTOCOLS
+    from bench.continual.protocols import make_protocol
+    from bench.hpc.grid import load_grid
+    from conftest import write_grid
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    action = next(a for a in parser._actions if a.dest == "protocol")
+    assert tuple(action.choices) == IMAGE_PROTOCOLS
+    with pytest.raises(ConfigError, match="valid: " + ", ".join(sorted(IMAGE_PROTOCOLS))):
+        make_protocol("replay", None, seed=0)
+    path = write_grid(tmp_path / "synthetic.yaml", protocols=["cumulative", "sideways"])
+    with pytest.raises(ConfigError, match="'sideways' .*valid: " + ", ".join(IMAGE_PROTOCOLS)):
+        load_grid("synthetic", path)
+
+
+def test_the_torch_free_names_are_the_registered_detectors():
+    """The CLI's --model choices (module and entry-point names, nothing imported) are what the registry holds."""
+    from bench.models.registry import names
+
+    assert names() == tuple(specs())
+
+
+def test_the_reports_labels_are_the_registrys():
+    """bench.report.render keeps its own copy of the labels (the reports import no detector, hence no torch);
+    this pins it to ModelSpec.label. Other detectors (plugins) appear in tables under their names."""
+    from bench.report.render import MODEL_LABELS
+
+    assert MODEL_LABELS == {name: spec.label for name, spec in specs().items() if name in MODEL_LABELS}
+    assert set(INCLAD_MODELS) <= set(MODEL_LABELS)

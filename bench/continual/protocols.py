@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.config import IMAGE_PROTOCOLS
 from bench.errors import ConfigError, choice_error
 from bench.models.base import Protocol, tensor_bytes
 from bench.training.loop import GradientDetector
 from bench.training.replay import ReplayBuffer, default_replay_size, rerooted, split_from_state, split_state
-
-PROTOCOLS = ("ncl", "cl", "cumulative")
 
 
 class Naive(Protocol):
@@ -81,6 +80,20 @@ class Replay(Naive):
             out[step, tasks.index(task)] = count
 
 
+def check_protocol(name: str, spec) -> None:
+    """Refuse, before any work, a protocol the registered detector `spec` cannot run. Cumulative retrains on every
+    past image, which only a gradient-trained detector does; a factory that is a class says so without building
+    it (any other factory is checked by make_protocol when the detector is built)."""
+    if name == "cumulative" and isinstance(spec.factory, type) and not issubclass(spec.factory, GradientDetector):
+        raise ConfigError(_cumulative_refusal(spec.name))
+
+
+def _cumulative_refusal(model: str) -> str:
+    valid = ", ".join(p for p in IMAGE_PROTOCOLS if p != "cumulative")
+    return (f"protocol 'cumulative' retrains on all past data: it needs a gradient-trained detector, not "
+            f"{model!r} (valid protocols for {model}: {valid})")
+
+
 def make_protocol(name: str, detector, seed: int, train_sizes=()) -> Protocol:
     """The protocol `name` around `detector`. `train_sizes` (training images per task of the stream) resolves
     `replay_size=0` to the rule round(0.2 × mean training-task size)."""
@@ -97,7 +110,6 @@ def make_protocol(name: str, detector, seed: int, train_sizes=()) -> Protocol:
         return protocol
     if name == "cumulative":
         if not isinstance(detector, GradientDetector):
-            raise ConfigError(f"protocol 'cumulative' retrains on all past data: it needs a gradient-trained "
-                              f"detector, not {detector.name!r}")
+            raise ConfigError(_cumulative_refusal(detector.name))
         return Replay(detector, seed, None)
-    raise choice_error("protocol", name, PROTOCOLS)
+    raise choice_error("protocol", name, IMAGE_PROTOCOLS)

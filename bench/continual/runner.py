@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from bench import checkpoint, results
 from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
-from bench.continual.protocols import make_protocol
+from bench.continual.protocols import check_protocol, make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
 from bench.data.images import MaskCounts
@@ -161,6 +161,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
 
         track, index_sha = prepare_tabular(config)
         return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
+    check_protocol(config.protocol, model_spec(config.model))
     config.preset = model_spec(config.model).preset_name(config.preset)
     config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
     config.model_version = model_spec(config.model).version

@@ -165,8 +165,7 @@ def grid_path(dataset: str) -> Path:
 
 def load_grid(dataset: str, path: Path | None = None) -> Grid:
     """Parse and validate a grid file; every problem names the file and what was expected."""
-    from bench.config import DATASETS
-    from bench.config import BACKBONES
+    from bench.config import BACKBONES, DATASETS, IMAGE_PROTOCOLS
 
     path = Path(path or grid_path(dataset))
     data = _load_yaml(path, "grid")
@@ -202,9 +201,9 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         bad = [b for b in grid.axis(model, "backbones") if b not in BACKBONES]
         if bad:
             raise ConfigError(f"{path}: unknown backbone {bad[0]!r} (valid: {', '.join(BACKBONES)})")
-        bad = [p for p in grid.axis(model, "protocols") if p not in ("ncl", "cl", "cumulative")]
+        bad = [p for p in grid.axis(model, "protocols") if p not in IMAGE_PROTOCOLS]
         if bad:
-            raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: cl, cumulative, ncl)")
+            raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: {', '.join(IMAGE_PROTOCOLS)})")
     return grid
 
 
@@ -257,9 +256,11 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
                 seeds=_list_of(data["seeds"], int, path, "seeds"),
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 track="tabular", index_settings=index_settings, data=dataset)
+    # ste is a cross-evaluation run (`bench tabular ste`, the scenario search), not a continual grid axis
+    grid_protocols = tuple(p for p in TABULAR_PROTOCOLS if p != "ste")
     for model in models:
         grid.model_resources(model)
-        for axis, valid in (("orderings", ORDERINGS), ("protocols", TABULAR_PROTOCOLS[:-1])):
+        for axis, valid in (("orderings", ORDERINGS), ("protocols", grid_protocols)):
             bad = [v for v in grid.axis(model, axis) if v not in valid]
             if bad:
                 raise ConfigError(f"{path}: unknown {axis[:-1]} {bad[0]!r} (valid: {', '.join(valid)})")

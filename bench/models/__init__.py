@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from bench.models.registry import INCLAD_MODELS, get, specs
-
-ALL_MODELS = INCLAD_MODELS  # the names the CLI accepts (torch-free); unregistered ones fail with a clear message
+from bench.models.registry import get, specs
 
 
 def implemented() -> tuple[str, ...]:

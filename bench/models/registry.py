@@ -22,10 +22,14 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bench.errors import ConfigError, choice_error
+from bench.errors import BenchError, ConfigError, choice_error
 
-# The nine InCLAD detectors; a name without a registered file is rejected with a clear message, never skipped.
+# The nine InCLAD detectors in their canonical order (tables, listings); which detectors exist is the registry's
+# business (specs(), names()), not this tuple's.
 INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "paste", "fastflow", "ganomaly")
+# Detectors from other packages: an entry point of this group, named after the detector, whose value is the module
+# that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/models.md, "Your own detector").
+ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 _INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models / bench.tabular.detectors that are not detectors
 TRACKS = ("image", "tabular")
@@ -231,7 +235,8 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 
 def _discover() -> None:
-    """Import every detector module of bench.models and bench.tabular.detectors (each registers itself)."""
+    """Import every detector module of bench.models and bench.tabular.detectors, then every plugin of the
+    entry-point group (each registers itself)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
@@ -239,10 +244,45 @@ def _discover() -> None:
     import bench.tabular.detectors as tabular
 
     for package, prefix in ((pkg, "bench.models"), (tabular, "bench.tabular.detectors")):
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name not in _INFRASTRUCTURE and not info.name.startswith("_"):
-                importlib.import_module(f"{prefix}.{info.name}")
+        for name in _module_names(package):
+            importlib.import_module(f"{prefix}.{name}")
+    for entry in _entry_points():
+        _load_plugin(entry)
     _DISCOVERED = True
+
+
+def _module_names(package) -> list[str]:
+    return [i.name for i in pkgutil.iter_modules(package.__path__)
+            if i.name not in _INFRASTRUCTURE and not i.name.startswith("_")]
+
+
+def _entry_points():
+    from importlib.metadata import entry_points
+
+    return entry_points(group=ENTRY_POINT_GROUP)
+
+
+def _load_plugin(entry) -> None:
+    """Import one plugin's module; a plugin that fails, or registers no detector of its entry point's name, is one
+    line naming the entry point (a broken plugin is never skipped: its runs would silently vanish from grids)."""
+    where = f"detector plugin {entry.name!r} (entry point {ENTRY_POINT_GROUP}: {entry.name} = {entry.value})"
+    try:
+        entry.load()
+    except Exception as e:  # noqa: BLE001 - whatever the plugin raises, the user needs its name and the error
+        raise BenchError(f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")) from None
+    if entry.name not in _SPECS:
+        raise BenchError(f"{where} registered no detector named {entry.name!r}: its module must call "
+                         f"bench.models.registry.register(ModelSpec(name={entry.name!r}, ...))")
+
+
+def names() -> tuple[str, ...]:
+    """The image detectors' names without importing any detector (no torch; the CLI's --model choices): the
+    modules of bench.models and the plugins' entry-point names, in specs()' order. A plugin's track is known only
+    once it is loaded, so a tabular plugin is listed too; `get` then refuses it, listing the valid names."""
+    import bench.models as pkg
+
+    found = set(_module_names(pkg)) | {entry.name for entry in _entry_points()}
+    return tuple(m for m in INCLAD_MODELS if m in found) + tuple(sorted(found - set(INCLAD_MODELS)))
 
 
 def specs(track: str = "image") -> dict[str, ModelSpec]:
@@ -257,10 +297,6 @@ def specs(track: str = "image") -> dict[str, ModelSpec]:
 
 def get(name: str, track: str = "image") -> ModelSpec:
     registered = specs(track)
-    if name in registered:
-        return registered[name]
-    if track == "tabular":
-        raise choice_error("tabular model", name, registered)
-    if name in INCLAD_MODELS:
-        raise ConfigError(f"model {name!r} is not implemented yet (implemented: {', '.join(registered)})")
-    raise choice_error("model", name, tuple(registered) + tuple(m for m in INCLAD_MODELS if m not in registered))
+    if name not in registered:
+        raise choice_error("tabular model" if track == "tabular" else "model", name, registered)
+    return registered[name]
