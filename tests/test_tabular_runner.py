@@ -303,7 +303,7 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
     assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
     args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
-            "--models", "iforest", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
+            "--models", "deepsvdd", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
             "--cluster", "debug", "--profile", "cpu"]
     assert "4 runs ran" in cli_stdout(*args)
     files = sorted((tmp_path / "tabular-synthetic" / "runs").glob("*.h5"))
@@ -360,7 +360,7 @@ def test_a_tabular_grid_refuses_a_root_whose_index_was_built_otherwise(scenario_
         path = tmp_path / "tabular-synthetic.yaml"
         path.write_text(yaml.safe_dump(data))
         return grids.expand(grids.load_grid("tabular-synthetic", path), grids.load_profile("cpu"),
-                            grids.Selection(models=["iforest"], orderings=["smooth_drift"], protocols=["ncl"]),
+                            grids.Selection(models=["deepsvdd"], orderings=["smooth_drift"], protocols=["ncl"]),
                             scenario_folder, tmp_path)
 
     [ok] = expand({"preprocessing": {"train_fraction": 0.8}, "discovery": {"column": "day"}})
@@ -386,7 +386,7 @@ def test_orderings_with_one_task_order_run_once_and_say_so(scenario_folder, tmp_
     path.write_text(json.dumps(orders))
     notes = []
     planned = grids.expand(grids.load_grid("tabular-synthetic"), grids.load_profile("cpu"),
-                           grids.Selection(models=["iforest"], protocols=["ncl"]), root, tmp_path, log=notes.append)
+                           grids.Selection(models=["deepsvdd"], protocols=["ncl"]), root, tmp_path, log=notes.append)
     assert sorted(p.run.config.ordering for p in planned) == sorted(set(orders) - {"generalization_down"})
     assert len({p.key for p in planned}) == len(planned) == 5
     assert notes == [f"note: ordering generalization_down puts the tasks in the order of curriculum_up "
