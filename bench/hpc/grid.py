@@ -289,7 +289,7 @@ def tabular_mem_gb(features_bytes: int, protocol: str) -> float:
     """GiB a tabular run needs: the record features (float32, all loaded), the training rows the protocol
     concatenates (Cumulative: every task's, Replay: at most the current task and its buffer; taken as all of them
     for Cumulative, else half) and a copy made while scoring, plus 1 GiB for the interpreter and the detector."""
-    held = 1.0 if protocol == "cumulative" else 0.5
+    held = 1.0 if protocol in ("cumulative", "cumulative_fresh") else 0.5
     return round((features_bytes * (2 + held)) / 2**30 + 1, 1)
 
 
