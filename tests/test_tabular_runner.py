@@ -338,7 +338,8 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
         cell = long[(long["ordering"] == row.ordering) & (long["metric"] == "roc_auc_cl")].set_index("protocol")
         assert row.non_triviality_gap == pytest.approx(cell.loc["mste", "value"] - cell.loc["ncl", "value"])
         assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
-    assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative (warm) | Cumulative (fresh) | MSTE | Replay |" in \
+    assert ("| Scenario | Ordering | Model | Metric | Naive | Cumulative (warm) | Cumulative (fresh) | MSTE "
+            "| Replay |") in \
         (tables / "tabular_table2.md").read_text()
     maps = pd.read_csv(tables / "tabular_heatmaps.csv")  # R heatmaps through bench.report.heatmaps, one per run here
     assert set(maps["figure"]) == {f"heatmap_synthetic_{o}_{p}_record" for o in ("smooth_drift", "abrupt_drift")

@@ -8,9 +8,9 @@ max(100, p90 attack-run length + 1) over the scenario's test sets), and again wi
 sensitivity run; a cell whose conclusion (its interval above, across or below chance) differs between the two is
 flagged. A test set no longer than a block, and every test set of a run without an order (older files, or an
 index without timestamps), gets the stratified bootstrap. Raw AP_CL and the AP_CL of a random ranking stand beside
-nPR-AUC_CL; each test set's prevalence is in the per-task table (`task_table`), never pooled over test sets. One resample per task is shared by every cell of its
-column and by every strategy and seed of the scenario (`r_samples` draws it from (bootstrap seed, task) alone), so
-the replicates of two strategies are paired. With several seeds a cell is the seed mean, every seed's value
+nPR-AUC_CL; each test set's prevalence is in the per-task table (`task_table`), never pooled over test sets.
+One resample per task is shared by every cell of its column and by every strategy and seed of the scenario
+(`r_samples` draws it from (bootstrap seed, task) alone), so the replicates of two strategies are paired. With several seeds a cell is the seed mean, every seed's value
 listed, and its interval the percentiles of the seed-mean of each resample.
 
 `tabular_table2`: one row per scenario (dataset × ordering) × model × metric × strategy (Naive = ncl, Cumulative,
