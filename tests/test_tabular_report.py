@@ -224,3 +224,20 @@ def test_raw_ap_and_the_random_ranking_ap_stand_beside_npr_auc_and_each_test_set
     assert list(tasks["random_ap"]) == pytest.approx(expected)
     md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [], tasks=tasks)
     assert "AP_CL of a random ranking" in md and f"{labels[1].mean():.4f}" in md
+
+
+def test_a_cell_whose_conclusion_changes_with_the_block_is_flagged():
+    """Interval above chance with the p90 block, across it with the longest-run block: flagged, (!) in markdown."""
+    reps = {m + sfx: np.full(200, np.nan) for m in tb.METRICS for sfx in ("", "_long")}
+    reps["roc_auc_cl"] = np.linspace(0.55, 0.65, 200)  # above 0.5
+    reps["roc_auc_cl_long"] = np.linspace(0.45, 0.70, 200)  # across 0.5
+    reps["npr_auc_cl"], reps["npr_auc_cl_long"] = np.linspace(0.1, 0.2, 200), np.linspace(0.05, 0.3, 200)
+    values = {0: {m: 0.6 for m in tb.METRICS}}
+    cells = {("d", "o", "m", "ncl"): {"values": values, "reps": reps, "method": "block", "stratified_tasks": [],
+                                      "blocks": (120, 400)}}
+    long = tb.tabular_table2(cells).set_index("metric")
+    assert bool(long.loc["roc_auc_cl", "conclusion_changes"]) and not long.loc["npr_auc_cl", "conclusion_changes"]
+    assert (long.loc["roc_auc_cl", "block"], long.loc["roc_auc_cl", "block_long"]) == (120, 400)
+    md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [])
+    assert md.count("(!)") == 2  # the flagged cell and the note that explains the mark
+    assert "d/o: 120 and 400" in md
