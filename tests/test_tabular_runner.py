@@ -242,7 +242,7 @@ def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
 
 
 def test_bad_tabular_configs_fail_before_work(index, tmp_path):
-    with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, mste, ste"):
+    with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, cumulative_fresh, mste, ste"):
         prepare(config(index, "finetune"), out=tmp_path / "x.h5")
     with pytest.raises(ConfigError, match="evaluation"):
         prepare(RunConfig(dataset="synthetic", root="r", model="patchcore", tasks=["a"], evaluation="cross"))
