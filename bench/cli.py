@@ -96,7 +96,8 @@ def print_summary(path: Path) -> None:
 
     for level, s in final_summary(path).items():
         nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
-        print(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f}{nan}")
+        print(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f} "
+              f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD released, step-averaged){nan}")
         if level == "record":
             print(record_pr_summary(path))
 

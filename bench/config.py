@@ -51,7 +51,8 @@ MASK_THRESHOLD = 127
 MASK_THRESHOLD_RANGE = (0, 254)
 TRACKS = ("image", "tabular")
 EVALUATIONS = ("continual", "cross")
-TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "mste", "ste")  # ste: a fresh single-task expert per task
+# ste: a fresh single-task expert per task; cumulative_fresh: a new model per step on all data so far
+TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "cumulative_fresh", "mste", "ste")
 BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so the CLI lists them without torch
 # the backbone of a detector that reads raw images (EfficientAD, GANomaly: InCLAD Table 7's "—"): `runner.prepare`
 # sets it, so such a run has one identity (key, file name, table row) whatever backbone a command line or grid named

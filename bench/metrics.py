@@ -228,6 +228,26 @@ def forgetting(R) -> float:
     return _nanmean(np.array([R[j:last, j].max() - R[last, j] for j in range(last)]))
 
 
+def forgetting_released(R) -> float:
+    """Step-averaged clipped forgetting, the form the CAD framework's released code reports as FM (issue 20):
+    for each step t = 1 … N−1, f_t = mean over j < t of max(0, max_{j ≤ l < t} R[l,j] − R[t,j]); the value is
+    the mean of f_t over those steps. NaN when N = 1.
+
+    The framework paper defers FM to an appendix that is not in the text we have, so this is written from the
+    description of its released code: every intermediate step counts (not only the last, as in Chaudhry et al.'s
+    `forgetting`), and a task evaluated higher than ever before counts 0 rather than negatively. The max runs
+    over l ≥ j because R[l,j] above the diagonal is not evaluated. Offered beside `forgetting`, the suite's FM,
+    to compare with published numbers; the two agree only when forgetting appears at the last step alone and
+    no term is negative. A term with a NaN cell is skipped, and a step whose terms are all NaN.
+    """
+    R = _check_matrix(R)
+    steps = []
+    for t in range(1, len(R)):
+        drops = np.array([R[j:t, j].max() - R[t, j] for j in range(t)])
+        steps.append(_nanmean(np.where(np.isnan(drops), np.nan, np.maximum(drops, 0.0))))
+    return _nanmean(np.array(steps))
+
+
 def summarize(R) -> dict:
     """The continual summaries of one R matrix, with how many lower-triangle cells were NaN (one-class test sets)."""
     R = _check_matrix(R)
@@ -237,6 +257,7 @@ def summarize(R) -> dict:
         "bwt": bwt(R),
         "bwt_released": bwt_consecutive(R),  # beside Eq. 2, for comparison with the published Table 2 only
         "forgetting": forgetting(R),
+        "forgetting_released": forgetting_released(R),  # the CAD framework's released, step-averaged form
         "final_mean": _nanmean(R[-1]),
         "n_cells": int(cells.size),
         "nan_cells": int(np.count_nonzero(np.isnan(cells))),

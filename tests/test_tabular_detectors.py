@@ -85,3 +85,41 @@ def test_defaults_pass_their_own_checks(name):
 def test_bad_hidden_sizes_are_refused():
     with pytest.raises(ConfigError, match="hidden"):
         build("autoencoder", hidden="64,x").fit(np.zeros((10, 3), np.float32), 0)
+
+
+def _with_batch_norm(name):
+    """The quick setting with BatchNorm switched on where the detector has the setting (the crash needs it)."""
+    return {"batch_norm": True} if "batch_norm" in get(name, "tabular").params else {}
+
+
+@pytest.mark.parametrize("name", TABULAR)
+def test_a_last_batch_of_one_record_trains(name):
+    """n = batch + 1 leaves a last batch of one record; BatchNorm in train mode refused it (issue 20)."""
+    spec = get(name, "tabular")
+    over = {**spec.quick, **_with_batch_norm(name)}
+    if "batch_size" in spec.params:
+        over["batch_size"] = 16
+    n = over.get("batch_size", 16) + 1
+    rng = np.random.default_rng(0)
+    train = rng.normal(size=(n, 6)).astype(np.float32)
+    det = spec.factory(**spec.resolve(over)).fit(train, seed=0)
+    scores = det.score(train)
+    assert scores.shape == (n,) and np.isfinite(scores).all()
+    again = spec.factory(**spec.resolve(over)).fit(train, seed=0).score(train)
+    assert np.allclose(again, scores, rtol=1e-5, atol=1e-6)  # the dropped batch is deterministic
+
+
+def test_ae1svm_fit_trains_as_pyods_fit_when_no_batch_is_dropped():
+    """The wrapper runs PyOD's fit step by step (to drop a one-record batch); for any other n the weights are
+    PyOD's own."""
+    import torch
+
+    train, _, _ = tabular_task(n=130)  # 130 = 2·64 + 2: no one-record batch at batch 64
+    det = build("ae1svm").fit(train, seed=3)
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        ref = det._pyod()
+        ref.fit(train)
+    ours, theirs = det.model_.model.state_dict(), ref.model.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)

@@ -172,5 +172,5 @@ def test_transductive_detectors_are_refused_or_have_their_batches_recorded(bench
 
 def test_unknown_protocol_lists_the_valid_ones():
     spec = get("iforest", "tabular")
-    with pytest.raises(ConfigError, match="cl, cumulative, mste, ncl"):
+    with pytest.raises(ConfigError, match="cl, cumulative, cumulative_fresh, mste, ncl"):
         P.make_protocol("ewc", spec, spec.resolve(spec.quick), seed=0)

@@ -8,19 +8,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sklearn.metrics import average_precision_score
+
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report import tabular as tb
-from bench.report.intervals import BLOCK
+from bench.report.intervals import BLOCK, expected_random_ap, stream_blocks
 
 
 def fake_run(scores: dict, labels: dict, order: dict | None) -> dict:
     """A tabular run dict as results.read_run gives it, its R matrices computed from `scores` {(i, j): [n]}."""
     n = len(labels)
-    mats = {k: np.full((n, n), np.nan) for k in ("R/record", "R/record_npr_auc", "R/record_prevalence")}
+    mats = {k: np.full((n, n), np.nan) for k in ("R/record", "R/record_npr_auc", "R/record_prevalence",
+                                                  "R/record_ap", "R/record_expected_ap")}
     cols = {k: [] for k in ("step", "task", "record", "value", "label", "order")}
     for (i, j), s in sorted(scores.items()):
         mats["R/record"][i, j] = roc_auc(labels[j], s)
         mats["R/record_npr_auc"][i, j], mats["R/record_prevalence"][i, j] = normalized_pr_auc(labels[j], s)
+        p = mats["R/record_prevalence"][i, j]
+        mats["R/record_ap"][i, j] = mats["R/record_npr_auc"][i, j] * (1 - p) + p  # as the tabular track stores it
+        mats["R/record_expected_ap"][i, j] = expected_random_ap(len(labels[j]), int(np.sum(labels[j])))
         size = len(s)
         for k, v in (("step", np.full(size, i)), ("task", np.full(size, j)), ("record", 1000 * j + np.arange(size)),
                      ("value", s), ("label", labels[j].astype(np.int8)),
@@ -82,9 +88,10 @@ def test_a_test_set_shorter_than_a_block_falls_back_to_stratified():
     row = long.loc[("roc_auc_cl", "ncl")]
     assert row.method == "block+stratified" and row.stratified_tasks == "t2"  # 90 ≤ BLOCK < 150
     assert np.isfinite([row.ci_low, row.ci_high, row.ci_low_long, row.ci_high_long]).all()
+    assert (row.block, row.block_long) == (BLOCK, 11)  # runs of 10: p90 + 1 < 100; the longest + 1 = 11
     md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [])
-    assert f"at most {BLOCK} records fall back to the stratified bootstrap: d/o/t2" in md
-    assert f"blocks of {BLOCK}" in md and f"blocks of {2 * BLOCK}" in md
+    assert "no longer than their block fall back to the stratified bootstrap: d/o/t2" in md
+    assert f"d/o: {BLOCK} and 11" in md
 
 
 def test_run_length_table_reads_the_stream_order():
@@ -176,3 +183,61 @@ def test_placements_that_flip_across_seeds_are_flagged():
     assert "Flagged" in md and "Naive vs Replay" in md
     one_seed = tb.tabular_cells(frame[frame["seed"] == 0], details, n_boot=0)
     assert tb.placement_table(one_seed).empty  # one seed: nothing can flip
+
+
+def planted_runs(lengths, gap=50):
+    """One test set in stream order: anomaly runs of the given lengths, `gap` normals before each."""
+    return np.concatenate([np.r_[np.zeros(gap, bool), np.ones(k, bool)] for k in lengths] + [np.zeros(gap, bool)])
+
+
+def test_the_block_follows_the_attack_run_lengths_of_the_stream():
+    """max(100, p90 + 1) and the longest run + 1 (the stream-assembly paper), from the planted runs."""
+    short = planted_runs([5] * 9 + [300])  # p90 of the ten runs = 5 + 0.1·295 = 34.5: the floor of 100 holds
+    assert stream_blocks([short]) == (BLOCK, 301)
+    long_runs = planted_runs([130] * 6)  # every run 130: both blocks 131
+    assert stream_blocks([long_runs]) == (131, 131)
+    assert stream_blocks([short, long_runs]) == (131, 301)  # pooled over the scenario's test sets: p90 = 130
+    assert stream_blocks([np.zeros(500, bool)]) == (BLOCK, BLOCK)
+    labels = {0: long_runs, 1: planted_runs([140] * 6)}
+    scores = strategy(labels, np.random.default_rng(3))
+    _, long = table({"ncl": fake_run(scores, labels, {j: np.arange(y.size) for j, y in labels.items()})})
+    row = long.loc[("roc_auc_cl", "ncl")]
+    assert (row.block, row.block_long, row.method) == (int(np.ceil(np.percentile([130] * 6 + [140] * 6, 90))) + 1,
+                                                       141, "block")
+
+
+def test_raw_ap_and_the_random_ranking_ap_stand_beside_npr_auc_and_each_test_set_has_its_prevalence():
+    labels = {0: planted_runs([20] * 4, gap=100), 1: planted_runs([10] * 2, gap=150)}
+    scores = strategy(labels, np.random.default_rng(5))
+    run = fake_run(scores, labels, None)
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "protocol": "ncl",
+                           "seed": 0, "run_key": "k"}])
+    _, long = table({"ncl": run})
+    ap = np.mean([average_precision_score(labels[j], scores[(i, j)]) for (i, j) in scores])
+    assert long.loc[("ap_cl", "ncl"), "value"] == pytest.approx(ap)
+    rand = long.loc[("random_ap_cl", "ncl")]
+    expected = [expected_random_ap(y.size, int(y.sum())) for y in labels.values()]
+    assert rand.value == pytest.approx((expected[0] * 2 + expected[1]) / 3)  # cells (0,0), (1,0), (1,1)
+    assert np.isnan(rand.ci_low)
+    tasks = tb.task_table(frame, {"k": run})
+    assert list(tasks["prevalence"]) == pytest.approx([y.mean() for y in labels.values()])
+    assert list(tasks["random_ap"]) == pytest.approx(expected)
+    md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [], tasks=tasks)
+    assert "AP_CL of a random ranking" in md and f"{labels[1].mean():.4f}" in md
+
+
+def test_a_cell_whose_conclusion_changes_with_the_block_is_flagged():
+    """Interval above chance with the p90 block, across it with the longest-run block: flagged, (!) in markdown."""
+    reps = {m + sfx: np.full(200, np.nan) for m in tb.METRICS for sfx in ("", "_long")}
+    reps["roc_auc_cl"] = np.linspace(0.55, 0.65, 200)  # above 0.5
+    reps["roc_auc_cl_long"] = np.linspace(0.45, 0.70, 200)  # across 0.5
+    reps["npr_auc_cl"], reps["npr_auc_cl_long"] = np.linspace(0.1, 0.2, 200), np.linspace(0.05, 0.3, 200)
+    values = {0: {m: 0.6 for m in tb.METRICS}}
+    cells = {("d", "o", "m", "ncl"): {"values": values, "reps": reps, "method": "block", "stratified_tasks": [],
+                                      "blocks": (120, 400)}}
+    long = tb.tabular_table2(cells).set_index("metric")
+    assert bool(long.loc["roc_auc_cl", "conclusion_changes"]) and not long.loc["npr_auc_cl", "conclusion_changes"]
+    assert (long.loc["roc_auc_cl", "block"], long.loc["roc_auc_cl", "block_long"]) == (120, 400)
+    md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [])
+    assert md.count("(!)") == 2  # the flagged cell and the note that explains the mark
+    assert "d/o: 120 and 400" in md

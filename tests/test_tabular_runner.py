@@ -269,7 +269,7 @@ def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
 
 
 def test_bad_tabular_configs_fail_before_work(index, tmp_path):
-    with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, mste, ste"):
+    with pytest.raises(ConfigError, match="valid: ncl, cl, cumulative, cumulative_fresh, mste, ste"):
         prepare(config(index, "finetune"), out=tmp_path / "x.h5")
     with pytest.raises(ConfigError, match="evaluation"):
         prepare(RunConfig(dataset="synthetic", root="r", model="patchcore", tasks=["a"], evaluation="cross"))
@@ -325,14 +325,14 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
 
     grid = grids.load_grid("tabular-synthetic")  # the shipped grid: 6 orderings × 4 strategies per model
     planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), scenario_folder, tmp_path)
-    assert len(planned) == len(grid.models) * 6 * 4
+    assert len(planned) == len(grid.models) * 6 * len(grid.protocols)
     assert all(p.run.out.parent == tmp_path / "tabular-synthetic" / "runs" for p in planned)
     cum = [p for p in planned if p.run.config.protocol == "cumulative"][0]
     size = (scenario_folder / "candidates" / "natural-day" / "index" / "features.npy").stat().st_size
     assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
     assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
     args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
-            "--models", "iforest", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
+            "--models", "deepsvdd", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
             "--cluster", "debug", "--profile", "cpu"]
     assert "4 runs ran" in cli_stdout(*args)
     files = sorted((tmp_path / "tabular-synthetic" / "runs").glob("*.h5"))
@@ -350,21 +350,25 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
 
     from bench.metrics import continual_roc_auc
 
+    from bench.report import tabular as tb
+
     tables = tmp_path / "tabular-synthetic" / "tables"
     long = pd.read_csv(tables / "tabular_table2.csv")
-    assert len(long) == 2 * 2 * 3  # orderings × strategies × metrics
+    assert len(long) == 2 * 2 * len(tb.METRICS)  # orderings × strategies × metrics
     configs = {f: json.loads(results.read_run(f)["attrs"]["config"]) for f in files}
     by_file = {(c["protocol"], c["ordering"]): results.read_run(f) for f, c in configs.items()}
     for row in long[long["metric"] == "roc_auc_cl"].itertuples():
         R = by_file[(row.protocol, row.ordering)]["R/record"]
         assert row.value == pytest.approx(continual_roc_auc(R)) and row.ci_low <= row.value <= row.ci_high
-    assert long.loc[long["metric"] == "npr_auc_cl", "prevalence"].between(0, 1).all()
+    tasks = pd.read_csv(tables / "tabular_tasks.csv")  # each test set's own prevalence, not a pooled one
+    assert tasks["prevalence"].between(0, 1).all() and (tasks["random_ap"] >= tasks["prevalence"]).all()
     val = pd.read_csv(tables / "validation.csv")
     for row in val.itertuples():
         cell = long[(long["ordering"] == row.ordering) & (long["metric"] == "roc_auc_cl")].set_index("protocol")
         assert row.non_triviality_gap == pytest.approx(cell.loc["mste", "value"] - cell.loc["ncl", "value"])
         assert row.forgetting_mste_fm == 0 and row.forgetting_naive_fm > 0
-    assert "| Scenario | Ordering | Model | Metric | Naive | Cumulative | MSTE | Replay |" in \
+    assert ("| Scenario | Ordering | Model | Metric | Naive | Cumulative (warm) | Cumulative (fresh) | MSTE "
+            "| Replay |") in \
         (tables / "tabular_table2.md").read_text()
     maps = pd.read_csv(tables / "tabular_heatmaps.csv")  # R heatmaps through bench.report.heatmaps, one per run here
     assert set(maps["figure"]) == {f"heatmap_synthetic_{o}_{p}_record" for o in ("smooth_drift", "abrupt_drift")
@@ -389,7 +393,7 @@ def test_a_tabular_grid_refuses_a_root_whose_index_was_built_otherwise(scenario_
         path = tmp_path / "tabular-synthetic.yaml"
         path.write_text(yaml.safe_dump(data))
         return grids.expand(grids.load_grid("tabular-synthetic", path), grids.load_profile("cpu"),
-                            grids.Selection(models=["iforest"], orderings=["smooth_drift"], protocols=["ncl"]),
+                            grids.Selection(models=["deepsvdd"], orderings=["smooth_drift"], protocols=["ncl"]),
                             scenario_folder, tmp_path)
 
     [ok] = expand({"preprocessing": {"train_fraction": 0.8}, "discovery": {"column": "day"}})
@@ -415,7 +419,7 @@ def test_orderings_with_one_task_order_run_once_and_say_so(scenario_folder, tmp_
     path.write_text(json.dumps(orders))
     notes = []
     planned = grids.expand(grids.load_grid("tabular-synthetic"), grids.load_profile("cpu"),
-                           grids.Selection(models=["iforest"], protocols=["ncl"]), root, tmp_path, log=notes.append)
+                           grids.Selection(models=["deepsvdd"], protocols=["ncl"]), root, tmp_path, log=notes.append)
     assert sorted(p.run.config.ordering for p in planned) == sorted(set(orders) - {"generalization_down"})
     assert len({p.key for p in planned}) == len(planned) == 5
     assert notes == [f"note: ordering generalization_down puts the tasks in the order of curriculum_up "

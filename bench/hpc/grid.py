@@ -12,6 +12,9 @@ six consensus orderings of release/orderings.json (an ordering name is a task or
 grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`). Their optional
 `index_settings` ({preprocessing: {rebalance: true}, discovery: {...}}) names settings the record index must have
 been built with: a root built otherwise is refused when the grid is expanded (bench.tabular.track.record_settings).
+A tabular grid validates a released scenario (CAD §4: with models other than the ones that built it), so the
+construction models (bench.tabular.scenario.MODELS) are refused in it, except in a grid marked
+`construction_check: true` (jobs/tabular-synthetic-construction-check.yaml), which checks the construction.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "hparams", "resources")
 GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
 # a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
-TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", *AXES)
+TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "construction_check", *AXES)
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
                 "setup", "sbatch")
 
@@ -256,6 +259,7 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
                 seeds=_list_of(data["seeds"], int, path, "seeds"),
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 track="tabular", index_settings=index_settings, data=dataset)
+    _check_validation_models(path, data, models)
     # ste is a cross-evaluation run (`bench tabular ste`, the scenario search), not a continual grid axis
     grid_protocols = tuple(p for p in TABULAR_PROTOCOLS if p != "ste")
     for model in models:
@@ -267,11 +271,26 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     return grid
 
 
+def _check_validation_models(path: Path, data: dict, models: dict) -> None:
+    """A validation grid runs no model that built the scenario (its FC1-FC5 and orderings were computed on the
+    same test splits, so those models would validate their own choices); only a construction-check grid may."""
+    from bench.tabular.scenario import MODELS as CONSTRUCTION_MODELS
+
+    check = data.get("construction_check", False)
+    if not isinstance(check, bool):
+        raise ConfigError(f"{path}: construction_check must be true or false, got {check!r}")
+    bad = [m for m in models if m in CONSTRUCTION_MODELS]
+    if bad and not check:
+        raise ConfigError(f"{path}: {', '.join(bad)} built the scenario (construction models) and cannot validate "
+                          f"it; use vae, deepsvdd, dagmm, neutralad, or a construction-check grid "
+                          f"(construction_check: true, e.g. jobs/tabular-synthetic-construction-check.yaml)")
+
+
 def tabular_mem_gb(features_bytes: int, protocol: str) -> float:
     """GiB a tabular run needs: the record features (float32, all loaded), the training rows the protocol
     concatenates (Cumulative: every task's, Replay: at most the current task and its buffer; taken as all of them
     for Cumulative, else half) and a copy made while scoring, plus 1 GiB for the interpreter and the detector."""
-    held = 1.0 if protocol == "cumulative" else 0.5
+    held = 1.0 if protocol in ("cumulative", "cumulative_fresh") else 0.5
     return round((features_bytes * (2 + held)) / 2**30 + 1, 1)
 
 

@@ -160,12 +160,13 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
 
     footer = provenance_lines(runs, n_missing)
     cells = tb.tabular_cells(runs, details, options.bootstrap, options.bootstrap_seed)
-    long, val = tb.tabular_table2(cells), tb.validation_table(cells)
+    long, val, tasks = tb.tabular_table2(cells), tb.validation_table(cells), tb.task_table(runs, details)
     maps = hm.heatmaps(runs, details, per_method=options.per_method_heatmaps, levels=tb.LEVELS,
                        protocols=[p for p, _ in tb.STRATEGIES])
     return [Item("tables/tabular_table2.csv", _csv(long)),
             Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details),
-                                                                tb.placement_table(cells))),
+                                                                tb.placement_table(cells), tasks)),
+            Item("tables/tabular_tasks.csv", _csv(tasks)),
             Item("tables/validation.csv", _csv(val)),
             Item("tables/validation.md", tb.validation_markdown(val, footer)),
             Item("tables/tabular_heatmaps.csv", _csv(hm.heatmap_frame(maps))),

@@ -67,6 +67,17 @@ def run_length_stats(labels) -> dict:
             "max": int(runs.max()), "mean": float(runs.mean())}
 
 
+def stream_blocks(streams: list) -> tuple[int, int]:
+    """(block, sensitivity block) of one scenario, from the labels of each of its test sets in stream order: the
+    stream-assembly paper's block is max(BLOCK, p90 of the attack-run lengths + 1), and its sensitivity run uses
+    the longest run + 1. The runs of all test sets are pooled (each test set is resampled on its own, so a run
+    never spans two). Without any attack run both are BLOCK."""
+    runs = np.concatenate([run_lengths(y) for y in streams]) if streams else np.zeros(0, dtype=int)
+    if not runs.size:
+        return BLOCK, BLOCK
+    return max(BLOCK, int(math.ceil(np.percentile(runs, 90))) + 1), int(runs.max()) + 1
+
+
 def block_weights(n: int, block: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """[n, n_boot] counts of each stream position in moving-block resamples (each column sums to n)."""
     if block >= n:

@@ -59,13 +59,17 @@ def register(sub) -> None:
                    help="comma-separated candidate splits: natural[:column] | METHOD:VARIANT:K with METHOD "
                         "kmeans|spectral|gmm and VARIANT joint|nearest|random, each optionally @COLUMN: discover "
                         "within each group of that column (multi-dataset: @dataset) (default natural:day)")
-    q.add_argument("--min-normal", type=int, default=100)
-    q.add_argument("--min-anomalous", type=int, default=10)
+    q.add_argument("--min-normal", type=int, help="default: the framework preset's (suite 100, released 1500)")
+    q.add_argument("--min-anomalous", type=int, help="default: the framework preset's (suite 10, released 1000)")
     q.add_argument("--models", default="autoencoder,iforest,ae1svm")
+    q.add_argument("--framework-preset", choices=("suite", "released"),
+                   help="FC1-FC5 settings and discovery sizes: suite (default, this suite's) or released (the CAD "
+                        "framework's released code); --filter and --min-* override single values")
     q.add_argument("--quick", action="store_true", help="the models' small test settings")
     q.add_argument("--filter", action="append", metavar="KEY=VALUE",
-                   help="filtering setting (gamma_l, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
-                        "coverage_strict, redundancy=both|one, tie=weakest|last|first)")
+                   help="filtering setting (gamma_l, baseline, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
+                        "coverage_strict, redundancy=both|one, tie=weakest|last|first|priority), checked against "
+                        "its type and range")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
     q.add_argument("--multi", metavar="NAME=ROOT,...",
                    help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
@@ -120,6 +124,18 @@ def _overrides(items, what: str) -> dict:
         return parse_overrides(items)
     except ConfigError as e:
         raise ConfigError(f"{what}: {e}") from None
+
+
+def _filter_values(items) -> dict:
+    """--filter key=value as raw text: FilterSettings.resolve types and checks each value (JSON parsing would
+    turn p_t=2.5 into a float that an int setting then truncates, or keep 'False' as a truthy string)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--filter expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def _roots(text: str) -> dict:
@@ -188,27 +204,31 @@ def cmd_run(args) -> int:
 
 
 def cmd_scenarios(args) -> int:
-    from dataclasses import fields
-
     from bench.models.registry import get
+    from bench.tabular.discovery import DISCOVERY
     from bench.tabular.filtering import FilterSettings
     from bench.tabular.scenario import construct
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in models:
         get(m, "tabular")
-    hparams = {m: get(m, "tabular").quick for m in models} if args.quick else {}
-    filt = _overrides(args.filter, "--filter")
-    valid = {f.name for f in fields(FilterSettings)} - {"criteria"}
-    unknown = sorted(set(filt) - valid)
-    if unknown:
-        raise ConfigError(f"unknown filtering settings {unknown} (valid: {', '.join(sorted(valid))})")
+    # the construction models' released preset with --framework-preset released (--quick's values on top)
+    hparams = {m: get(m, "tabular").resolve(get(m, "tabular").quick if args.quick else {}, args.framework_preset)
+               for m in models} if args.quick or args.framework_preset else {}
+    try:  # typed and ranged: coverage_strict=False is false, p_t=2.5 or delta_r=-1 one line each
+        fs = FilterSettings.resolve(_filter_values(args.filter), args.framework_preset)
+    except ConfigError as e:
+        raise ConfigError(f"--filter: {e}") from None
+    sizes = DISCOVERY.resolve({k: v for k, v in (("min_normal", args.min_normal),
+                                                 ("min_anomalous", args.min_anomalous)) if v is not None},
+                              args.framework_preset)
+    args.min_normal, args.min_anomalous = sizes["min_normal"], sizes["min_anomalous"]
     candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
     roots = _roots(args.multi) if args.multi else None
     dataset = "multi" if roots else args.dataset
     out = args.out or Path("outputs") / dataset / "tabular"
     manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
-                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=FilterSettings(**filt))
+                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
     print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],
                       "w": manifest["w_table"]}, indent=1))
     return 0

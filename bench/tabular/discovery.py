@@ -27,9 +27,20 @@ import pandas as pd
 
 from bench.config import check_file_name
 from bench.errors import ConfigError, choice_error
+from bench.models.registry import Int, ParamTable
 from bench.tabular.cic import FEATURES
 
 METHODS = ("natural", "kmeans", "spectral", "gmm")
+
+# Discovery settings with presets (the FC thresholds' mechanism, bench.tabular.filtering.FRAMEWORK): `suite` keeps
+# small tasks (the synthetic benchmark's test sets hold hundreds of records); `released` is what the CAD framework's
+# released code uses on CICIDS2017: tasks need 1,500 normal and 1,000 anomalous records. Its 10 clusters are the
+# candidate's K (kmeans:nearest:10): the candidate text carries K, so no preset sets it.
+DISCOVERY = ParamTable("tabular task discovery", params={
+    "min_normal": Int(100, 1, doc="a task with fewer normal records is dropped"),
+    "min_anomalous": Int(10, 0, doc="a task with fewer anomalous records (at least 1) is dropped")},
+    presets={"suite": {}, "released": {"min_normal": 1500, "min_anomalous": 1000}},
+    default_preset="suite")
 VARIANTS = ("joint", "nearest", "random")
 
 

@@ -13,7 +13,13 @@ the other (docs/tabular.md lists them):
   one of them and the next pass no longer sees a pair. `redundancy="one"` flags only the weaker task of the pair
   (lower best self-performance; on equal values the later one).
 - Tie between the most-flagged tasks: `tie="weakest"` (default) removes the one with the lowest best
-  self-performance S*_k, then the later one; `tie="last"` / `tie="first"` go by position in the candidate list.
+  self-performance S*_k, then the later one; `tie="last"` / `tie="first"` go by position in the candidate list;
+  `tie="priority"` (the released framework's) removes the one flagged by the earliest criterion (FC1 before FC2
+  … before FC5), then the first in the candidate list.
+
+The settings are a typed, ranged `ParamTable` (`FRAMEWORK`) with two presets: `suite` (the default, the values
+above) and `released` (what the CAD framework's released code runs: γ_l = 0.25 with the inclusive test, δ_r = 0.1,
+ties by criterion priority). `--filter key=value` and the grids resolve through it, so a bad value is one line.
 """
 
 from __future__ import annotations
@@ -23,30 +29,53 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bench.errors import ConfigError
+from bench.models.registry import Bool, Choice, Float, Int, ParamTable
 
 CRITERIA = ("fc1", "fc2", "fc3", "fc4", "fc5")
+TIES = ("weakest", "last", "first", "priority")
+
+# The suite's defaults stay the default preset: the paper's appendix values are not in the text we have, and δ_r =
+# 0.05 sits just above the ROC-AUC sampling noise of test sets of a few hundred records (docs/tabular.md).
+FRAMEWORK = ParamTable("tabular framework", params={
+    "gamma_l": Float(0.1, 0, 0.5, doc="FC1: minimum gain of M_kk over the random baseline"),
+    "baseline": Float(0.5, 0, 1, doc="b_k: ROC-AUC of a random ranking"),
+    "gamma_t": Float(0.9, 0, 1, doc="FC2: retained fraction of the best specialist that covers"),
+    "p_t": Int(2, 0, doc="FC2: most other tasks allowed to cover a task"),
+    "gamma_d": Float(0.9, 0, 1, doc="FC3: relative dominance threshold"),
+    "p_d": Int(2, 0, doc="FC3: most tasks a task may dominate"),
+    "delta_r": Float(0.05, 0, 1, doc="FC4/FC5: mean absolute profile difference of a redundant pair"),
+    "fc1_inclusive": Bool(False, doc="FC1 test ≥ instead of Eq. 1's >"),
+    "coverage_strict": Bool(False, doc="FC2/FC3 flag at |C| ≥ P (the FC2 prose) instead of > P (Eq. 2/3)"),
+    "redundancy": Choice("both", ("both", "one"), doc="a redundant pair flags both tasks or the weaker one"),
+    "tie": Choice("weakest", TIES, doc="which of the most-flagged tasks is removed")},
+    presets={"suite": {}, "released": {"gamma_l": 0.25, "fc1_inclusive": True, "delta_r": 0.1, "tie": "priority"}},
+    default_preset="suite")
 
 
 @dataclass(frozen=True)
 class FilterSettings:
-    gamma_l: float = 0.1  # FC1: minimum gain over the random baseline (ROC-AUC 0.5)
-    baseline: float = 0.5  # b_k: ROC-AUC of a random ranking
-    gamma_t: float = 0.9  # FC2: retained fraction of the best specialist that counts as "covering"
-    p_t: int = 2  # FC2: most other tasks allowed to cover a task
-    gamma_d: float = 0.9  # FC3: relative dominance threshold
-    p_d: int = 2  # FC3: most tasks a task may dominate
-    delta_r: float = 0.05  # FC4/FC5: mean absolute profile difference below which two tasks are redundant
-    fc1_inclusive: bool = False
-    coverage_strict: bool = False
-    redundancy: str = "both"  # "both" | "one"
-    tie: str = "weakest"  # "weakest" | "last" | "first"
+    # the defaults are FRAMEWORK's (its suite preset): one source of the values
+    gamma_l: float = FRAMEWORK.params["gamma_l"].default  # FC1: minimum gain over the random baseline
+    baseline: float = FRAMEWORK.params["baseline"].default  # b_k: ROC-AUC of a random ranking
+    gamma_t: float = FRAMEWORK.params["gamma_t"].default  # FC2: fraction of the best specialist that covers
+    p_t: int = FRAMEWORK.params["p_t"].default  # FC2: most other tasks allowed to cover a task
+    gamma_d: float = FRAMEWORK.params["gamma_d"].default  # FC3: relative dominance threshold
+    p_d: int = FRAMEWORK.params["p_d"].default  # FC3: most tasks a task may dominate
+    delta_r: float = FRAMEWORK.params["delta_r"].default  # FC4/FC5: redundancy threshold
+    fc1_inclusive: bool = FRAMEWORK.params["fc1_inclusive"].default
+    coverage_strict: bool = FRAMEWORK.params["coverage_strict"].default
+    redundancy: str = FRAMEWORK.params["redundancy"].default  # "both" | "one"
+    tie: str = FRAMEWORK.params["tie"].default  # "weakest" | "last" | "first" | "priority"
     criteria: tuple = CRITERIA  # which criteria are applied
+    preset: str = "suite"  # the FRAMEWORK preset the values started from (recorded in the manifest)
+
+    @classmethod
+    def resolve(cls, overrides: dict | None = None, preset: str | None = None) -> "FilterSettings":
+        """The FRAMEWORK preset (None: suite) with `overrides` on top, each checked (type and range)."""
+        return cls(**FRAMEWORK.resolve(overrides, preset), preset=preset or FRAMEWORK.default_preset)
 
     def __post_init__(self):
-        if self.redundancy not in ("both", "one"):
-            raise ConfigError(f"redundancy={self.redundancy!r} is not allowed (expected both or one)")
-        if self.tie not in ("weakest", "last", "first"):
-            raise ConfigError(f"tie={self.tie!r} is not allowed (expected weakest, last or first)")
+        FRAMEWORK.resolve({k: getattr(self, k) for k in FRAMEWORK.params})  # types and ranges, one line each
         bad = set(self.criteria) - set(CRITERIA)
         if bad:
             raise ConfigError(f"unknown filtering criteria {sorted(bad)} (valid: {', '.join(CRITERIA)})")
@@ -108,8 +137,13 @@ def _redundant(diff: np.ndarray, best: np.ndarray, s: FilterSettings) -> np.ndar
     return flags
 
 
-def _pick(counts: np.ndarray, best: np.ndarray, tie: str) -> int:
+def _pick(counts: np.ndarray, best: np.ndarray, tie: str, flags: dict) -> int:
     tied = np.flatnonzero(counts == counts.max())
+    if tie == "priority":  # the released framework: the earliest criterion that flags one of them decides
+        for name in CRITERIA:
+            hit = tied[flags[name][tied]]
+            if hit.size:
+                return int(hit[0])
     if tie == "first":
         return int(tied[0])
     if tie == "last":
@@ -135,7 +169,7 @@ def iterative_filter(M, tasks: list[str], s: FilterSettings = FilterSettings()) 
             stats["removed"] = None
             passes.append(stats)
             break
-        drop = _pick(counts, c["best_self"], s.tie)
+        drop = _pick(counts, c["best_self"], s.tie, c)
         stats["removed"] = tasks[keep[drop]]
         passes.append(stats)
         del keep[drop]

@@ -9,7 +9,11 @@ state_dict, `record`), so one runner drives both tracks; a split here is a `Reco
   image track's: an equal share per past task, each share a nested seeded subset, updated after training. Size
   `replay_size`, default 25,000 records, the released framework's. Only the buffered rows are kept.
 - cumulative: the union of every training set seen so far (an unbounded buffer); the torch detectors continue
-  from their weights on it, as the image track's Cumulative does, the others refit.
+  from their weights on it, as the image track's Cumulative does, the others refit. Files under this name keep
+  this meaning (a warm-started Cumulative).
+- cumulative_fresh: the same union, learned by a NEW model at every step (seeded by the step). This is the CAD
+  framework's Cumulative as its released code runs it: the paper's non-continual reference with access to all
+  past data, no state carried over.
 - mste: one single-task expert per task, each fresh; a test record is scored by the expert of its own task (the
   task's identity is given: an oracle reference). No expert changes after its task, so every column of R is
   constant below the diagonal and FM is exactly 0.
@@ -29,7 +33,7 @@ from bench.models.base import Protocol
 from bench.tabular.audit import require_pointwise
 from bench.training.replay import ReplayBuffer
 
-PROTOCOLS = ("ncl", "cl", "cumulative", "mste")
+PROTOCOLS = ("ncl", "cl", "cumulative", "cumulative_fresh", "mste")
 REPLAY_RECORDS = 25_000  # the released CAD framework's replay buffer
 
 
@@ -130,6 +134,23 @@ class Replay(Naive):
             out[step, order.index(task)] = count
 
 
+class FreshCumulative(Replay):
+    """Cumulative as the CAD framework's released code runs it: at every step a new model learns the union of all
+    training sets so far (Replay with an unbounded buffer, its detector replaced before each training)."""
+
+    def __init__(self, factory, seed: int, transductive: bool = False):
+        super().__init__(factory(), seed, None, transductive)
+        self.factory = factory
+
+    def _train(self, X: np.ndarray, step: int) -> None:
+        if self.step_ >= 0:  # a model has been trained: replace it, under the runner's context (epoch checkpoints)
+            fresh = self.factory()
+            if hasattr(self.detector, "context"):
+                fresh.context = self.detector.context
+            self.detector = fresh
+        super()._train(X, step)
+
+
 class MSTE(Naive):
     """One fresh expert per task; a record of task j is scored by expert j (the task's identity is given)."""
 
@@ -176,6 +197,8 @@ def make_protocol(name: str, spec, hparams: dict, seed: int, replay_size: int = 
         return Replay(spec.factory(**hparams), seed, replay_size, transductive)
     if name == "cumulative":
         return Replay(spec.factory(**hparams), seed, None, transductive)
+    if name == "cumulative_fresh":
+        return FreshCumulative(lambda: spec.factory(**hparams), seed, transductive)
     if name == "mste":
         return MSTE(lambda: spec.factory(**hparams), seed, transductive)
     raise choice_error("protocol", name, PROTOCOLS)

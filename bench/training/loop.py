@@ -159,6 +159,8 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         with seeded(epoch_seed(seed, epoch)):  # dropout, noise: the same draws after a resume
             for batch in _batches([samples[i] for i in order], batch_size):
                 value = detector.train_step(batch, optimizers)
+                if value is None:  # the detector dropped this batch untrained (e.g. one record under BatchNorm)
+                    continue
                 if not np.isfinite(value):
                     raise NonFiniteLossError(f"{detector.name}: training loss became {value} in epoch "
                                              f"{epoch + 1}/{epochs} (lower the learning rate with --set lr=...)")

@@ -63,8 +63,16 @@ class TorchTabular(TabularDetector):
     def schedulers(self, optimizers) -> list:
         return []
 
-    def train_step(self, batch, optimizers) -> float:
+    def train_step(self, batch, optimizers) -> float | None:
+        # A last batch of ONE record (n ≡ 1 mod batch_size) cannot train a network with BatchNorm in train mode
+        # (torch refuses a batch statistic over one value); it is dropped, as PyOD's loader drops incomplete
+        # batches (drop_last=True). Only then: other networks keep training on it, so their results are unchanged.
+        if len(batch) == 1 and self._has_batch_norm():
+            return None
         return descend(self.loss(self.X_[torch.as_tensor(batch)]), optimizers)
+
+    def _has_batch_norm(self) -> bool:
+        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in self.net_.modules())
 
     # --- the tabular contract ---------------------------------------------------------------------
     def _standardised(self, X) -> torch.Tensor:

@@ -105,5 +105,8 @@ register(ModelSpec(
             "hidden": Param("60,30,10", "str", doc="hidden sizes of the compression encoder (decoder mirrors)"),
             "latent_dim": Int(1, 1), "est_hidden": Int(10, 1), "n_gmm": Int(4, 1), "dropout": Float(0.5, 0, 0.95),
             "lambda_energy": Float(0.1, 0), "lambda_cov": Float(0.005, 0), "weight_decay": Float(0.0, 0)},
-    quick={"epochs": 20, "batch_size": 64, "lr": 1e-3, "hidden": "32,16", "latent_dim": 4}, inputs="records", version=1,
+    quick={"epochs": 20, "batch_size": 64, "lr": 1e-3, "hidden": "32,16", "latent_dim": 4},
+    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
+    default_preset="suite", inputs="records", version=1,
     source="Zong et al. 2018 (KDDCUP99 setting)"))

@@ -81,4 +81,7 @@ register(ModelSpec(
     name="iforest", label="Isolation Forest", factory=lambda **h: IsolationForest(**h), track="tabular",
     params={"n_estimators": Int(100, 1), "max_samples": Int(0, 0, doc="0 = 'auto' (min(256, n))"),
             "max_features": Float(1.0, 0, 1, low_open=True), "bootstrap": Bool(False)},
-    quick={"n_estimators": 50}, inputs="records", version=1, source="PyOD 3.6.7 defaults"))
+    quick={"n_estimators": 50},
+    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    presets={"suite": {}, "released": {}},
+    default_preset="suite", inputs="records", version=1, source="PyOD 3.6.7 defaults"))

@@ -1,0 +1,155 @@
+"""Faithful tabular validation (issue 20): the grids validate with models that did not build the scenario."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from bench.errors import ConfigError
+from bench.hpc import grid as grids
+from bench.tabular.scenario import MODELS as CONSTRUCTION_MODELS
+
+VALIDATION_MODELS = {"vae", "deepsvdd", "dagmm", "neutralad"}  # CAD §4's phase 2
+
+
+def tabular_grids():
+    """Every shipped tabular grid: (result-set name, path, parsed YAML)."""
+    out = []
+    for path in sorted(grids.JOBS_DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if data.get("track") == "tabular":
+            name = "tabular-synthetic" if data["dataset"] == "synthetic" else (
+                "tabular-multi" if data["dataset"] == "multi" else data["dataset"])
+            out.append((name, path, data))
+    return out
+
+
+def test_every_tabular_grid_validates_with_other_models_than_construction():
+    found = tabular_grids()
+    assert {p.name for _, p, _ in found} >= {"cicids2017.yaml", "cicids2018.yaml", "cicunsw.yaml",
+                                            "tabular-multi.yaml", "tabular-synthetic.yaml"}
+    checks = []
+    for name, path, data in found:
+        grid = grids.load_grid(name, path)
+        if data.get("construction_check"):
+            checks.append(path.name)
+            continue
+        assert not set(grid.models) & set(CONSTRUCTION_MODELS), path.name
+        assert set(grid.models) == VALIDATION_MODELS, path.name
+    assert checks == ["tabular-synthetic-construction-check.yaml"]  # the one place construction models run
+
+
+def test_a_construction_model_in_a_validation_grid_is_one_line_naming_the_grid(tmp_path):
+    data = yaml.safe_load(grids.grid_path("tabular-synthetic").read_text())
+    data["models"]["iforest"] = {}
+    path = tmp_path / "tabular-synthetic.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"tabular-synthetic.yaml: iforest built the scenario.*"
+                                          r"tabular-synthetic-construction-check.yaml") as err:
+        grids.load_grid("tabular-synthetic", path)
+    assert "\n" not in str(err.value)
+    data["construction_check"] = "yes"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="construction_check must be true or false"):
+        grids.load_grid("tabular-synthetic", path)
+
+
+def _rows(X) -> set:
+    return {r.tobytes() for r in np.asarray(X)}
+
+
+# --- the `released` presets (issue 20, item 2): each value pinned -------------------------------------------------
+
+def test_the_released_framework_preset_pins_the_released_codes_values():
+    from bench.tabular.discovery import DISCOVERY
+    from bench.tabular.filtering import FRAMEWORK, FilterSettings
+
+    suite, released = FRAMEWORK.resolve(), FRAMEWORK.resolve(preset="released")
+    assert (released["gamma_l"], released["fc1_inclusive"], released["delta_r"], released["tie"]) == \
+        (0.25, True, 0.1, "priority")
+    assert {k for k in suite if suite[k] != released[k]} == {"gamma_l", "fc1_inclusive", "delta_r", "tie"}
+    assert (suite["gamma_l"], suite["fc1_inclusive"], suite["delta_r"], suite["tie"]) == (0.1, False, 0.05, "weakest")
+    assert FilterSettings() == FilterSettings.resolve()  # the dataclass defaults are the suite preset's
+    assert FilterSettings.resolve(preset="released").to_dict()["preset"] == "released"
+    assert DISCOVERY.resolve(preset="released") == {"min_normal": 1500, "min_anomalous": 1000}
+    assert DISCOVERY.resolve() == {"min_normal": 100, "min_anomalous": 10}
+
+
+RELEASED = {"autoencoder": {"hidden": "64,16", "epochs": 20},
+            "ae1svm": {"epochs": 20, "rff_features": 512, "batch_size": 128},
+            **{m: {"epochs": 20, "batch_size": 128} for m in ("vae", "deepsvdd", "dagmm", "neutralad")},
+            "iforest": {}}
+
+
+@pytest.mark.parametrize("model", sorted(RELEASED))
+def test_each_tabular_detector_has_the_released_preset(model):
+    from bench.models.registry import get
+
+    spec = get(model, "tabular")
+    assert spec.default_preset == "suite" and set(spec.presets) == {"suite", "released"}
+    suite, released = spec.resolve(), spec.resolve(preset="released")
+    assert {k: v for k, v in released.items() if suite[k] != v} == {k: v for k, v in RELEASED[model].items()
+                                                                     if suite[k] != v}
+    assert all(released[k] == v for k, v in RELEASED[model].items())
+
+
+def test_tie_by_criterion_priority_removes_the_task_flagged_by_the_earliest_criterion():
+    from bench.tabular.filtering import _pick
+
+    counts = np.array([1, 1, 1])
+    flags = {"fc1": np.array([False, False, True]), "fc2": np.array([True, False, False]),
+             "fc3": np.zeros(3, bool), "fc4": np.array([False, True, False]), "fc5": np.zeros(3, bool)}
+    best = np.array([0.9, 0.6, 0.8])
+    assert _pick(counts, best, "priority", flags) == 2  # FC1 first, though task 1 is the weakest
+    assert _pick(counts, best, "weakest", flags) == 1
+    flags["fc1"][:] = False
+    assert _pick(counts, best, "priority", flags) == 0  # then FC2
+
+
+# --- --filter through the typed, ranged table ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("item,message", [("gamma_t=2", "gamma_t='2' is not allowed (expected a finite number ≥ 0"),
+                                          ("p_t=2.5", "p_t='2.5' is not allowed (expected an integer ≥ 0"),
+                                          ("delta_r=-1", "delta_r='-1' is not allowed"),
+                                          ("tie=random", "tie='random' is not allowed (expected one of weakest"),
+                                          ("gamma=0.1", "gamma"),
+                                          ("coverage_strict=maybe", "coverage_strict='maybe' is not allowed")])
+def test_a_bad_filter_value_is_one_line_exit_2(item, message, capsys):
+    from bench.cli import main
+
+    assert main(["tabular", "scenarios", "--filter", item, "--out", "/nonexistent/never-written"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--filter" in err and message in err and len(err.splitlines()) == 1
+
+
+def test_filter_values_are_typed_false_is_false():
+    from bench.tabular.commands import _filter_values
+    from bench.tabular.filtering import FilterSettings
+
+    s = FilterSettings.resolve(_filter_values(["coverage_strict=False", "p_t=3", "tie=priority"]), "released")
+    assert s.coverage_strict is False and s.p_t == 3 and s.tie == "priority" and s.gamma_l == 0.25
+
+
+# --- Cumulative: a new model per step (released) vs warm-started (the suite's `cumulative`) -------------------------
+
+def test_fresh_cumulative_trains_a_new_model_on_the_union_and_differs_from_the_warm_one():
+    from bench.models.base import step_seed
+    from bench.models.registry import get
+    from bench.tabular import protocols as P
+
+    rng = np.random.default_rng(0)
+    tasks = [P.RecordSplit(f"t{k}", (rng.normal(size=(70, 5)) + 4 * k).astype(np.float32)) for k in range(2)]
+    spec = get("deepsvdd", "tabular")
+    hp = spec.resolve(spec.quick)
+    fresh, warm = (P.make_protocol(p, spec, hp, seed=0) for p in ("cumulative_fresh", "cumulative"))
+    for t, split in enumerate(tasks):
+        fresh.learn(split, t)
+        warm.learn(split, t)
+    union = np.concatenate([tasks[1].X, fresh.rows_["t0"]])  # the current task, then the buffered past (all of it)
+    assert _rows(union) == _rows(np.concatenate([t.X for t in tasks]))
+    alone = spec.factory(**hp).fit(union, step_seed(0, 1))  # a new model, seeded by the step, on all data so far
+    a, b, c = fresh.detector.state_dict(), alone.state_dict(), warm.detector.state_dict()
+    assert all(np.array_equal(a[k], b[k]) for k in a)  # fresh = a new model trained on the union
+    assert not all(np.array_equal(a[k], c[k]) for k in a)  # the warm-started one carries task 0's training
+    assert not np.allclose(fresh.predict(tasks[0], np.arange(20)), warm.predict(tasks[0], np.arange(20)))
