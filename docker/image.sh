@@ -11,7 +11,8 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$REPO/docker/podman/containers.conf}
 export CONTAINERS_STORAGE_CONF=${CONTAINERS_STORAGE_CONF:-$REPO/docker/podman/storage.conf}
-DEFAULT_BASE=pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime
+# The Dockerfile's own default (ARG BASE), fully qualified: podman resolves no short names without registries.conf.
+DEFAULT_BASE=$(sed -n 's/^ARG BASE=//p' "$REPO/docker/Dockerfile")
 STANDIN_BASE=localhost/bench-base:bookworm-py3.11
 
 die() { echo "$*" >&2; exit 2; }
@@ -34,7 +35,8 @@ engine() {
 
 install_podman() {
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        die "no container engine: neither podman nor a running docker daemon; install podman (apt-get install podman runc)"
+        die "no container engine: neither podman nor a running docker daemon;" \
+            "install podman (apt-get install podman runc)"
     fi
     echo "installing podman and runc (Debian packages)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null
@@ -68,10 +70,12 @@ check_base() {
     local eng=$1 base=$2
     if ! image_exists "$eng" "$base"; then
         [[ $base == localhost/* ]] && die "BASE=$base: no such image: make it with \`make image-base\`"
-        "$eng" pull "$base" >&2 || die "BASE=$base cannot be pulled (no registry access?): \`make image-base\`, then \`make image BASE=$STANDIN_BASE\`"
+        "$eng" pull "$base" >&2 || die "BASE=$base cannot be pulled (no registry access?):" \
+            "\`make image-base\`, then \`make image BASE=$STANDIN_BASE\`"
     fi
     "$eng" run --rm "$base" python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1 ||
-        die "BASE=$base has no Python 3.11 (the lock's) as \`python\`: choose a base that has it (\`make image-base\` makes one)"
+        die "BASE=$base has no Python 3.11 (the lock's) as \`python\`:" \
+            "choose a base that has it (\`make image-base\` makes one)"
 }
 
 # The stand-in for the pytorch base where Docker Hub is unreachable: Debian bookworm's CPython 3.11 with a venv

@@ -297,7 +297,7 @@ def test_container_definitions_install_exactly_the_lock(path, base_re):
     text = (REPO / path).read_text()
     lock = _lock()
     base = re.search(base_re, text, re.MULTILINE).group(1)
-    tag = re.fullmatch(r"pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-cudnn\d+-runtime", base)
+    tag = re.fullmatch(r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-cudnn\d+-runtime", base)
     assert tag, f"{path}: base {base} is not a pinned pytorch/pytorch CUDA runtime tag"
     assert tag.group(1) == lock["torch"]  # the base's torch is the locked one
     assert lock["cuda-toolkit"].startswith(tag.group(2) + ".")

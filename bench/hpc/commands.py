@@ -132,8 +132,8 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
                              logs=outputs / grid.dataset / "logs", name=f"bench-{grid.dataset}", cluster=cluster,
                              profile=profile, root=root, outputs=outputs, meta=meta, container=args.container,
-                             container_runtime=args.container_runtime, python=args.python, parallelism=args.parallelism, max_array_size=args.max_array_size,
-                             dry_run=args.dry_run)
+                             container_runtime=args.container_runtime, python=args.python,
+                             parallelism=args.parallelism, max_array_size=args.max_array_size, dry_run=args.dry_run)
     if submission is not None and cluster != "debug":
         print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
     return 0
@@ -162,8 +162,8 @@ def plan_status(planned: list, records: list[dict]) -> list:
 
 def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs: Path, name: str, cluster: str,
                 profile: grids.Profile, root: Path, outputs: Path, meta: dict, container: str | Path | None = None,
-                container_runtime: str | None = None, python: str | None = None, parallelism: int | None = None, max_array_size: int | None = None,
-                dry_run: bool = False) -> tuple[list, Path | None] | None:
+                container_runtime: str | None = None, python: str | None = None, parallelism: int | None = None,
+                max_array_size: int | None = None, dry_run: bool = False) -> tuple[list, Path | None] | None:
     """Submit planned runs (grid.PlannedRun) the way `make submit` does: one job array per resource group on
     SLURM (chunked below MaxArraySize), background processes (local) or this process (debug, run to the end
     here). The submission record goes to `records.records_dir(*records_at)`: `records_at` = (outputs, key), the
