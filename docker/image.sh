@@ -11,12 +11,12 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$REPO/docker/podman/containers.conf}
 export CONTAINERS_STORAGE_CONF=${CONTAINERS_STORAGE_CONF:-$REPO/docker/podman/storage.conf}
-# The Dockerfile's own default (ARG BASE), fully qualified: podman resolves no short names without registries.conf.
-DEFAULT_BASE=$(sed -n 's/^ARG BASE=//p' "$REPO/docker/Dockerfile")
 STANDIN_BASE=localhost/bench-base:bookworm-py3.11
 
 die() { echo "$*" >&2; exit 2; }
 
+# The Dockerfile's own default (ARG BASE), fully qualified: podman resolves no short names without registries.conf.
+default_base() { sed -n 's/^ARG BASE=//p' "$REPO/docker/Dockerfile"; }
 lock_hash() { cat "$REPO/requirements.lock" "$REPO/docker/Dockerfile" | sha256sum | cut -c1-12; }
 tag() { echo "bench:lock-$(lock_hash)"; }
 
@@ -46,7 +46,7 @@ image_exists() { "$1" image inspect "$2" >/dev/null 2>&1; }
 
 build() {
     local eng base tag conf
-    eng=$(engine); tag=$(tag); base=${BASE:-$DEFAULT_BASE}
+    eng=$(engine); tag=$(tag); base=${BASE:-$(default_base)}
     if image_exists "$eng" "$tag"; then
         local built_from
         built_from=$("$eng" image inspect --format '{{ index .Labels "bench.base" }}' "$tag")
