@@ -114,11 +114,15 @@ sif() {
     fi
 }
 
-case "${1:-}" in
-    engine) engine ;;
-    tag) tag ;;
-    build) build ;;
-    base) base ;;
-    sif) shift; sif "$@" ;;
-    *) die "usage: docker/image.sh engine|tag|build|base|sif [OUT.sif]" ;;
-esac
+main() {
+    case "${1:-}" in
+        engine) engine ;;
+        tag) tag ;;
+        build) build ;;
+        base) base ;;
+        sif) shift; sif "$@" ;;
+        *) die "usage: docker/image.sh engine|tag|build|base|sif [OUT.sif]" ;;
+    esac
+}
+# One line, read whole before it runs: editing this file during a long build cannot feed bash a half-read tail.
+main "$@"; exit

@@ -84,9 +84,10 @@ def test_lock_hash_follows_the_lock_and_the_dockerfile(tmp_path):
 
 def test_make_targets_call_the_image_script():
     def dry(*argv):
-        env = {k: v for k, v in os.environ.items() if k != "BASE"}  # CI exports one
-        return subprocess.run(["make", "-n", "-o", ".venv/.installed", *argv], cwd=REPO, capture_output=True,
-                              text=True, check=True, env=env).stdout
+        # CI exports BASE; under `make container-check` the outer make's variables would reach this one
+        env = {k: v for k, v in os.environ.items() if k not in ("BASE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+        return subprocess.run(["make", "-n", "--no-print-directory", "-o", ".venv/.installed", *argv], cwd=REPO,
+                              capture_output=True, text=True, check=True, env=env).stdout
     assert dry("image").strip() == "bash docker/image.sh build"
     assert dry("image", "BASE=localhost/b:1").strip() == "BASE=localhost/b:1 bash docker/image.sh build"
     assert dry("image-base").strip() == "bash docker/image.sh base"
