@@ -13,7 +13,7 @@ image: ## build the job image (podman or docker) from docker/Dockerfile, reused 
 image-base: ## make the Debian stand-in base (no Docker Hub): then make image BASE=localhost/bench-base:bookworm-py3.11
 	bash docker/image.sh base
 
-sif: image ## export the image as an OCI archive and convert it to $(SIF) with apptainer (or print the command)
+sif: image ## export the image as an OCI archive and convert it to bench.sif (SIF=) with apptainer, or print the command
 	bash docker/image.sh sif $(SIF)
 
 container-check: $(STAMP) image ## smoke test inside the image (versions, data, a PatchCore run, metric tests) + a SLURM job in it
