@@ -4,7 +4,9 @@ Schema (version 2), everything a table needs to be traced back to the run that m
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
             config (JSON), config_sha256, index_sha256 (+ synthetic.json for the synthetic benchmark),
             weights_id, seed, git_commit, git_dirty, packages (JSON), python, host, device, slurm_job_id,
-            slurm_array_job_id, slurm_array_task_id, started_at, finished_at (ISO 8601 UTC), error (failed runs),
+            slurm_array_job_id, slurm_array_task_id, container_image, container_runtime, container_digest (the
+            image id or the .sif's SHA-256; all three empty outside a container), started_at, finished_at
+            (ISO 8601 UTC), error (failed runs),
             backbone_forward_images (images the frozen backbone processed in the last process of the run),
             track (image|tabular), levels (JSON list: ["image", "pixel"] or ["record"]), evaluation
             (continual|cross: cross evaluates every task after each step, upper triangle too)
@@ -76,8 +78,10 @@ def _git(*args: str) -> str | None:
 
 def provenance() -> dict:
     """Where and with what a run was made (recorded once per run)."""
+    # A job in a container has no git: the submitter passes the commit and dirty flag of the checkout it binds.
     commit = _git("rev-parse", "HEAD") or os.environ.get("BENCH_GIT_COMMIT", "unknown")
     dirty = _git("status", "--porcelain", "--untracked-files=no")
+    git_dirty = int(bool(dirty)) if dirty is not None else int(os.environ.get("BENCH_GIT_DIRTY", "-1"))
     packages = {}
     for name in PACKAGES:
         try:
@@ -86,13 +90,17 @@ def provenance() -> dict:
             packages[name] = "missing"
     return {
         "git_commit": commit,
-        "git_dirty": int(bool(dirty)) if dirty is not None else -1,  # -1: not a git checkout
+        "git_dirty": git_dirty,  # -1: not a git checkout
         "packages": json.dumps(packages, sort_keys=True),
         "python": platform.python_version(),
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
         "slurm_array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID", ""),
         "slurm_array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID", ""),
+        # Set by the job launcher (bench.hpc.containers); empty outside a container.
+        "container_image": os.environ.get("BENCH_CONTAINER_IMAGE", ""),
+        "container_runtime": os.environ.get("BENCH_CONTAINER_RUNTIME", ""),
+        "container_digest": os.environ.get("BENCH_CONTAINER_DIGEST", ""),
     }
 
 
@@ -212,8 +220,9 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
     for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",
-                "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "started_at", "finished_at"):
-        row[key] = a.get(key, "")
+                "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
+                "container_digest", "started_at", "finished_at"):
+        row[key] = a.get(key, "")  # "" for files older than the attribute
     return row
 
 

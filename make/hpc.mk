@@ -1,16 +1,16 @@
 # Cluster runs (docs/cluster.md): grids jobs/<dataset>.yaml, profiles jobs/profiles/<name>.yaml.
 # make submit DATASET=visa PROFILE=h100 [MODELS=a,b BACKBONES=.. ORDERINGS=.. PROTOCOLS=.. SEEDS=..]
-#             [CLUSTER=slurm|local|debug] [CONTAINER=bench.sif] [PARALLELISM=N] [DRY_RUN=1] [ROOT=dir] [OUTPUTS=dir]
+#             [CLUSTER=slurm|local|debug] [CONTAINER=bench.sif|bench:lock-..] [PARALLELISM=N] [DRY_RUN=1] [ROOT=dir] [OUTPUTS=dir]
 # status and resubmit default grid, root, filters, profile, cluster and container to the earlier submissions'.
-IMAGE ?= bench.sif
 # DRY is non-empty when DRY_RUN=1|yes|true (used here and in scenarios.mk).
 DRY := $(filter 1 yes true,$(DRY_RUN))
 given = $(filter command line environment environment override,$(origin $(1)))
 HPC_FILTERS = $(if $(MODELS),--models $(MODELS)) $(if $(BACKBONES),--backbones $(BACKBONES)) \
   $(if $(ORDERINGS),--orderings $(ORDERINGS)) $(if $(PROTOCOLS),--protocols $(PROTOCOLS)) \
   $(if $(SEEDS),--seeds $(SEEDS)) $(if $(ROOT),--root $(ROOT)) $(if $(GRID),--grid $(GRID)) --outputs $(OUTPUTS)
-HPC_SUBMIT = $(if $(CONTAINER),--container $(CONTAINER)) $(if $(PARALLELISM),--parallelism $(PARALLELISM)) \
-  $(if $(DRY),--dry-run)
+HPC_SUBMIT = $(if $(CONTAINER),--container $(CONTAINER)) \
+  $(if $(CONTAINER_RUNTIME),--container-runtime $(CONTAINER_RUNTIME)) \
+  $(if $(PARALLELISM),--parallelism $(PARALLELISM)) $(if $(DRY),--dry-run)
 
 submit: $(STAMP) ## submit jobs/<DATASET>.yaml as job arrays, skipping complete/queued runs (PROFILE= CLUSTER= MODELS= DRY_RUN=1 ...)
 	$(PY) -m bench submit --dataset $(DATASET) --profile $(PROFILE) --cluster $(CLUSTER) $(HPC_FILTERS) $(HPC_SUBMIT)
@@ -21,12 +21,6 @@ status: $(STAMP) ## one line per run of the grid: complete / running / pending /
 resubmit: $(STAMP) ## resubmit the failed and missing runs only (settings of the latest submission unless given)
 	$(PY) -m bench resubmit --dataset $(DATASET) $(if $(call given,PROFILE),--profile $(PROFILE)) \
 	  $(if $(call given,CLUSTER),--cluster $(CLUSTER)) $(HPC_FILTERS) $(HPC_SUBMIT)
-
-image: ## build the Apptainer image bench.sif from apptainer/bench.def (needs apptainer; IMAGE=path.sif)
-	@command -v apptainer >/dev/null 2>&1 || { echo "make image: apptainer is not installed on this machine; build \
-	$(IMAGE) where it is (apptainer build $(IMAGE) apptainer/bench.def), or build docker/Dockerfile and convert \
-	it with apptainer build $(IMAGE) docker-daemon://bench:latest" >&2; exit 2; }
-	apptainer build $(IMAGE) apptainer/bench.def
 
 slurm-up: ## start a single-node SLURM on this machine (root; installs slurm-wlm + munge if missing)
 	bash jobs/slurm/local-cluster.sh start

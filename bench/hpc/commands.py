@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
-from bench.hpc import executors, grid as grids, records as recs, status as st
+from bench.hpc import containers, executors, grid as grids, records as recs, status as st
 
 DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
 TODO = ("failed", "not submitted")  # what submit and resubmit send; complete, queued and running runs are skipped
@@ -36,7 +36,10 @@ def _add_submit(p: argparse.ArgumentParser, resubmit: bool) -> None:
                    help=f"jobs/profiles/<name>.yaml: h100 | l40 | cpu{again or ' (default cpu)'}")
     p.add_argument("--cluster", choices=executors.CLUSTERS, default=None if resubmit else DEFAULT_CLUSTER,
                    help=f"slurm (job arrays), local (background processes here), debug (in this process){again}")
-    p.add_argument("--container", type=Path, help=f"run every job inside this Apptainer .sif{again}")
+    p.add_argument("--container", help=f"run every job inside this image: an Apptainer .sif, or a podman/docker "
+                                        f"image of `make image`{again}")
+    p.add_argument("--container-runtime", choices=containers.RUNTIMES,
+                   help=f"default: apptainer for a .sif, else podman (docker where podman is absent){again}")
     p.add_argument("--parallelism", type=int,
                    help="array tasks running at once (SLURM %%N; local: processes); default: the profile's")
     p.add_argument("--max-array-size", type=int, help="largest array (default: SLURM's MaxArraySize, or 1000)")
@@ -116,7 +119,7 @@ def _resubmit(args) -> int:
         raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; "
                          f"run `make submit DATASET={args.dataset}` first")
     last = records[-1]
-    for key in ("profile", "cluster", "container", "parallelism"):
+    for key in ("profile", "cluster", "container", "container_runtime", "parallelism"):
         if getattr(args, key) is None:
             setattr(args, key, last.get(key))
     return _submit(args, records, resubmit=True)
@@ -139,8 +142,8 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
                              logs=outputs / grid.dataset / "logs", name=f"bench-{grid.dataset}", cluster=cluster,
                              profile=profile, root=root, outputs=outputs, meta=meta, container=args.container,
-                             python=args.python, parallelism=args.parallelism, max_array_size=args.max_array_size,
-                             dry_run=args.dry_run)
+                             container_runtime=args.container_runtime, python=args.python,
+                             parallelism=args.parallelism, max_array_size=args.max_array_size, dry_run=args.dry_run)
     if submission is not None and cluster != "debug":
         print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
     return 0
@@ -168,9 +171,9 @@ def plan_status(planned: list, records: list[dict]) -> list:
 
 
 def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs: Path, name: str, cluster: str,
-                profile: grids.Profile, root: Path, outputs: Path, meta: dict, container: Path | None = None,
-                python: str | None = None, parallelism: int | None = None, max_array_size: int | None = None,
-                dry_run: bool = False) -> tuple[list, Path | None] | None:
+                profile: grids.Profile, root: Path, outputs: Path, meta: dict, container: str | Path | None = None,
+                container_runtime: str | None = None, python: str | None = None, parallelism: int | None = None,
+                max_array_size: int | None = None, dry_run: bool = False) -> tuple[list, Path | None] | None:
     """Submit planned runs (grid.PlannedRun) the way `make submit` does: one job array per resource group on
     SLURM (chunked below MaxArraySize), background processes (local) or this process (debug, run to the end
     here). The submission record goes to `records.records_dir(*records_at)`: `records_at` = (outputs, key), the
@@ -181,13 +184,14 @@ def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs:
     from bench.results import provenance
 
     workdir = grids.REPO
-    container = Path(container).resolve() if container else None
+    box = containers.resolve(str(container), container_runtime, workdir) if container else None
     binds = [workdir, root, weights_dir(), outputs, *_data_roots(dataset, root)]
-    python = executors.container_python(container, binds, workdir) if container else (
-        python or executors.default_python())
+    python = box.python(binds, workdir, executors.JOB_ENV) if box else (python or executors.default_python())
     slots = parallelism or profile.array_parallelism
-    # Absolute weights dir: jobs start in the repo root; the commit: a container may have no git to ask.
-    env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": provenance()["git_commit"]}
+    # Absolute weights dir: jobs start in the repo root; the commit and dirty flag: a container has no git to ask.
+    prov = provenance()
+    env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": prov["git_commit"],
+           "BENCH_GIT_DIRTY": str(prov["git_dirty"]), **(box.env() if box else {})}
     groups = executors.group_by_resources(todo)
     array_size = max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
 
@@ -198,7 +202,8 @@ def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs:
         raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
                           f"your site's values (see docs/cluster.md, Profiles)")
     submitted, debug_jobs, record = [], [], None
-    meta = {**meta, "profile": profile.name, "cluster": cluster, "container": str(container) if container else None,
+    meta = {**meta, "profile": profile.name, "cluster": cluster, "container": box.image if box else None,
+            "container_runtime": box.runtime if box else None, "container_digest": box.digest if box else None,
             "python": python}
     try:
         for resources, runs in groups.items():

@@ -68,20 +68,6 @@ def default_python() -> str:
     return str(venv) if venv.is_file() else sys.executable
 
 
-def container_python(image: Path, binds: list[Path], workdir: Path) -> str:
-    """`apptainer exec` prefix running the job's Python inside the image, with data/weights/outputs bound."""
-    image = Path(image).resolve()
-    if image.suffix != ".sif" or not image.is_file():
-        raise ConfigError(f"{image}: container image not found (expected a .sif built by `make image`)")
-    kept: list[Path] = []
-    for path in sorted({Path(b).resolve() for b in binds}, key=lambda p: len(p.parts)):
-        if not any(path == k or k in path.parents for k in kept):  # a parent's bind already covers it
-            kept.append(path)
-    env = ",".join([f"PYTHONPATH={workdir}", *(f"{k}={v}" for k, v in JOB_ENV.items())])
-    return (f"apptainer exec --nv -B {shlex.quote(','.join(map(str, kept)))} --pwd {shlex.quote(str(workdir))} "
-            f"--env {shlex.quote(env)} {shlex.quote(str(image))} python")
-
-
 def max_array_size() -> int:
     """SLURM's MaxArraySize (`scontrol show config`), or 1000 where it cannot be read."""
     try:
