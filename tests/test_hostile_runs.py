@@ -247,3 +247,32 @@ def test_a_file_replaced_keeping_size_and_mtime_is_hashed_again(tmp_path):
     os.utime(g, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(g, f)
     assert digests.file_digests([f]) == [hashlib.sha256(b"six").hexdigest()]
+
+
+# --- memory: each detector's own estimate, checked before any work ----------------------------------------------
+
+def test_an_image_size_the_model_cannot_hold_is_one_line_naming_model_size_and_memory(small_root, tmp_path, capsys,
+                                                                                     monkeypatch):
+    monkeypatch.setattr("bench.config.memory_limit_bytes", lambda: 24 * 2**30)  # a 24 GiB machine
+    out = tmp_path / "runs" / "r.h5"
+    assert _cli_run(small_root, out, "--model", "ganomaly", "--image-size", "1024") == 2
+    err = _one_error_line(capsys)
+    need = get("ganomaly").memory_bytes(1024, 8, get("ganomaly").resolve())
+    assert need > 24 * 2**30 and f"{need / 2**30:.1f} GiB" in err
+    assert all(word in err for word in ("ganomaly", "--image-size 1024", "24.0 GiB this machine has"))
+    assert not (tmp_path / "runs").exists()
+    # the same size fits a model whose batches are smaller (a frozen backbone, scored 8 images at a time)
+    assert get("patchcore").memory_bytes(1024, 8, get("patchcore").resolve()) < 24 * 2**30
+
+
+def test_every_detectors_memory_estimate_grows_with_size_and_batch():
+    from bench.config import memory_estimate
+    from bench.models.registry import specs
+
+    for name, spec in specs().items():
+        hp = spec.resolve()
+        small, large = spec.memory_bytes(128, 8, hp), spec.memory_bytes(256, 8, hp)
+        assert 0 < small < large <= 4 * small + 2**20, name  # activations scale with pixels
+        assert spec.memory_bytes(256, 32, hp) >= large, name
+        if spec.inputs == "features":  # the frozen backbone's batch is part of it
+            assert large >= memory_estimate(256, 8), name

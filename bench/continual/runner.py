@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench import checkpoint, results
-from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
+from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps, check_memory
 from bench.continual.protocols import make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
@@ -167,6 +167,9 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
     config.model_version = model_spec(config.model).version
     image = config.image
+    # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
+    need = model_spec(config.model).memory_bytes(image.image_size, image.batch_size, config.hparams)
+    check_memory(config.model, image.image_size, image.batch_size, need)
     if model_spec(config.model).inputs != "features":
         image.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
     elif image.backbone == NO_BACKBONE:
