@@ -4,12 +4,15 @@ A checkpoint lies next to its result file, where anyone who can write there coul
 unrestricted (torch.load with the weights-only guard off) would run whatever its `__reduce__` says. So only plain data is stored —
 tensors, numpy arrays (as tensors, marked so they come back as arrays), dicts with string keys, lists, tuples,
 str, int, float, bool, None — and files are read with `weights_only=True`, which refuses any other global.
-Anything unreadable (truncated, corrupt, another program's file) raises CheckpointError naming the file.
+Anything unreadable (truncated, corrupt, another program's file) raises CheckpointError naming the file, and so
+does a failed write (a full disk: torch.save raises RuntimeError, not OSError); the old file is then kept intact.
+A checkpoint that cannot be used is moved aside (`move_aside`), never deleted: it may be evidence.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +30,29 @@ def save(path, obj) -> None:
     """Write `obj` (plain data, see the module doc) atomically: readers see the old file or the new one."""
     path = Path(path)
     tmp = tmp_path(path)
+    payload = _encode(obj, "")  # a TypeError here is a bug in the caller, not a disk problem
     try:
-        torch.save({"format": FORMAT, "version": VERSION, "payload": _encode(obj, "")}, tmp)
+        torch.save({"format": FORMAT, "version": VERSION, "payload": payload}, tmp)
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch's zip writer reports a full disk as RuntimeError
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0] if str(e) else ""
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({reason or type(e).__name__}); free space "
+                              f"there or choose another --out, then run again (the previous checkpoint is kept)"
+                              ) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def move_aside(path) -> Path:
+    """Rename an unusable checkpoint to `<path>.bad-<time>` (kept for inspection); returns the new path."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    bad = path.with_name(f"{path.name}.bad-{stamp}")
+    n = 1
+    while bad.exists():  # two in one second: keep both
+        bad, n = path.with_name(f"{path.name}.bad-{stamp}-{n}"), n + 1
+    os.replace(path, bad)
+    return bad
 
 
 def load(path):

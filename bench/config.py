@@ -114,7 +114,6 @@ class ImageInputs:
         for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
                                   ("workers", WORKERS_RANGE)):
             check_int(name, getattr(self, name), low, high)
-        check_memory(self.image_size, self.batch_size)
         if self.mask_threshold is not None:
             check_int("mask_threshold", self.mask_threshold, *MASK_THRESHOLD_RANGE)
         if not isinstance(self.cache_budget, str):
@@ -364,16 +363,19 @@ def memory_limit_bytes() -> int:
 
 
 def memory_estimate(image_size: int, batch_size: int) -> int:
-    """A rough lower bound of the bytes one batch needs on its way through the backbone."""
+    """A rough lower bound of the bytes one batch needs on its way through a frozen ResNet backbone: the default
+    of `ModelSpec.memory_bytes` (a detector that trains networks on the images says what it needs)."""
     return BYTES_PER_PIXEL * batch_size * image_size * image_size
 
 
-def check_memory(image_size: int, batch_size: int) -> None:
-    """Refuse an image size whose batches cannot fit in memory, instead of being killed by the kernel."""
-    need, have = memory_estimate(image_size, batch_size), memory_limit_bytes()
+def check_memory(model: str, image_size: int, batch_size: int, need: int) -> None:
+    """Refuse a run whose batches need more than this machine's memory (`need`: the model's estimate, see
+    `ModelSpec.memory_bytes`), instead of being killed by the kernel mid-run."""
+    have = memory_limit_bytes()
     if need > have:
-        raise ConfigError(f"--image-size {image_size} with --batch-size {batch_size} needs about {need / 2**30:.0f} "
-                          f"GiB per batch, more than the {have / 2**30:.0f} GiB this machine has; lower them")
+        raise ConfigError(f"{model} at --image-size {image_size} with --batch-size {batch_size} needs about "
+                          f"{need / 2**30:.1f} GiB (its memory estimate), more than the {have / 2**30:.1f} GiB "
+                          f"this machine has: lower --image-size or --batch-size (or the model's batch_size)")
 
 
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,

@@ -142,3 +142,25 @@ def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
     assert est("cfa", feature_dtype="float16").cache * 2 == cfa.cache
     assert est("cfa", backbone="resnet18").cache < cfa.cache / 3
     assert est("patchcore").cache < cfa.cache / 4  # PatchCore caches test images only
+
+
+def test_the_grid_estimate_of_a_raw_image_detector_is_its_own(tmp_path):
+    """GANomaly at 1024 px trains on the images themselves: the frozen-backbone rule (~6 GB) passed it under a
+    16 GB request although it needs tens of GB; the grid now asks the detector's spec."""
+    from types import SimpleNamespace
+
+    from bench.config import ImageInputs, RunConfig
+    from bench.hpc.grid import GIB, estimate_memory
+    from bench.models.registry import get
+
+    def est(model, size):
+        tasks = ["a", "b"]
+        cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, protocol="cl",
+                        hparams=resolve_hparams(model), inputs=ImageInputs(backbone="none", image_size=size))
+        return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 100,
+                                                                                        test=[0] * 50)
+                                                                   for t in tasks}))
+
+    big = est("ganomaly", 1024)
+    assert big.peak(16 * GIB) > 16 * GIB  # refused under a 16 GB request
+    assert big.fixed > get("ganomaly").memory_bytes(1024, 32, resolve_hparams("ganomaly"))

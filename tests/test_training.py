@@ -112,9 +112,9 @@ def test_a_training_killed_mid_epoch_resumes_to_identical_weights(tiny_root, tmp
     for k, v in _weights(whole).items():
         torch.testing.assert_close(_weights(resumed)[k], v, rtol=0, atol=0, msg=k)
     np.testing.assert_array_equal(resumed.predict(test, np.arange(4)).scores, whole.predict(test, np.arange(4)).scores)
-    # a checkpoint of another training is ignored, not loaded
+    # the checkpoint of an earlier training of the run (the next step finds it) is ignored, not loaded
     other = create("stfpm", _extractor("stfpm"), 64, epochs=3, batch_size=4)
-    other.context = TrainContext(checkpoint=tmp_path / "epoch.ckpt", tag="run:1", log=logs.append)
+    other.context = TrainContext(checkpoint=tmp_path / "epoch.ckpt", tag="run:0", log=logs.append, step=1)
     other.fit(train, seed=5)
     assert len(logs) == 1
 

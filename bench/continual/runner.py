@@ -9,8 +9,10 @@ the complete file from it, or finds the complete file and only removes the check
 The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
 processes cannot run into one file; the lock file is removed when the run ends. Checkpoints are plain data read
-without unpickling code (bench/checkpoint.py); an unreadable one is moved aside to `<ckpt>.bad-<timestamp>` and the
-run starts afresh.
+without unpickling code (bench/checkpoint.py); an unreadable one, or one with this run's key whose content does not fit the run (steps,
+array shapes, missing entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh. Epoch
+checkpoints are bound to the step and weights they continue (bench/training/loop.py). Temp files of writes that
+were killed are removed when the run starts again.
 
 Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
 in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import json
 import os
 import signal
@@ -39,7 +42,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bench import checkpoint, results
-from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps
+from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps, check_memory
 from bench.continual.protocols import check_protocol, make_protocol
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
@@ -166,6 +169,9 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
     config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
     config.model_version = model_spec(config.model).version
     image = config.image
+    # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
+    need = model_spec(config.model).memory_bytes(image.image_size, image.batch_size, config.hparams)
+    check_memory(config.model, image.image_size, image.batch_size, need)
     if model_spec(config.model).inputs != "features":
         image.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
     elif image.backbone == NO_BACKBONE:
@@ -321,12 +327,24 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
     check_max_steps(max_steps)
     check_output(run.out, run.run_key)  # again: the file may have changed since planning
     with output_lock(run.out), _stop_on_sigterm():
+        _remove_stale_temps(run, log)
         if results.is_complete(run.out, run.run_key):
             # a kill between the final write and removing the checkpoint leaves it: the run is done
             run.checkpoint_path.unlink(missing_ok=True)
             log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
             return run.out
         return _execute(run, progress, max_steps, log)
+
+
+def _remove_stale_temps(run: Run, log) -> None:
+    """Every write removes its temp file when it fails, but a process killed mid-write (SIGKILL, the OOM killer, a
+    node failure) cannot: its `<file>.tmp.<host>.<pid>` stays. Under the run's lock no other process writes this
+    run's files, so the temps of its result, checkpoints and probe are leftovers: remove them."""
+    names = (run.out.name, run.checkpoint_path.name, run.epoch_checkpoint_path.name, run.out.name + ".probe")
+    for name in names:
+        for stale in run.out.parent.glob(f"{glob.escape(name)}.tmp.*"):
+            stale.unlink(missing_ok=True)
+            log(f"note: removed {stale.name}, the temp file of a write that was killed")
 
 
 def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
@@ -364,7 +382,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             synchronize(device)
             t0 = time.perf_counter()
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            context = TrainContext(run.epoch_checkpoint_path, f"{run.run_key}:{t}", progress, log)
+            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t)
             protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
             protocol.learn(run.splits[task].train, t)
             if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
@@ -517,23 +535,51 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         if not isinstance(ckpt, dict) or ckpt.get("run_key") != run.run_key:
             log(f"{path}: checkpoint belongs to another run key; starting from scratch")
             return None
-        steps = ckpt["steps_done"]
-        if not isinstance(steps, int) or not 1 <= steps <= n:
-            raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
-        commits = ckpt["git_commits"]
-        if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
-            raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
-        state = RunState(n, steps, ckpt["started_at"], ckpt["arrays"], [tuple(s) for s in ckpt["scores"]],
-                         (run.track or ImageTrack).matrices, commits)
+        state = _checked_state(path, ckpt, n, (run.track or ImageTrack).matrices)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
-        bad = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
-        os.replace(path, bad)
+        bad = checkpoint.move_aside(path)
         reason = str(e) if isinstance(e, CheckpointError) else f"{path}: unusable checkpoint ({type(e).__name__}: {e})"
         log(f"warning: {reason}; moved it to {bad.name} and starting the run afresh")
         return None
-    log(f"resuming {run.out.name} after step {steps}/{n}")
+    log(f"resuming {run.out.name} after step {state.steps_done}/{n}")
     return state
+
+
+def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
+    """The RunState a checkpoint holds, or CheckpointError naming what does not fit this run's n tasks: a file
+    with the right key but other content must be moved aside, not fail every rerun later, mid-run."""
+    steps = ckpt["steps_done"]
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= n:
+        raise CheckpointError(f"{path}: steps_done={steps!r} outside 1..{n}")
+    commits = ckpt["git_commits"]
+    if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
+        raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
+    if not isinstance(ckpt["started_at"], str):
+        raise CheckpointError(f"{path}: started_at={ckpt['started_at']!r} is not a time")
+    arrays, expected = ckpt["arrays"], RunState(n, matrices=matrices).arrays
+    if not isinstance(arrays, dict) or not all(isinstance(a, np.ndarray) for a in arrays.values()):
+        raise CheckpointError(f"{path}: arrays is not a set of named arrays")
+    for name, array in expected.items():
+        if name not in arrays or arrays[name].shape != array.shape:
+            got = arrays[name].shape if name in arrays else "missing"
+            raise CheckpointError(f"{path}: array {name} is {got}, expected shape {array.shape} for {n} tasks")
+    for name, array in arrays.items():  # protocol-specific arrays (train/loss, routing/…): one row per step
+        if array.ndim == 0 or array.shape[0] != n:
+            raise CheckpointError(f"{path}: array {name} has shape {array.shape}, expected {n} rows")
+    scores = ckpt["scores"]
+    if not isinstance(scores, list) or not all(_score_ok(s, steps, n) for s in scores):
+        raise CheckpointError(f"{path}: scores are not (step, task, labels, values) records of steps 1..{steps}")
+    return RunState(n, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], matrices, commits)
+
+
+def _score_ok(record, steps: int, n: int) -> bool:
+    if not isinstance(record, (list, tuple)) or not 4 <= len(record) <= 6:
+        return False
+    t, j, labels, values = record[:4]
+    return (isinstance(t, int) and isinstance(j, int) and 0 <= t < steps and 0 <= j < n
+            and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in record[2:])
+            and all(len(a) == len(values) for a in record[2:]))
 
 
 def _log_step(log, cfg, state, t, level="image", evaluated=None):

@@ -4,11 +4,13 @@ The index alone (task, split, label, relative paths) cannot tell two datasets wi
 an image replaced in place; a result keyed by it would be reported done for data it never saw. So the run key
 includes the SHA-256 of every listed file. Hashing ten thousand images takes a while (VisA-sized: see
 docs/cluster.md), and planning a grid prepares a hundred runs over the same files, so digests are cached by
-(absolute path, size, mtime_ns) in one JSON file: $BENCH_CACHE_DIR/file-digests.json (default
-$XDG_CACHE_HOME/bench or ~/.cache/bench). The cache only saves work: an entry whose size or mtime differs from
-the file's is ignored and the file rehashed; a missing or unreadable cache file means hashing afresh. A tool that
-rewrites a file keeping both its size and its mtime (`cp -p`, `rsync -t` of other content) is not noticed;
-delete the cache file after such a copy.
+absolute path in one JSON file: $BENCH_CACHE_DIR/file-digests.json (default $XDG_CACHE_HOME/bench or
+~/.cache/bench). An entry is reused only while the file's inode, ctime, size and mtime (st_ino, st_ctime_ns,
+st_size, st_mtime_ns) are all unchanged; otherwise the file is rehashed. Size and mtime alone are not enough: `cp
+-p`, `rsync -t` or `os.utime` put an old mtime on new content, but no program can set the ctime (the kernel sets
+it on every write, rename or metadata change) and a file renamed into place has another inode. What the cache
+still trusts: a file system that updates ctime on every change (local disks, NFS and Lustre do; a FUSE mount may
+not: delete the cache file after replacing data there). A missing or unreadable cache file means hashing afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 from bench.errors import DatasetError
 
 CACHE_NAME = "file-digests.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries keyed on (st_ino, st_ctime_ns, st_size, st_mtime_ns); 1: size, mtime
 
 _memo: dict[str, list] | None = None  # the cache file's entries, loaded once per process
 _memo_path: Path | None = None
@@ -70,7 +72,7 @@ def _sha256(path: str) -> str:
 
 
 def file_digests(paths: list) -> list[str]:
-    """SHA-256 of each file (absolute paths), from the cache where its size and mtime still match."""
+    """SHA-256 of each file (absolute paths), from the cache where its inode, ctime, size and mtime still match."""
     cache = cache_path()
     entries = _entries(cache)
     keys = [os.fspath(p) for p in paths]
@@ -80,9 +82,9 @@ def file_digests(paths: list) -> list[str]:
             st = os.stat(key)
         except OSError as e:
             raise DatasetError(f"{key}: cannot read ({e.strerror})") from None
-        stats.append((st.st_size, st.st_mtime_ns))
+        stats.append((st.st_ino, st.st_ctime_ns, st.st_size, st.st_mtime_ns))
     todo = [i for i, (k, s) in enumerate(zip(keys, stats))
-            if not (isinstance(entries.get(k), list) and len(entries[k]) == 3 and tuple(entries[k][:2]) == s)]
+            if not (isinstance(entries.get(k), list) and len(entries[k]) == 5 and tuple(entries[k][:4]) == s)]
     if todo:
         def digest(i):
             try:
@@ -95,7 +97,7 @@ def file_digests(paths: list) -> list[str]:
             for i, sha in zip(todo, pool.map(digest, todo)):
                 entries[keys[i]] = [*stats[i], sha]
         _save(cache, entries)
-    return [entries[k][2] for k in keys]
+    return [entries[k][4] for k in keys]
 
 
 def content_sha256(index: pd.DataFrame, roots) -> str:

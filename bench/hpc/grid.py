@@ -491,8 +491,8 @@ class MemoryEstimate:
 
 
 def estimate_memory(run) -> MemoryEstimate:
-    """A run's peak host memory from its tasks' image counts, backbone, image size and method."""
-    from bench.config import memory_estimate
+    """A run's peak host memory from its tasks' image counts, backbone, image size and method (its largest batch
+    pass: the detector's own `ModelSpec.memory_bytes`)."""
     from bench.models import model_layers
     from bench.models.registry import get
 
@@ -522,7 +522,8 @@ def estimate_memory(run) -> MemoryEstimate:
     else:
         state = TRAINED_STATE_BYTES
     pixel = 2 * 4 * max(n_test) * size * size  # one test split's pixel scores, float32, while the buffer grows
-    return MemoryEstimate(BASE_BYTES + memory_estimate(size, image.batch_size) + int(state) + pixel,
+    batch = get(cfg.model).memory_bytes(size, image.batch_size, hp)
+    return MemoryEstimate(BASE_BYTES + batch + int(state) + pixel,
                           per_image * cached)
 
 

@@ -31,7 +31,7 @@ from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
 from bench.errors import ConfigError, DatasetError
 from bench.models.base import Prediction
 from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
-from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.models.registry import Bool, Float, Int, ModelSpec, Param, pixel_memory, register
 from bench.training.loop import GradientDetector, descend, seeded, training_params
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
@@ -295,6 +295,25 @@ class EfficientAd(GradientDetector):
         self.stats_ = {k: v.to(self.device) for k, v in state["stats"].items()}
 
 
+# Bytes per input pixel at out_channels 384, measured on CPU (peak RSS at 64 and 160 px, the parameters' share
+# taken off; docs/cluster.md): a training image (teacher, student and autoencoder passes, gradients) and a scored
+# one (the three networks forward, the maps at the input size).
+TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL = 1500, 1800
+
+
+def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
+    """Peak bytes of EfficientAD at `image_size`: 16 per trained parameter (weights, gradients, Adam's two
+    moments), 4 per teacher parameter, plus the larger of a training or a scoring batch's activations."""
+    c, padding = hparams["out_channels"], hparams["pdn_padding"]
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        teacher, student = pdn_small(c, padding), pdn_small(2 * c, padding)
+        ae = Autoencoder(c, image_size, pdn_output_size(image_size, padding))
+    count = lambda *nets: sum(p.numel() for net in nets for p in net.parameters())  # noqa: E731
+    activations = pixel_memory(TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL, features=False,
+                               scale=lambda hp: max(1.0, hp["out_channels"] / 384))
+    return 16 * count(student, ae) + 4 * count(teacher) + activations(image_size, batch_size, hparams)
+
+
 register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
@@ -315,4 +334,5 @@ register(ModelSpec(
         "holdout_fraction": Float(0.1, 0, 1, low_open=True,
                                   doc="training normals held out to fit the map quantiles"),
     },
+    memory_bytes=memory_bytes,
 ))

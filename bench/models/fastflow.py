@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.models.base import Prediction
-from bench.models.registry import Float, Int, Layers, ModelSpec, register
+from bench.models.registry import Float, Int, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, seeded, training_params
 
 SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp
@@ -151,4 +151,8 @@ register(ModelSpec(
         "hidden_ratio": Float(1.0, 0, low_open=True),
         "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
     },
+    # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
+    # bytes per pixel of a training image (the flow steps' activations and gradients),
+    # and the trained weights with their gradients and optimiser state
+    memory_bytes=pixel_memory(750, features=True, fixed=50 * 2**20),
 ))

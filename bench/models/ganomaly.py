@@ -21,7 +21,7 @@ from torch import nn
 
 from bench.errors import ConfigError
 from bench.models.base import Prediction
-from bench.models.registry import Float, Int, ModelSpec, register
+from bench.models.registry import Float, Int, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, descend, seeded, training_params
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
@@ -177,6 +177,25 @@ class Ganomaly(GradientDetector):
         return Prediction(scores.double().cpu().numpy(), maps.float().cpu().numpy())
 
 
+# Bytes per input pixel at n_features 64, measured on CPU (peak RSS at 64 and 160 px, the parameters' share taken
+# off; docs/cluster.md): a training image (the activations of G's three networks and D on real and generated
+# images, kept for the backward pass) and a scored one (forward passes, the maps).
+TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL = 2500, 1000
+
+
+def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
+    """Peak bytes of GANomaly at `image_size`: 16 per parameter (weights, gradients, Adam's two moments), whose
+    count grows faster than the image (the DCGAN doubles its channels at every halving of the side: 2.9 G
+    parameters, 43 GiB, at 1024 px), plus the activations of the larger of a training or a scoring batch."""
+    f, latent = hparams["n_features"], hparams["latent"]
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        nets = (Generator(image_size, f, latent), Discriminator(image_size, f))
+    params = sum(p.numel() for net in nets for p in net.parameters())
+    activations = pixel_memory(TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL, features=False,
+                               scale=lambda hp: hp["n_features"] / 64)
+    return 16 * params + activations(image_size, batch_size, hparams)
+
+
 register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
@@ -192,4 +211,5 @@ register(ModelSpec(
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
     },
+    memory_bytes=memory_bytes,
 ))

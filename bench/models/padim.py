@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from bench.errors import ConfigError
 from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
 
 
 class GaussianMoments:
@@ -170,6 +170,18 @@ class PadimTaskModels(Protocol):
         return tensor_bytes(self.models_)
 
 
+# Bytes per input pixel of fitting one task's Gaussians at n_features 100 (a mean, a covariance and its inverse per
+# location of the first layer's grid, with the batched inverse's working copies), measured on CPU as the slope of
+# the peak RSS of a two-image fit at 64 and 160 px (docs/cluster.md); it grows with n_features squared.
+FIT_BYTES_PER_PIXEL = 9100
+
+
+def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
+    """A scoring batch through the frozen backbone plus the Gaussians of one task, whatever the batch size."""
+    gaussians = FIT_BYTES_PER_PIXEL * (hparams["n_features"] / 100) ** 2 * image_size * image_size
+    return backbone_memory(image_size, batch_size, hparams) + int(gaussians)
+
+
 register(ModelSpec(
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
@@ -181,4 +193,5 @@ register(ModelSpec(
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.2) or lowest "
                                                 "mean patch score (mean)"),
     },
+    memory_bytes=memory_bytes,
 ))

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from bench.models.base import Prediction
-from bench.models.registry import Bool, Float, Int, ModelSpec, register
+from bench.models.registry import Bool, Float, Int, ModelSpec, pixel_memory, register
 from bench.models.stfpm import feature_distances, map_prediction, product_map, pyramid_loss, sgd
 from bench.training.loop import GradientDetector, seeded, training_params
 
@@ -105,4 +105,8 @@ register(ModelSpec(
         "weight_decay": Float(1e-4, 0),
         "normalize_first": Bool(True, doc="false: InCLAD's code, the first student layer's loss un-normalised"),
     },
+    # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
+    # bytes per pixel of a training image (the student's activations and gradients),
+    # and the trained weights with their gradients and optimiser state
+    memory_bytes=pixel_memory(345, features=True, fixed=45 * 2**20),
 ))

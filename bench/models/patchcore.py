@@ -22,7 +22,7 @@ from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, loc
                                tensor_bytes)
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
 
 EMBEDDINGS = ("released", "concat")
 
@@ -212,4 +212,7 @@ register(ModelSpec(
         "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
         "previous_ratio": Float(0.25, 0, 1, low_open=True, doc="ρ: share of the bank kept for previous tasks (CL)"),
     },
+    # measured on CPU (peak RSS of a two-image fit at 64 and 160 px, default settings; docs/cluster.md): 210 bytes
+    # per pixel of a batch through the backbone with its patch embedding and nearest-neighbour search
+    memory_bytes=pixel_memory(0, 210, features=False),
 ))

@@ -21,7 +21,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.ops.blur import gaussian_blur
-from bench.models.registry import Float, Layers, ModelSpec, register
+from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, seeded, training_params
 
 # backbone → (block kind, width per group, blocks per decoder stage deepest-first, OCE blocks): official RD4AD
@@ -187,4 +187,8 @@ register(ModelSpec(
         "beta2": Float(0.999, 0, 1),
         "blur_sigma": Float(1.0, 0, doc="Gaussian blur of the map (Table 7's smoothing kernel; official code: 4)"),
     },
+    # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
+    # bytes per pixel of a training image (bottleneck and decoder activations and gradients),
+    # and the trained weights with their gradients and optimiser state
+    memory_bytes=pixel_memory(290, features=True, fixed=250 * 2**20),
 ))

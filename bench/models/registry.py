@@ -22,6 +22,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bench.config import memory_estimate
 from bench.errors import BenchError, ConfigError, choice_error
 
 # The nine InCLAD detectors in their canonical order (tables, listings); which detectors exist is the registry's
@@ -152,6 +153,28 @@ def check_presets(owner: str, params: dict[str, Param], presets: dict[str, dict]
         resolve_params(owner, params, presets, default_preset, name)
 
 
+def backbone_memory(image_size: int, batch_size: int, hparams: dict) -> int:
+    """The default `ModelSpec.memory_bytes`: a scoring batch through a frozen ResNet backbone."""
+    return memory_estimate(image_size, batch_size)
+
+
+def pixel_memory(train: float, score: float = 0.0, *, features: bool, fixed: int = 0,
+                 scale: Callable[[dict], float] | None = None) -> Callable:
+    """A `ModelSpec.memory_bytes` measured per pixel: `train` bytes per pixel of a training batch
+    (hparams["batch_size"]: activations, gradients, optimiser work) or `score` per pixel of a scoring batch (the
+    run's --batch-size), whichever pass is larger, times `scale(hparams)` (a width relative to the calibrated
+    one), plus `fixed` bytes (trained weights with their gradients and optimiser state); `features`: plus the
+    frozen backbone's scoring batch (`backbone_memory`)."""
+
+    def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
+        pixels = image_size * image_size
+        own = max(train * hparams.get("batch_size", 0), score * batch_size) * pixels
+        own *= scale(hparams) if scale is not None else 1.0
+        return fixed + int(own) + (backbone_memory(image_size, batch_size, hparams) if features else 0)
+
+    return memory_bytes
+
+
 @dataclass(frozen=True)
 class ParamTable:
     """Named, typed, ranged settings that belong to no detector, with presets: one `resolve` for the CLI, the
@@ -194,6 +217,10 @@ class ModelSpec:
     # `params` defaults, so it maps to {}
     presets: dict[str, dict] = field(default_factory=lambda: {"default": {}})
     default_preset: str = "default"
+    # memory_bytes(image_size, batch_size, hparams) -> bytes the detector's largest batch pass needs at its peak
+    # (batch_size: the run's --batch-size; a trained detector's training batch is in hparams). `runner.prepare`
+    # refuses a run it does not fit, and the grid's memory check adds it; measured figures: docs/cluster.md
+    memory_bytes: Callable[[int, int, dict], int] = backbone_memory
 
     def __post_init__(self):
         check_presets(self.name, self.params, self.presets, self.default_preset)

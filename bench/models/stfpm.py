@@ -15,7 +15,7 @@ from torch import nn
 
 from bench.features import LAYERS
 from bench.models.base import Prediction
-from bench.models.registry import Float, Layers, ModelSpec, register
+from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, seeded, training_params
 
 
@@ -92,4 +92,8 @@ register(ModelSpec(
         "momentum": Float(0.9, 0, 1),
         "weight_decay": Float(1e-4, 0),
     },
+    # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
+    # bytes per pixel of a training image (the student's activations and gradients),
+    # and the trained weights with their gradients and optimiser state
+    memory_bytes=pixel_memory(370, features=True, fixed=45 * 2**20),
 ))

@@ -68,8 +68,11 @@ def write(manifest: dict, path=None) -> Path:
     validate(manifest, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps(manifest) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(dumps(manifest) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write (full disk) leaves no temp file
     return path
 
 

@@ -23,10 +23,18 @@ The loop (`train`) owns the rest: epochs, a seeded sample order, explicit train(
 loss (the runner stores it as `train/loss`, step × epoch), a progress bar (one line per epoch off a TTY), an
 error naming the epoch when the loss is not finite, and an epoch checkpoint (`TrainContext.checkpoint`): a run
 killed mid-task resumes at the last finished epoch and ends with the same weights as an uninterrupted one.
+
+An epoch checkpoint is bound to the training it continues: the run key, the step, which training of the step,
+the number of epochs and samples, and a SHA-256 of the weights the training started from (for a warm start, the
+state the runner's main checkpoint restored). One left by an earlier training of the same run is stale and simply
+overwritten; one that is unreadable, of another run, of a later step, or that does not fit (epoch beyond the
+epochs, losses or module shapes that disagree) is moved aside to `<ckpt>.bad-<time>` with a warning, and the
+training starts from its first epoch: a requeued job never fails for ever on a file it cannot use.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -40,7 +48,7 @@ from torch import nn
 from tqdm import tqdm
 
 from bench import checkpoint
-from bench.errors import BenchError
+from bench.errors import BenchError, CheckpointError
 from bench.models.base import Detector, Prediction
 from bench.models.registry import Int
 
@@ -54,13 +62,14 @@ class TrainContext:
     """What the runner tells the loop about the current step. The default: no checkpoint, silent."""
 
     checkpoint: Path | None = None  # epoch checkpoint file; None = no mid-task resume
-    tag: str = ""  # identifies the training (run key + step): a checkpoint with another tag is ignored
+    tag: str = ""  # the run (its run key): a checkpoint of another run is moved aside, never loaded
     progress: bool = False
     log: Callable = lambda *_: None
     cache_features: bool = True  # False: recompute the frozen network every epoch (the perf baseline only)
     losses: list = field(default_factory=list)  # per-epoch mean losses of this step's trainings, in order
     epoch_seconds: list = field(default_factory=list)  # wall seconds of each of those epochs
     calls: int = 0  # trainings run in this step (a protocol may train more than once per step)
+    step: int = 0  # the runner's step (task index): with `calls`, orders the trainings of a run
 
 
 @contextmanager
@@ -114,35 +123,123 @@ def _load_optimizer_state(opt: torch.optim.Optimizer, state: dict) -> None:
                          "param_groups": state["param_groups"]})
 
 
-def _load_epoch(path: Path | None, tag: str) -> dict | None:
+def state_sha256(modules: dict[str, nn.Module]) -> str:
+    """SHA-256 of the modules' weights and buffers (names, dtypes, shapes, values; memory layout ignored)."""
+    h = hashlib.sha256()
+    for name in sorted(modules):
+        for key, value in sorted(modules[name].state_dict().items()):
+            t = value.detach().cpu().contiguous()
+            h.update(f"{name}.{key}:{t.dtype}:{tuple(t.shape)}\n".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _binding(ctx: TrainContext, start: str, epochs: int, n_samples: int) -> dict:
+    """What an epoch checkpoint must match to be continued: this run, step, training, start weights and sizes."""
+    return {"tag": ctx.tag, "step": ctx.step, "call": ctx.calls, "start": start, "epochs": epochs,
+            "samples": n_samples}
+
+
+def _load_epoch(ctx: TrainContext, binding: dict, modules: dict[str, nn.Module]) -> dict | None:
+    """The epoch checkpoint that continues this training, or None (absent, stale, or moved aside as unusable)."""
+    path = ctx.checkpoint
     if path is None or not path.is_file():
         return None
-    state = checkpoint.load(path)
-    return state if state.get("tag") == tag else None
+    try:
+        state = checkpoint.load(path)
+        if not isinstance(state, dict) or state.get("tag") != binding["tag"]:
+            raise CheckpointError(f"{path}: epoch checkpoint of another run")
+        where = (state.get("step"), state.get("call"))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in where):
+            raise CheckpointError(f"{path}: epoch checkpoint without a valid step/training index")
+        if where < (binding["step"], binding["call"]):
+            return None  # left by a finished training of this run (killed before its removal): overwritten
+        _check_epoch(path, state, binding, modules)
+    except CheckpointError as e:
+        bad = checkpoint.move_aside(path)
+        ctx.log(f"warning: {e}; moved it to {bad.name} and training this task from its first epoch")
+        return None
+    return state
+
+
+def _check_epoch(path: Path, state: dict, binding: dict, modules: dict[str, nn.Module]) -> None:
+    """CheckpointError unless `state` is a consistent checkpoint of exactly this training."""
+    for key in ("step", "call", "start", "epochs", "samples"):
+        if state.get(key) != binding[key]:
+            raise CheckpointError(f"{path}: epoch checkpoint does not continue this training ({key} "
+                                  f"{state.get(key)!r}, expected {binding[key]!r})")
+    epoch, losses = state.get("epoch"), state.get("losses")
+    if not isinstance(epoch, int) or not 1 <= epoch <= binding["epochs"]:
+        raise CheckpointError(f"{path}: epoch {epoch!r} outside 1..{binding['epochs']}")
+    if (not isinstance(losses, list) or len(losses) != epoch
+            or not all(isinstance(v, float) and np.isfinite(v) for v in losses)):
+        raise CheckpointError(f"{path}: losses do not list {epoch} finite per-epoch values")
+    saved = state.get("modules")
+    if not isinstance(saved, dict) or set(saved) != set(modules):
+        raise CheckpointError(f"{path}: modules {sorted(saved) if isinstance(saved, dict) else saved!r}, "
+                              f"expected {sorted(modules)}")
+    for name, module in modules.items():
+        mine = module.state_dict()
+        theirs = saved[name]
+        if (not isinstance(theirs, dict) or set(theirs) != set(mine)
+                or any(not isinstance(theirs[k], torch.Tensor) or theirs[k].shape != v.shape
+                       for k, v in mine.items())):
+            raise CheckpointError(f"{path}: weights of module {name!r} do not match its architecture")
+    for key in ("optimizers", "schedulers"):
+        if not isinstance(state.get(key), list):
+            raise CheckpointError(f"{path}: no {key} list")
+    if not isinstance(state.get("order_rng"), torch.Tensor):
+        raise CheckpointError(f"{path}: no sample-order generator state")
+
+
+def _restore(ctx, modules, optimizers, schedulers, order_rng, resumed) -> bool:
+    """Load a checked epoch checkpoint; False (after moving it aside) when torch still refuses a part of it."""
+    try:
+        for name, module in modules.items():
+            module.load_state_dict(resumed["modules"][name])
+        if len(resumed["optimizers"]) != len(optimizers) or len(resumed["schedulers"]) != len(schedulers):
+            raise ValueError("optimizer or scheduler count differs")
+        for opt, state in zip(optimizers, resumed["optimizers"]):
+            _load_optimizer_state(opt, state)
+        for sched, state in zip(schedulers, resumed["schedulers"]):
+            sched.load_state_dict(state)
+        order_rng.set_state(resumed["order_rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
+        bad = checkpoint.move_aside(ctx.checkpoint)
+        ctx.log(f"warning: {ctx.checkpoint}: unusable epoch checkpoint ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}); moved it to {bad.name} and training this task "
+                f"from its first epoch")
+        return False
+    return True
 
 
 def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int, batch_size: int) -> list[float]:
     """Train `detector`'s modules on `samples` for `epochs`; returns the per-epoch mean losses (see module doc)."""
     ctx = detector.context
     ctx.calls += 1
-    tag = f"{ctx.tag}#{ctx.calls}"
     modules = detector.modules()
     optimizers = detector.optimizers()
     schedulers = detector.schedulers(optimizers)
     order_rng = torch.Generator().manual_seed(seed)
     losses: list[float] = []
     start = 0
-    resumed = _load_epoch(ctx.checkpoint, tag)
-    if resumed is not None:  # a killed run: continue after the last finished epoch
-        for name, module in modules.items():
-            module.load_state_dict(resumed["modules"][name])
-        for opt, state in zip(optimizers, resumed["optimizers"]):
-            _load_optimizer_state(opt, state)
-        for sched, state in zip(schedulers, resumed["schedulers"]):
-            sched.load_state_dict(state)
-        order_rng.set_state(resumed["order_rng"])
-        losses, start = list(resumed["losses"]), resumed["epoch"]
-        ctx.log(f"resuming training after epoch {start}/{epochs} from {ctx.checkpoint}")
+    binding = None
+    if ctx.checkpoint is not None:
+        binding = _binding(ctx, state_sha256(modules), epochs, len(samples))
+        resumed = _load_epoch(ctx, binding, modules)
+        if resumed is not None:
+            # a half-loaded state must not be trained on: keep the start weights until the load succeeded
+            initial = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in modules.items()}
+            if _restore(ctx, modules, optimizers, schedulers, order_rng, resumed):  # a killed run: continue
+                losses, start = list(resumed["losses"]), resumed["epoch"]
+                ctx.log(f"resuming training after epoch {start}/{epochs} from {ctx.checkpoint}")
+            else:
+                for name, module in modules.items():
+                    module.load_state_dict(initial[name])
+                optimizers = detector.optimizers()
+                schedulers = detector.schedulers(optimizers)
+                order_rng = torch.Generator().manual_seed(seed)
+            del initial
     if ctx.cache_features and detector.inputs_features:
         # Forward every sample once, in fixed batches of the sample order: features are then bit-identical
         # whether a run was resumed or not (CPU kernels may round differently for other batch compositions).
@@ -174,9 +271,9 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         if ctx.progress and not _is_tty():
             ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
                     f"({ctx.epoch_seconds[-1]:.1f}s)")
-        if ctx.checkpoint is not None:
+        if binding is not None:
             checkpoint.save(ctx.checkpoint, {
-                "tag": tag, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
+                **binding, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
                 "modules": {name: m.state_dict() for name, m in modules.items()},
                 "optimizers": [_optimizer_state(o) for o in optimizers],
                 "schedulers": [s.state_dict() for s in schedulers]})
