@@ -139,6 +139,8 @@ class FastFlow(GradientDetector):
 
 
 register(ModelSpec(
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
@@ -148,7 +150,7 @@ register(ModelSpec(
         "lr": Float(1e-3, 0, low_open=True),
         "weight_decay": Float(0.0, 0),
         "flow_steps": Int(8, 1),
-        "hidden_ratio": Float(1.0, 0, low_open=True),
+        "hidden_ratio": Float(1.0, 0, 16, low_open=True, doc="coupling subnet width / input channels"),
         "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
     },
 ))

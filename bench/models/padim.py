@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from bench.errors import ConfigError
 from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 
 
@@ -171,13 +172,15 @@ class PadimTaskModels(Protocol):
 
 
 register(ModelSpec(
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),
         "eps": Float(0.01, 0, low_open=True, doc="ε added to each covariance diagonal"),
-        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.2) or lowest "
                                                 "mean patch score (mean)"),
     },
