@@ -20,6 +20,8 @@ from bench.models import create
 from bench.models.registry import get, specs
 from conftest import model_extractor, task_split_pair
 
+pytestmark = pytest.mark.slow  # about 100 tiny fits
+
 UNBOUNDED_FLOAT = 1e6
 SIZE = {"efficientad": 48, "rd4ad": 64}  # the smallest each accepts; the rest runs at 32
 N_TRAIN = 4
