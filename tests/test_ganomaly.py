@@ -47,7 +47,23 @@ def test_generator_loss_is_feature_matching_plus_weighted_l1_and_latent_l2():
     z, z_hat = torch.randn(2, 10, generator=g), torch.randn(2, 10, generator=g)
     expected = (((disc(fake)[1] - disc(x)[1]) ** 2).mean() + 50 * (fake - x).abs().mean()
                 + ((z - z_hat) ** 2).mean())
-    torch.testing.assert_close(generator_loss(disc, x, fake, z, z_hat, 1.0, 50.0, 1.0), expected)
+    torch.testing.assert_close(generator_loss(disc, x, fake, z, z_hat, 1.0, 50.0, 1.0, "akcay"), expected)
+
+
+def test_anomalib_generator_loss_compares_probabilities_and_uses_smooth_l1():
+    """InCLAD's (anomalib's) GeneratorLoss: MSE(p_real, p_fake) on the discriminator's sigmoid outputs + 50·L1 +
+    SmoothL1(z, ẑ); the default preset runs it, `original` Akcay et al.'s."""
+    g = torch.Generator().manual_seed(0)
+    disc = Discriminator(32, 4).eval()
+    x, fake = torch.rand(2, 3, 32, 32, generator=g) * 2 - 1, torch.rand(2, 3, 32, 32, generator=g) * 2 - 1
+    z, z_hat = 3 * torch.randn(2, 10, generator=g), torch.randn(2, 10, generator=g)  # |z − ẑ| > 1 somewhere
+    p_real, p_fake = torch.sigmoid(disc(x)[0]), torch.sigmoid(disc(fake)[0])
+    d = (z_hat - z).abs()
+    smooth_l1 = torch.where(d < 1, 0.5 * d**2, d - 0.5).mean()
+    expected = ((p_real - p_fake) ** 2).mean() + 50 * (fake - x).abs().mean() + smooth_l1
+    torch.testing.assert_close(generator_loss(disc, x, fake, z, z_hat, 1.0, 50.0, 1.0, "anomalib"), expected)
+    assert get("ganomaly").resolve()["losses"] == "anomalib"
+    assert get("ganomaly").resolve(preset="original")["losses"] == "akcay"
 
 
 @pytest.fixture(scope="module")

@@ -72,16 +72,24 @@ def test_grid_without_an_image_size_runs_each_model_at_its_paper_size(tiny_root,
     assert sizes == {"patchcore": 224, "stfpm": 256, "fastflow": 64}
 
 
-def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, capsys):
-    from bench.demo import demo_configs
+def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
+    import bench.demo as demo
 
-    configs = demo_configs(demo_root)
-    assert {c.preset for c in configs} == {"inclad"}
-    rd4ad = [c for c in demo_configs(demo_root, everything=True, model_preset="original") if c.model == "rd4ad"]
-    assert rd4ad and all(c.preset == "original" for c in rd4ad)
-    assert prepare(rd4ad[0]).config.hparams["blur_sigma"] == 4.0
-    with pytest.raises(ConfigError, match="unknown patchcore preset 'original'"):
-        demo_configs(demo_root, model_preset="original")
+    assert {c.preset for c in demo.demo_configs(demo_root)} == {"inclad"}
+    assert {c.preset for c in demo.demo_configs(demo_root, model_preset="inclad")} == {"inclad"}
+    with pytest.raises(ConfigError, match="unknown patchcore preset 'original'"):  # no silent fallback
+        demo.demo_configs(demo_root, model_preset="original")
+    monkeypatch.setattr(demo, "DEMO_MODELS", ("rd4ad",))
+    configs = demo.demo_configs(demo_root, model_preset="original")
+    assert {c.preset for c in configs} == {"original"}
+    run = prepare(configs[0])
+    assert run.config.hparams["blur_sigma"] == 4.0 and run.config.hparams["epochs"] == get_quick("rd4ad")["epochs"]
+
+
+def get_quick(model: str) -> dict:
+    from bench.models.registry import get
+
+    return get(model).quick
 
 
 def test_paper_image_size_is_the_default_and_another_size_prints_one_note():
