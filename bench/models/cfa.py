@@ -271,10 +271,10 @@ class CfaTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
-    default_preset="inclad",
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),

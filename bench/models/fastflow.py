@@ -139,11 +139,11 @@ class FastFlow(GradientDetector):
 
 
 register(ModelSpec(
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
-    default_preset="inclad",
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=200, batch_size=8),

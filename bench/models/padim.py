@@ -172,10 +172,10 @@ class PadimTaskModels(Protocol):
 
 
 register(ModelSpec(
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
-    default_preset="inclad",
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),

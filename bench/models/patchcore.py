@@ -20,9 +20,9 @@ import torch.nn.functional as F
 
 from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
                                tensor_bytes)
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.models.ops.blur import MAX_SIGMA
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 
 EMBEDDINGS = ("released", "concat")
@@ -200,10 +200,10 @@ class PatchCoreTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
-    default_preset="inclad",
     name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer2", "layer3")),
         "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "
