@@ -64,7 +64,8 @@ def test_run_key_holds_the_teacher_and_penalty_content(tiny_root, tmp_path, make
     (penalty / "a.png").write_bytes((tiny_root / "grain" / "train" / "good" / "000.png").read_bytes())
 
     def key(**hparams):
-        cfg = make_config(tiny_root, ["disc"], model="efficientad", hparams={"out_channels": 8, **hparams})
+        cfg = make_config(tiny_root, ["disc"], model="efficientad",
+                          hparams={"out_channels": 8, "pdn_padding": True, **hparams})  # the teachers are padded
         return prepare(cfg, out_dir=tmp_path).run_key
 
     random_key = key()
