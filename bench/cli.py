@@ -59,7 +59,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     order.add_argument("--ordering", help="easy_to_hard | hard_to_easy | random | alphabetical")
     order.add_argument("--tasks", help="explicit comma-separated task order, e.g. bottle,cable,screw")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--image-size", type=int, default=None,
+                   help="input side in pixels (default: the model's paper input size, e.g. 256 for STFPM)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--workers", type=int, default=4, help="threads decoding images (does not change results)")
@@ -79,10 +80,25 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "$BENCH_CACHE_BUDGET or half the job's memory)")
 
 
+def paper_image_size(model: str, image_size: int | None, log=print) -> int:
+    """`image_size`, or the model's paper input size when None; a size other than the paper's is one note
+    line (such a run is not comparable with the paper's tables)."""
+    from bench.models.registry import get
+
+    spec = get(model)
+    if image_size is None:
+        return spec.image_size
+    if spec.image_size is not None and image_size != spec.image_size:
+        log(f"note: --image-size {image_size} differs from {spec.label}'s paper input size {spec.image_size} "
+            f"(InCLAD Tables 6-7); the run is not comparable with the paper's tables")
+    return image_size
+
+
 def config_from_args(args) -> "RunConfig":  # noqa: F821
     from bench.config import ImageInputs, build_run_config
 
-    inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=args.image_size,
+    image_size = paper_image_size(args.model, args.image_size)
+    inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=image_size,
                          batch_size=args.batch_size, pixel_eval=args.pixel_eval, feature_dtype=args.feature_dtype,
                          mask_threshold=args.mask_threshold, workers=args.workers, cache_budget=args.cache_budget)
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
@@ -155,15 +171,15 @@ def cmd_data(args) -> int:
 
 
 def cmd_weights(args) -> int:
-    from bench.features import BACKBONES, stage_weights, staged_weights_path
+    from bench.features import stage_weights, staged_files, staged_weights_path
 
     if args.stage:
         for path in stage_weights():
             print(f"staged {path}")
         return 0
-    for name in BACKBONES:
-        path = staged_weights_path(name)
-        print(f"{name:<16} {'staged' if path.is_file() else 'missing'}  {path}")
+    for name, tag in staged_files():
+        path = staged_weights_path(name, tag)
+        print(f"{name + '.' + tag:<26} {'staged' if path.is_file() else 'missing'}  {path}")
     return 0
 
 

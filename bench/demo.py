@@ -2,9 +2,10 @@
 
 Generates the synthetic benchmark, runs PatchCore, PaDiM, CFA and FastFlow, NCL and CL, over three orderings
 (random-init resnet18: weights=none, since this machine cannot download ImageNet weights), each with its
-registered quick setting (printed), writes one HDF5 file per run and a Table 2 (via `make aggregate`'s code)
-under outputs/synthetic/tables/, and prints the comparison with InCLAD's published Table 2 (every cell not
-comparable here, with the reasons). `python -m bench.demo --all` (`make demo-all`) runs every registered detector.
+registered quick setting on top of its default hyperparameter preset (`inclad`; `--model-preset NAME` picks
+another; both printed), writes one HDF5 file per run and a Table 2 (via `make aggregate`'s code) under
+outputs/synthetic/tables/, and prints the comparison with InCLAD's published Table 2 (every cell not comparable
+here, with the reasons). `python -m bench.demo --all` (`make demo-all`) runs every registered detector.
 """
 
 from __future__ import annotations
@@ -40,33 +41,36 @@ def demo_models(everything: bool = False) -> dict[str, dict]:
     return {m: dict(get(m).quick) for m in names}
 
 
-def demo_configs(root: Path, preset: str = "demo", everything: bool = False) -> list[RunConfig]:
+def demo_configs(root: Path, preset: str = "demo", everything: bool = False,
+                 model_preset: str | None = None) -> list[RunConfig]:
     """The demo's runs: model × ordering × protocol on the synthetic benchmark at `root` (also jobs/synthetic.yaml's
-    grid, so `make submit DATASET=synthetic` finds a demo's results done)."""
+    grid, so `make submit DATASET=synthetic` finds a demo's results done). `preset`: the synthetic benchmark's
+    size; `model_preset`: the hyperparameter preset the quick settings apply on (None: each model's default)."""
     available = sorted(read_index("synthetic", root)["task"].unique())
     streams = {ordering: resolve_tasks("synthetic", root, available, ordering=ordering)[1] for ordering in ORDERINGS}
     return [RunConfig(dataset="synthetic", root=str(root), model=model, tasks=list(streams[ordering]),
                       ordering=ordering, protocol=protocol, seed=0, device="auto", hparams=dict(hparams),
-                      inputs=ImageInputs(backbone="resnet18", weights="none", image_size=PRESETS[preset]["image_size"],
+                      preset=get(model).preset_name(model_preset), inputs=ImageInputs(backbone="resnet18", weights="none", image_size=PRESETS[preset]["image_size"],
                                          batch_size=32))
             for model, hparams in demo_models(everything).items() for ordering in ORDERINGS
             for protocol in ("ncl", "cl")]
 
 
-def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything: bool = False) -> int:
+def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything: bool = False,
+         model_preset: str | None = None) -> int:
     """Everything lands in outputs/synthetic/: runs/*.h5, tables/, figures/."""
     t_start = time.perf_counter()
     out = outputs / "synthetic"
     root = default_root("synthetic")
     generate(root, preset=preset, seed=0)
-    configs = demo_configs(root, preset, everything)
+    configs = demo_configs(root, preset, everything, model_preset)
     print(f"synthetic benchmark ({preset}): {len(configs[0].tasks)} tasks at {root}, {configs[0].image.image_size}px")
     print("weights=none: random-init backbones (no ImageNet download here); numbers show the pipeline, "
           "not paper-comparable accuracy")
     runs_dir = out / "runs"
     for model, hparams in demo_models(everything).items():
-        if hparams:
-            print(f"{model}: demo settings {hparams} (defaults otherwise)")
+        name = get(model).preset_name(model_preset)
+        print(f"{model}: preset {name}" + (f" + demo settings {hparams}" if hparams else ""))
     with reuse_reads():  # every run is validated before any work, reading the dataset once
         runs = [prepare(cfg, out_dir=runs_dir) for cfg in configs]
     for cfg, run in zip(configs, runs):
@@ -90,9 +94,12 @@ def main(argv=None) -> int:
     parser.add_argument("--all", action="store_true", help="every registered detector (longer than 10 minutes)")
     parser.add_argument("--outputs", default="outputs")
     parser.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo")
+    parser.add_argument("--model-preset", default=None, metavar="NAME",
+                        help="hyperparameter preset of every demo model (default: each model's, inclad)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress, everything=args.all)
+    return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress, everything=args.all,
+                model_preset=args.model_preset)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """Frozen timm backbones, offline weight staging, and the per-run feature cache (bounded, spilling to scratch).
 
-Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision-style `*.tv_in1k`
-weights staged by `make weights` into data/weights/), or a path to a state-dict file. The hub is never
-contacted while running: missing weights fail in milliseconds with the staging command.
+Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision's ImageNet weights, as
+timm's `*.tv_in1k` (IMAGENET1K_V1) and `*.tv2_in1k` (IMAGENET1K_V2) files staged by `make weights` into
+data/weights/), or a path to a state-dict file. Which ImageNet generation `imagenet` means is the detector
+preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM code asks torchvision for DEFAULT, which is V2
+for wide_resnet50_2 and V1 for resnet18; PatchCore/PaDiM/CFA use their papers' V1. The hub is never contacted
+while running: missing weights fail in milliseconds with the staging command.
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from bench.errors import WeightsError, choice_error
 from bench.results import file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
-IMAGENET_TAG = "tv_in1k"
+IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights
+# torchvision weights generation → timm tag per backbone: what `DEFAULT` resolves to in torchvision (0.13+)
+IMAGENET_TAGS = {
+    "IMAGENET1K_V1": {"resnet18": "tv_in1k", "wide_resnet50_2": "tv_in1k"},
+    "DEFAULT": {"resnet18": "tv_in1k", "wide_resnet50_2": "tv2_in1k"},  # resnet18 has no V2
+}
 FLOAT16_MAX = 65504.0
 # share of the job's memory the feature cache may fill before spilling: the rest holds the backbone's batches, the
 # model's state (PatchCore's bank, CFA's replay) and the evaluation's pixel scores
@@ -31,25 +39,43 @@ def weights_dir() -> Path:
     return Path(os.environ.get("BENCH_WEIGHTS_DIR", "data/weights"))
 
 
-def staged_weights_path(backbone: str) -> Path:
-    return weights_dir() / f"{backbone}.{IMAGENET_TAG}.safetensors"
+def imagenet_tag(backbone: str, generation: str = "IMAGENET1K_V1") -> str:
+    """The timm tag of torchvision's `generation` weights of `backbone` (tv_in1k = V1, tv2_in1k = V2)."""
+    if generation not in IMAGENET_TAGS:
+        raise choice_error("ImageNet weights generation", generation, IMAGENET_TAGS)
+    if backbone not in BACKBONES:
+        raise choice_error("backbone", backbone, BACKBONES)
+    return IMAGENET_TAGS[generation][backbone]
 
 
-def resolve_weights(backbone: str, weights: str) -> tuple[Path | None, str]:
-    """(file to load or None, weights id for the run key). Fails fast when a file is missing."""
+def staged_weights_path(backbone: str, tag: str = IMAGENET_TAG) -> Path:
+    return weights_dir() / f"{backbone}.{tag}.safetensors"
+
+
+def staged_files() -> list[tuple[str, str]]:
+    """(backbone, timm tag) of every ImageNet file `make weights` stages: each backbone's V1 and, where
+    torchvision's DEFAULT differs (wide_resnet50_2: V2), that one too."""
+    return sorted({(b, tags[b]) for tags in IMAGENET_TAGS.values() for b in BACKBONES},
+                  key=lambda bt: (BACKBONES.index(bt[0]), bt[1]))
+
+
+def resolve_weights(backbone: str, weights: str, generation: str = "IMAGENET1K_V1") -> tuple[Path | None, str]:
+    """(file to load or None, weights id for the run key). `generation`: which torchvision ImageNet weights
+    `imagenet` means (the detector preset's). Fails fast when a file is missing."""
     if backbone not in BACKBONES:
         raise choice_error("backbone", backbone, BACKBONES)
     if weights == "none":
         return None, "none"
     if weights == "imagenet":
-        path = staged_weights_path(backbone)
+        tag = imagenet_tag(backbone, generation)
+        path = staged_weights_path(backbone, tag)
         if not path.is_file():
             raise WeightsError(
-                f"{path}: ImageNet weights for {backbone} are not staged (this machine never downloads them "
-                f"at run time). On a machine with internet run `make weights` and copy data/weights/ here, "
-                f"or pass --weights none / --weights PATH"
+                f"{path}: ImageNet weights {backbone}.{tag} ({generation}) are not staged (this machine never "
+                f"downloads them at run time). On a machine with internet run `make weights` and copy "
+                f"data/weights/ here, or pass --weights none / --weights PATH"
             )
-        return path, f"{backbone}.{IMAGENET_TAG}:{_weights_sha256(path)[:16]}"
+        return path, f"{backbone}.{tag}:{_weights_sha256(path)[:16]}"
     path = Path(weights)
     if not path.is_file():
         raise WeightsError(f"{path}: weights file not found (expected imagenet, none, or a state-dict file)")
@@ -89,14 +115,15 @@ def _load_state_dict(path: Path) -> dict:
     return sd
 
 
-def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int = 0) -> torch.nn.Module:
+def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int = 0,
+                    generation: str = "IMAGENET1K_V1") -> torch.nn.Module:
     """A frozen, eval-mode timm `features_only` model returning the requested layers in order."""
     import timm
 
     bad = [layer for layer in layers if layer not in LAYERS]
     if bad:
         raise choice_error("layer", bad[0], LAYERS)
-    path, _ = resolve_weights(name, weights)
+    path, _ = resolve_weights(name, weights, generation)
     out_indices = tuple(LAYERS.index(layer) for layer in layers)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # `none` = random init, reproducible from the run seed
@@ -116,16 +143,17 @@ def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int 
     return model
 
 
-def stage_weights(backbones=BACKBONES) -> list[Path]:
-    """Download torchvision-style ImageNet weights through timm (needs internet) into data/weights/."""
+def stage_weights(files=None) -> list[Path]:
+    """Download torchvision's ImageNet weights through timm (needs internet) into data/weights/: every
+    (backbone, tag) of `staged_files()` unless `files` names some."""
     import timm
     from safetensors.torch import save_file
 
     out = []
     weights_dir().mkdir(parents=True, exist_ok=True)
-    for name in backbones:
-        model = timm.create_model(f"{name}.{IMAGENET_TAG}", pretrained=True)
-        path = staged_weights_path(name)
+    for name, tag in files or staged_files():
+        model = timm.create_model(f"{name}.{tag}", pretrained=True)
+        path = staged_weights_path(name, tag)
         tmp = path.with_suffix(".tmp")
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
         os.replace(tmp, path)
@@ -268,8 +296,9 @@ class FeatureExtractor:
 
     def __init__(self, backbone: str, weights: str, layers, device: torch.device, *, seed: int = 0,
                  batch_size: int = 32, workers: int = 0, progress: bool = True, cache_budget: int | None = None,
-                 cache_dtype: str = "float32", spill_dir: Path | None = None):
+                 cache_dtype: str = "float32", spill_dir: Path | None = None, generation: str = "IMAGENET1K_V1"):
         self.backbone_name, self.weights, self.layers = backbone, weights, tuple(layers)
+        self.generation = generation  # which ImageNet weights `imagenet` means (the detector preset's)
         self.device, self.seed, self.batch_size, self.workers = device, seed, batch_size, workers
         self.progress = progress
         self._model = None
@@ -279,7 +308,8 @@ class FeatureExtractor:
     @property
     def model(self) -> torch.nn.Module:
         if self._model is None:
-            self._model = create_backbone(self.backbone_name, self.weights, self.layers, self.seed).to(self.device)
+            self._model = create_backbone(self.backbone_name, self.weights, self.layers, self.seed,
+                                          self.generation).to(self.device)
         return self._model
 
     @torch.no_grad()

@@ -24,11 +24,11 @@ def test_distilled_teacher_loads_in_teacher_path_mode(tiny_root, tmp_path):
                       "--device", "cpu")
     assert out.is_file() and not list(tmp_path.glob("*.tmp")) and "teacher=" in text
     spec = get("efficientad")
-    hparams = spec.resolve({**spec.quick, "teacher": str(out)})
+    hparams = spec.resolve({**spec.quick, "teacher": str(out), "pdn_padding": True})  # distilled padded
     assert spec.asset_ids(hparams) == {"teacher": f"sha256:{file_sha256(out)}"}
     train, test = task_split_pair(tiny_root, "grain")
     model = create("efficientad", ImageSource(torch.device("cpu")), 64, **{**spec.quick, "teacher": str(out),
-                                                                           "epochs": 1})
+                                                                           "pdn_padding": True, "epochs": 1})
     model.build(seed=0)
     written = load_teacher(out, 64, True).state_dict()
     for k, v in model.teacher_.state_dict().items():
@@ -64,7 +64,8 @@ def test_run_key_holds_the_teacher_and_penalty_content(tiny_root, tmp_path, make
     (penalty / "a.png").write_bytes((tiny_root / "grain" / "train" / "good" / "000.png").read_bytes())
 
     def key(**hparams):
-        cfg = make_config(tiny_root, ["disc"], model="efficientad", hparams={"out_channels": 8, **hparams})
+        cfg = make_config(tiny_root, ["disc"], model="efficientad",
+                          hparams={"out_channels": 8, "pdn_padding": True, **hparams})  # the teachers are padded
         return prepare(cfg, out_dir=tmp_path).run_key
 
     random_key = key()

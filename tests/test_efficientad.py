@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from bench.data import read_index
-from bench.errors import BenchError, WeightsError
+from bench.errors import BenchError, ConfigError, WeightsError
 from bench.features import ImageSource
 from bench.metrics import bwt, roc_auc
 from bench.models import create, get
@@ -107,8 +107,8 @@ def test_learns_each_synthetic_task_alone(fitted):
 
 
 def test_map_quantiles_never_see_a_test_image(fitted):
-    """Quantiles come from the held-out slice of the training normals: no test image is loaded while fitting,
-    the held-out images are not trained on, and refitting on the held-out slice alone gives the same values."""
+    """Quantiles come from training normals (preset inclad: all of them, as InCLAD's code): no test image is loaded
+    while fitting, and refitting on the recorded images alone gives the same values."""
     model, train, test, seen = next(iter(fitted.values()))
     assert not set(seen) & set(test.keys), "a test image was loaded while fitting"
     hold = set(model.holdout_keys_)
@@ -117,6 +117,28 @@ def test_map_quantiles_never_see_a_test_image(fitted):
     model.fit_quantiles([(train, i) for i, k in enumerate(train.keys) if k in hold])
     for k in q:
         torch.testing.assert_close(model.stats_[k], q[k])
+
+
+def test_holdout_fraction_zero_uses_every_training_image_and_the_paper_holds_out_a_slice():
+    """inclad (holdout_fraction=0): teacher statistics, training and quantiles on all training images; original
+    (0.1): a seeded slice of at least one image is held out of training for the quantiles."""
+    samples = [("split", i) for i in range(20)]
+    inclad = create("efficientad", ImageSource(torch.device("cpu")), SIZE, **QUICK)
+    assert inclad.split_holdout(samples, seed=0) == (samples, samples)
+    paper = create("efficientad", ImageSource(torch.device("cpu")), SIZE, **{**QUICK, "holdout_fraction": 0.1})
+    train, hold = paper.split_holdout(samples, seed=0)
+    assert len(hold) == 2 and sorted(train + hold) == samples and not set(train) & set(hold)
+
+
+def test_original_preset_names_the_files_it_needs():
+    spec = get("efficientad")
+    hparams = spec.resolve(preset="original")
+    with pytest.raises(ConfigError, match=r"teacher=required: .*--set teacher=PATH"):
+        spec.asset_ids(hparams)
+    with pytest.raises(ConfigError, match=r"penalty=required: .*--set penalty=FOLDER"):
+        spec.asset_ids({**hparams, "teacher": "random"})
+    with pytest.raises(ConfigError, match="teacher=required"):
+        create("efficientad", ImageSource(torch.device("cpu")), SIZE, **{**QUICK, "teacher": "required"})
 
 
 def test_scores_pointwise_and_state_round_trip(fitted):

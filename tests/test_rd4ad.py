@@ -42,3 +42,29 @@ def test_loss_and_map_equal_references():
     first = 1 - (F.normalize(enc[0], dim=1) * F.normalize(dec[0], dim=1)).sum(1)
     first = F.interpolate(first[:, None], size=(8, 8), mode="bilinear", align_corners=False)[:, 0]
     torch.testing.assert_close(maps, first + up, rtol=1e-5, atol=1e-5)
+
+
+def test_bottleneck_and_decoder_use_the_official_initialisation():
+    """Official RD4AD (torchvision resnet's loop): every Conv2d Kaiming-normal with mode fan_out / ReLU gain, so
+    its weights' std is sqrt(2 / (out_channels · k²)); every BatchNorm weight 1 and bias 0."""
+    torch.manual_seed(0)
+    net = ReverseDistillation("resnet18", [64, 128, 256])
+    convs = [m for m in net.modules() if type(m) is torch.nn.Conv2d]
+    assert len(convs) > 10
+    for conv in convs:
+        out_channels, _, kh, kw = conv.weight.shape
+        expected = (2 / (out_channels * kh * kw)) ** 0.5
+        if conv.weight.numel() >= 10_000:  # enough draws for the std to be within 5 %
+            assert abs(conv.weight.std().item() / expected - 1) < 0.05, conv
+    for bn in (m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+        assert torch.equal(bn.weight, torch.ones_like(bn.weight)) and torch.equal(bn.bias, torch.zeros_like(bn.bias))
+
+
+@pytest.mark.parametrize("size", [32, 48, 100])
+def test_sizes_the_decoder_cannot_mirror_are_refused(size):
+    from bench.errors import ConfigError
+    from bench.models import create
+    from conftest import model_extractor
+
+    with pytest.raises(ConfigError, match=f"multiple of 32 and at least 64.*got {size}"):
+        create("rd4ad", model_extractor(), size)

@@ -106,7 +106,8 @@ class ImageTrack:
         self.extractor = FeatureExtractor(image.backbone, image.weights, model_layers(cfg.model, cfg.hparams),
                                           device, seed=cfg.seed, batch_size=image.batch_size, workers=image.workers,
                                           progress=progress, cache_budget=cache_budget(image.cache_budget),
-                                          cache_dtype=image.feature_dtype, spill_dir=scratch_dir(out_dir))
+                                          cache_dtype=image.feature_dtype, spill_dir=scratch_dir(out_dir),
+                                          generation=model_spec(cfg.model).imagenet_generation(cfg.preset))
         self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
         if image.weights == "none":
             log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
@@ -317,7 +318,8 @@ def _inputs_id(config: RunConfig) -> str:
     content ids of the assets the detector names (missing ones fail here, fast)."""
     spec = model_spec(config.model)
     image = config.image
-    weights_id = resolve_weights(image.backbone, image.weights)[1] if spec.inputs == "features" else "images"
+    weights_id = (resolve_weights(image.backbone, image.weights, spec.imagenet_generation(config.preset))[1]
+                  if spec.inputs == "features" else "images")
     assets = spec.asset_ids(config.hparams)
     return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
 

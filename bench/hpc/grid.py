@@ -36,7 +36,8 @@ PROFILES_DIR = JOBS_DIR / "profiles"
 
 AXES = ("models", "backbones", "orderings", "protocols", "seeds")
 SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
-MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "hparams", "resources")
+MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "preset", "hparams",
+              "resources")
 GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
 # a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
 TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "construction_check", *AXES)
@@ -104,7 +105,7 @@ class Grid:
     seeds: list
     resources: Resources
     weights: str = "imagenet"
-    image_size: int = 224
+    image_size: int | None = None  # None: each model's paper input size (its registry spec's image_size)
     batch_size: int = 32
     workers: int = 4
     track: str = "image"
@@ -188,7 +189,8 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 **{k: data[k] for k in SHARED_KEYS if k in data})
     for key in ("image_size", "batch_size", "workers"):
-        _positive_int(getattr(grid, key), path, key, minimum=0 if key == "workers" else 1)
+        if getattr(grid, key) is not None:
+            _positive_int(getattr(grid, key), path, key, minimum=0 if key == "workers" else 1)
     if not isinstance(grid.weights, str):
         raise ConfigError(f"{path}: weights must be imagenet, none or a path, got {grid.weights!r}")
     for model, overrides in models.items():
@@ -197,6 +199,7 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
                 _positive_int(overrides[key], path, f"{key} of model {model!r}")
         if not isinstance(overrides.get("hparams") or {}, dict):
             raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
+        _check_preset(model, overrides, path)
         for axis, kind in (("backbones", str), ("orderings", str), ("protocols", str), ("seeds", int)):
             if axis in overrides:
                 _list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
@@ -208,6 +211,20 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         if bad:
             raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: {', '.join(IMAGE_PROTOCOLS)})")
     return grid
+
+
+def _check_preset(model: str, overrides: dict, path: Path) -> None:
+    """A model's `preset` names one of its registry presets (checked at load, not when its runs are planned)."""
+    if "preset" not in overrides:
+        return
+    from bench.models.registry import get
+
+    try:
+        if not isinstance(overrides["preset"], str):
+            raise ConfigError(f"expected a preset name, got {overrides['preset']!r}")
+        get(model).preset_name(overrides["preset"])
+    except ConfigError as e:
+        raise ConfigError(f"{path}: preset of model {model!r}: {e}") from None
 
 
 def _models(data: dict, path: Path, model_keys, axes) -> dict:
@@ -393,12 +410,14 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                 axes[0] = [NO_BACKBONE]
             for backbone, ordering, protocol, seed in itertools.product(*axes):
                 inputs = ImageInputs(backbone=backbone, weights=grid.weights,
-                                     image_size=grid.models[model].get("image_size", grid.image_size),
+                                     image_size=grid.models[model].get("image_size",
+                                                                       grid.image_size or get(model).image_size),
                                      batch_size=grid.models[model].get("batch_size", grid.batch_size),
                                      workers=grid.workers)
                 config = build_run_config(grid.dataset, root, model, ordering=ordering, protocol=protocol, seed=seed,
                                           device=run_device(profile, resources),
-                                          hparams=grid.models[model].get("hparams"), inputs=inputs)
+                                          hparams=grid.models[model].get("hparams"),
+                                          preset=grid.models[model].get("preset"), inputs=inputs)
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return _unique(grid, planned)
 

@@ -22,6 +22,7 @@ from torch import nn
 
 from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
                                tensor_bytes)
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
 from bench.training.loop import TrainContext, descend, sample_features, train
 from bench.training.replay import ReplayBuffer, rerooted, split_from_state, split_state
@@ -272,6 +273,8 @@ class CfaTaskBanks(Protocol):
 register(ModelSpec(
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "epochs": Int(50, 1),
@@ -279,7 +282,7 @@ register(ModelSpec(
         "weight_decay": Float(5e-4, 0),
         "k_neighbors": Int(3, 1, doc="K: bank features each feature is attracted to"),
         "repulsion_neighbors": Int(3, 0, doc="J: hard negatives repelled"),
-        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
         # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule for replay,
         # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
         "replay_size": Int(0, 0),

@@ -15,6 +15,12 @@ image; image score = map max.
 
 Teachers: `teacher=random` (what InCLAD's released code ran: its teacher-weights path defaults to none) is a
 frozen PDN seeded from the run seed; `teacher=PATH` loads a file made by `python -m bench distill-teacher`.
+
+Presets: `inclad` (default) = InCLAD's released code: random teacher, no penalty, the released code's unpadded
+PDN with the maps padded back, teacher statistics and map quantiles over all training images
+(holdout_fraction=0). `original` = Batzner et al.: the distilled teacher and the ImageNet penalty (both files:
+the preset sets them to `required`, and a run fails at once until `--set teacher=PATH --set penalty=FOLDER`
+names them), the padded PDN, quantiles over a 10 % hold-out of the training normals.
 """
 
 from __future__ import annotations
@@ -100,11 +106,25 @@ def folder_id(files: list[Path], root: Path) -> str:
     return h.hexdigest()
 
 
+REQUIRED = "required"  # a preset's placeholder for a file the user must name (the `original` preset's assets)
+REQUIRED_HINT = {"teacher": "PATH (a teacher made by `python -m bench distill-teacher`)",
+                 "penalty": "FOLDER (natural images, e.g. ImageNet training images)"}
+
+
+def check_required(hparams: dict) -> None:
+    """A placeholder asset left unnamed is one line saying what to pass."""
+    for key, hint in REQUIRED_HINT.items():
+        if hparams[key] == REQUIRED:
+            raise ConfigError(f"efficientad {key}={REQUIRED}: this preset needs a file the suite cannot make; "
+                              f"pass --set {key}={hint}")
+
+
 def asset_ids(hparams: dict) -> dict:
     """What the run key needs of the external assets: the teacher file's and the penalty folder's content ids.
     Missing assets fail here, before any work."""
     from bench.results import file_sha256
 
+    check_required(hparams)
     out = {}
     if hparams["teacher"] != "random":
         path = Path(hparams["teacher"])
@@ -123,6 +143,7 @@ class EfficientAd(GradientDetector):
     def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
                  lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
+        check_required({"teacher": teacher, "penalty": penalty})
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size)
         self.teacher_spec, self.penalty = teacher, penalty
@@ -170,7 +191,10 @@ class EfficientAd(GradientDetector):
 
     # --- training -----------------------------------------------------------------------------------------
     def split_holdout(self, samples, seed: int) -> tuple[list, list]:
-        """(training samples, held-out samples for the map quantiles): a seeded slice of the training normals."""
+        """(training samples, held-out samples for the map quantiles): a seeded slice of the training normals;
+        holdout_fraction=0 (InCLAD's code): all of them for both."""
+        if self.holdout_fraction == 0:
+            return list(samples), list(samples)
         if len(samples) < 2:
             raise ConfigError("EfficientAD needs at least 2 training images (one is held out for the map "
                               "normalisation quantiles)")
@@ -318,7 +342,12 @@ register(ModelSpec(
     name="efficientad", label="EfficientAD", factory=EfficientAd, inputs="images", assets=asset_ids,
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     source="InCLAD Table 7",
-    version=2,  # 2: channels-last training (float rounding differs from version 1)
+    # 2: channels-last training (float rounding differs from version 1); 3: the default is InCLAD's code
+    # (unpadded PDN, quantiles over all training images; version 2 used the paper's padding and a 10 % hold-out)
+    version=3,
+    presets={"inclad": {},
+             "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1}},
+    default_preset="inclad",
     quick={"epochs": 3, "out_channels": 64},
     params={
         **training_params(epochs=50, batch_size=1),
@@ -326,13 +355,15 @@ register(ModelSpec(
                                                 "made by `python -m bench distill-teacher`"),
         "penalty": Param("", "str", doc="folder of images for the student penalty (empty = none)"),
         "out_channels": Int(384, 1, doc="teacher channels; the student has twice as many"),
-        "pdn_padding": Bool(True, doc="the paper's PDN paddings (false: the released code's unpadded PDN)"),
+        "pdn_padding": Bool(False, doc="true: the paper's PDN paddings; false: the released code's unpadded PDN "
+                                       "(maps padded back by 4 px)"),
         "lr": Float(1e-4, 0, low_open=True),
         "weight_decay": Float(1e-5, 0),
         "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the steps"),
         "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
-        "holdout_fraction": Float(0.1, 0, 1, low_open=True,
-                                  doc="training normals held out to fit the map quantiles"),
+        "holdout_fraction": Float(0.0, 0, 1, high_open=True,
+                                  doc="training normals held out to fit the map quantiles; 0 = fit them (and "
+                                      "train) on all training images, as InCLAD's code"),
     },
     memory_bytes=memory_bytes,
 ))

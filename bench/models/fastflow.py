@@ -142,13 +142,15 @@ register(ModelSpec(
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=200, batch_size=8),
         "lr": Float(1e-3, 0, low_open=True),
         "weight_decay": Float(0.0, 0),
         "flow_steps": Int(8, 1),
-        "hidden_ratio": Float(1.0, 0, low_open=True),
+        "hidden_ratio": Float(1.0, 0, 16, low_open=True, doc="coupling subnet width / input channels"),
         "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):

@@ -1,9 +1,15 @@
 """GANomaly (Akcay et al., ACCV 2018): a DCGAN encoder → decoder → encoder generator and a DCGAN discriminator.
 
-Generator loss: adversarial = feature matching (mean squared difference of the discriminator's last feature map
-on real and generated images) × 1, contextual = L1(x, x̂) × 50, latent = mean squared (z − ẑ) × 1; discriminator
-loss: binary cross-entropy on real vs generated (re-initialised when it collapses below 1e-5, as the released
-code does). Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1]. DCGAN init (N(0, 0.02) convs,
+Losses (`losses`):
+- `anomalib` (preset `inclad`, the default: InCLAD ran anomalib's GANomaly): adversarial = mean squared
+  difference of the discriminator's probabilities on the real and the generated images × 1, contextual =
+  L1(x, x̂) × 50, latent = SmoothL1(z, ẑ) × 1; discriminator: binary cross-entropy on real vs generated, never
+  re-initialised.
+- `akcay` (preset `original`, Akcay et al.'s released code): adversarial = feature matching (mean squared
+  difference of the discriminator's last feature map on real and generated images) × 1, contextual × 50,
+  latent = mean squared (z − ẑ) × 1; discriminator binary cross-entropy, re-initialised when its loss collapses
+  below 1e-5.
+Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1]. DCGAN init (N(0, 0.02) convs,
 N(1, 0.02) BatchNorm scales).
 
 Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
@@ -21,10 +27,11 @@ from torch import nn
 
 from bench.errors import ConfigError
 from bench.models.base import Prediction
-from bench.models.registry import Float, Int, ModelSpec, pixel_memory, register
+from bench.models.registry import Choice, Float, Int, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, descend, seeded, training_params
 
-D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (released code)
+D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (Akcay et al.'s released code)
+LOSSES = ("anomalib", "akcay")
 
 
 def dcgan_depth(image_size: int) -> tuple[int, int]:
@@ -99,12 +106,20 @@ class Discriminator(nn.Module):
         return self.classifier(f).flatten(), f
 
 
-def generator_loss(disc: Discriminator, x, fake, z, z_hat, w_adv: float, w_con: float, w_enc: float):
-    """Feature matching (discriminator features of real vs generated) + contextual L1 + latent L2."""
+def generator_loss(disc: Discriminator, x, fake, z, z_hat, w_adv: float, w_con: float, w_enc: float,
+                   losses: str = "akcay"):
+    """Adversarial + contextual L1 + latent. akcay: feature matching and a squared latent error; anomalib: the
+    squared difference of the discriminator's probabilities and a SmoothL1 latent error."""
     with torch.no_grad():
-        real_features = disc(x)[1]
-    adv = ((disc(fake)[1] - real_features) ** 2).mean()
-    return w_adv * adv + w_con * (fake - x).abs().mean() + w_enc * ((z_hat - z) ** 2).mean()
+        real_logit, real_features = disc(x)
+    fake_logit, fake_features = disc(fake)
+    if losses == "anomalib":
+        adv = F.mse_loss(torch.sigmoid(fake_logit), torch.sigmoid(real_logit))
+        latent = F.smooth_l1_loss(z_hat, z)
+    else:
+        adv = ((fake_features - real_features) ** 2).mean()
+        latent = ((z_hat - z) ** 2).mean()
+    return w_adv * adv + w_con * (fake - x).abs().mean() + w_enc * latent
 
 
 def discriminator_loss(disc: Discriminator, x, fake) -> torch.Tensor:
@@ -121,13 +136,14 @@ class Ganomaly(GradientDetector):
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
-                 replay_size: int):
+                 replay_size: int, losses: str):
         dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size)
         self.n_features, self.latent = n_features, latent
         self.lr, self.betas = lr, (beta1, beta2)
         self.w_adv, self.w_con, self.w_enc = w_adv, w_con, w_enc
+        self.losses = losses
         self.generator_: Generator | None = None
         self.discriminator_: Discriminator | None = None
 
@@ -154,18 +170,19 @@ class Ganomaly(GradientDetector):
                 torch.optim.Adam(self.discriminator_.parameters(), lr=self.lr, betas=self.betas)]
 
     def train_step(self, batch, optimizers) -> float:
-        """One GANomaly update: the generator first, then the discriminator (re-initialised from the global
-        RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
+        """One GANomaly update: the generator first, then the discriminator (under `akcay` re-initialised from
+        the global RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
         opt_g, opt_d = optimizers
         x = self.scale(self.layout_samples(batch))
         fake, z, z_hat = self.generator_(x)
-        loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc)
+        loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc,
+                                self.losses)
         value = descend(loss_g, [opt_g])
         if not np.isfinite(value):
             return value
         loss_d = discriminator_loss(self.discriminator_, x, fake)
         descend(loss_d, [opt_d])
-        if loss_d.item() < D_COLLAPSE:
+        if self.losses == "akcay" and loss_d.item() < D_COLLAPSE:
             self.discriminator_.apply(dcgan_init)
         return value
 
@@ -200,14 +217,18 @@ register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
+    version=2,  # 2: anomalib's losses by default (InCLAD's); version 1 ran Akcay et al.'s
+    presets={"inclad": {}, "original": {"losses": "akcay"}},
+    default_preset="inclad",
     params={
         **training_params(epochs=15, batch_size=16),
         "n_features": Int(64, 1, doc="feature maps of the first encoder layer (ngf = ndf)"),
         "latent": Int(100, 1, doc="latent vector size nz"),
         "lr": Float(2e-4, 0, low_open=True),
-        "beta1": Float(0.5, 0, 1),
-        "beta2": Float(0.999, 0, 1),
-        "w_adv": Float(1.0, 0, doc="adversarial (feature matching) loss weight"),
+        "beta1": Float(0.5, 0, 1, high_open=True, doc="Adam β1 (< 1)"),
+        "beta2": Float(0.999, 0, 1, high_open=True, doc="Adam β2 (< 1)"),
+        "losses": Choice("anomalib", LOSSES, doc="anomalib: InCLAD's (anomalib's) losses; akcay: Akcay et al.'s"),
+        "w_adv": Float(1.0, 0, doc="adversarial loss weight"),
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
     },

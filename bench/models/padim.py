@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from bench.errors import ConfigError
 from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
 
 
@@ -185,11 +186,13 @@ def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
 register(ModelSpec(
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),
         "eps": Float(0.01, 0, low_open=True, doc="ε added to each covariance diagonal"),
-        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.2) or lowest "
                                                 "mean patch score (mean)"),
     },

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
                                tensor_bytes)
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
 from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
@@ -201,6 +202,8 @@ class PatchCoreTaskBanks(Protocol):
 register(ModelSpec(
     name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    default_preset="inclad",
     params={
         "layers": Layers(("layer2", "layer3")),
         "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "
@@ -209,7 +212,7 @@ register(ModelSpec(
         "coreset_ratio": Float(0.1, 0, 1, low_open=True, doc="share of training patches kept in the bank"),
         "projection_dim": Int(128, 1, doc="random projection used by the greedy coreset"),
         "n_starts": Int(10, 1, doc="random starting points of the greedy coreset"),
-        "blur_sigma": Float(4.0, 0, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
         "previous_ratio": Float(0.25, 0, 1, low_open=True, doc="ρ: share of the bank kept for previous tasks (CL)"),
     },
     # measured on CPU (peak RSS of a two-image fit at 64 and 160 px, default settings; docs/cluster.md): 210 bytes

@@ -7,8 +7,14 @@ through one, concatenated with layer 3) then the one-class embedding block, a re
 mirrored with transposed convolutions, three stages producing layer 3's, layer 2's and layer 1's shapes (stage
 depths as the official de_resnet). Loss: Σ_l mean over the batch of 1 − cos(flatten(E_l), flatten(D_l)) (the
 official code's per-sample flattened cosine). Map: Σ_l of the per-location 1 − cos over channels, upsampled
-(bilinear) to the input size, then a Gaussian blur (σ = `blur_sigma`); image score = map max. Adam lr 5e-3,
-β = (0.5, 0.999), 200 epochs, batch 16 (InCLAD Table 7).
+(bilinear) to the input size, then a Gaussian blur (σ = `blur_sigma`, 0 = none); image score = map max. Adam
+lr 5e-3, β = (0.5, 0.999), 200 epochs, batch 16 (InCLAD Table 7). Initialisation as the official code (and
+InCLAD's copy of it): every Conv2d of the OCBE and the decoder Kaiming-normal (fan_out, ReLU), every BatchNorm
+weight 1 and bias 0; the transposed convolutions keep PyTorch's default, as there (they are not nn.Conv2d).
+
+Presets: `inclad` (default) = InCLAD's released code: Table 7's "smoothing kernel 1" is a kernel size and its
+code blurs only for a kernel > 1, so no blur; ImageNet weights are torchvision's DEFAULT (V2 for
+wide_resnet50_2). `original` = Deng & Li's code: σ = 4 blur, IMAGENET1K_V1 weights.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.ops.blur import gaussian_blur
+from bench.models.ops.blur import MAX_SIGMA
 from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, seeded, training_params
 
@@ -116,12 +123,24 @@ class Decoder(nn.Module):
         return outs[::-1]  # shallowest first, as the encoder's layers
 
 
+def official_init(module: nn.Module) -> None:
+    """The official RD4AD (torchvision resnet) initialisation of the OCBE and the decoder: Conv2d Kaiming-normal
+    (fan_out, ReLU), BatchNorm weight 1 / bias 0. nn.ConvTranspose2d is not an nn.Conv2d: left at PyTorch's
+    default, as in the official code."""
+    if isinstance(module, nn.Conv2d):
+        nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+    elif isinstance(module, nn.BatchNorm2d):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
 class ReverseDistillation(nn.Module):
     def __init__(self, backbone: str, channels: list[int]):
         super().__init__()
         kind, width, depths, oce_blocks = ARCHITECTURES[backbone]
         self.bottleneck = Ocbe(channels, kind, width, oce_blocks)
         self.decoder = Decoder(2 * channels[2], channels, kind, width, depths)
+        self.apply(official_init)
 
     def forward(self, feats: list[torch.Tensor]) -> list[torch.Tensor]:
         return self.decoder(self.bottleneck(feats))
@@ -149,6 +168,11 @@ class Rd4ad(GradientDetector):
                               f"(valid: {', '.join(ARCHITECTURES)})")
         if len(layers) != 3:
             raise ConfigError(f"rd4ad fuses exactly three encoder layers, got {list(layers)}")
+        # the decoder doubles the embedding (size/32 per side) back to layers 3, 2, 1 (size/16, /8, /4): only a
+        # multiple of 32 mirrors exactly, and 32 itself leaves a 1×1 embedding BatchNorm cannot train on
+        if image_size % 32 or image_size < 64:
+            raise ConfigError(f"rd4ad needs an image size that is a multiple of 32 and at least 64 (e.g. 64, "
+                              f"224, 256), got {image_size}")
         self.layers = tuple(layers)
         self.lr, self.betas, self.blur_sigma = lr, (beta1, beta2), blur_sigma
         self.net_: ReverseDistillation | None = None
@@ -178,14 +202,20 @@ class Rd4ad(GradientDetector):
 register(ModelSpec(
     name="rd4ad", label="RD4AD", factory=Rd4ad, source="InCLAD Table 7", quick={"epochs": 10, "batch_size": 4},
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
-    version=2,  # 2: channels-last training (float rounding differs from version 1)
+    # 2: channels-last training (float rounding differs from version 1); 3: the official initialisation, and
+    # no blur by default (InCLAD's code; version 2 blurred with σ = 1, which neither InCLAD nor the paper did)
+    version=3,
+    presets={"inclad": {}, "original": {"blur_sigma": 4.0}},
+    default_preset="inclad",
+    imagenet_weights={"inclad": "DEFAULT"},  # InCLAD builds the encoder with torchvision's DEFAULT weights
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=200, batch_size=16),
         "lr": Float(5e-3, 0, low_open=True),
-        "beta1": Float(0.5, 0, 1),
-        "beta2": Float(0.999, 0, 1),
-        "blur_sigma": Float(1.0, 0, doc="Gaussian blur of the map (Table 7's smoothing kernel; official code: 4)"),
+        "beta1": Float(0.5, 0, 1, high_open=True, doc="Adam β1 (< 1)"),
+        "beta2": Float(0.999, 0, 1, high_open=True, doc="Adam β2 (< 1)"),
+        "blur_sigma": Float(0.0, 0, MAX_SIGMA, doc="Gaussian blur σ of the map, 0 = none (InCLAD: Table 7's "
+                                                   "kernel size 1 = no blur; the official code: 4)"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (bottleneck and decoder activations and gradients),

@@ -34,6 +34,7 @@ ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 _INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models / bench.tabular.detectors that are not detectors
 TRACKS = ("image", "tabular")
+IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Param:
     low_open: bool = False  # True: low itself is not allowed
     choices: tuple | None = None
     doc: str = ""
+    high_open: bool = False  # True: high itself is not allowed (e.g. Adam's β < 1)
 
     def allowed(self) -> str:
         if self.kind == "layers":
@@ -56,7 +58,7 @@ class Param:
         if self.kind == "bool":
             return "true or false"
         lo = "" if self.low is None else f"{'>' if self.low_open else '≥'} {self.low:g}"
-        hi = "" if self.high is None else f"≤ {self.high:g}"
+        hi = "" if self.high is None else f"{'<' if self.high_open else '≤'} {self.high:g}"
         bounds = " and ".join(b for b in (lo, hi) if b)
         kind = {"int": "an integer", "float": "a finite number", "str": "a string"}[self.kind]
         return f"{kind} {bounds}".strip()
@@ -103,7 +105,7 @@ class Param:
             return False
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             return False
-        return self.high is None or value <= self.high
+        return self.high is None or value < self.high or (not self.high_open and value == self.high)
 
 
 def Int(default: int, low: float | None = None, high: float | None = None, doc: str = "") -> Param:  # noqa: N802
@@ -111,8 +113,8 @@ def Int(default: int, low: float | None = None, high: float | None = None, doc: 
 
 
 def Float(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False,  # noqa: N802
-          doc: str = "") -> Param:
-    return Param(float(default), "float", low, high, low_open, doc=doc)
+          high_open: bool = False, doc: str = "") -> Param:
+    return Param(float(default), "float", low, high, low_open, doc=doc, high_open=high_open)
 
 
 def Bool(default: bool, doc: str = "") -> Param:  # noqa: N802
@@ -221,9 +223,22 @@ class ModelSpec:
     # (batch_size: the run's --batch-size; a trained detector's training batch is in hparams). `runner.prepare`
     # refuses a run it does not fit, and the grid's memory check adds it; measured figures: docs/cluster.md
     memory_bytes: Callable[[int, int, dict], int] = backbone_memory
+    # preset → which torchvision ImageNet weights `--weights imagenet` means for it: "IMAGENET1K_V1" or "DEFAULT"
+    # (torchvision's current default: V2 for wide_resnet50_2, V1 for resnet18; bench.features.IMAGENET_TAGS).
+    # A property of the preset, not a hyperparameter: the weights are an input of the run (ImageInputs.weights)
+    # and enter the run key through their id. Presets not listed use IMAGENET1K_V1
+    imagenet_weights: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         check_presets(self.name, self.params, self.presets, self.default_preset)
+        for preset, generation in self.imagenet_weights.items():
+            if preset not in self.presets or generation not in IMAGENET_GENERATIONS:
+                raise RuntimeError(f"{self.name}: imagenet_weights {preset!r}: {generation!r} must name a preset "
+                                   f"and one of {', '.join(IMAGENET_GENERATIONS)}")
+
+    def imagenet_generation(self, preset: str | None) -> str:
+        """The torchvision weights generation `--weights imagenet` resolves to under `preset` (None: default)."""
+        return self.imagenet_weights.get(self.preset_name(preset), "IMAGENET1K_V1")
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}

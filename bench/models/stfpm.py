@@ -5,6 +5,8 @@ per image, not once per epoch). Student: the same architecture up to layer 3, ra
 the raw image; the only trained part. Loss: Σ_l mean_hw Σ_c (l2n(T_l) − l2n(S_l))², l2n = unit norm over
 channels. Map: the product over layers of ½‖l2n(T_l) − l2n(S_l)‖² upsampled (bilinear) to the input size;
 image score = map max. SGD lr 0.4, momentum 0.9, weight decay 1e-4, 100 epochs, batch 32 (InCLAD Table 7).
+Preset `inclad` only (the paper's values are Table 7's); its ImageNet weights are torchvision's DEFAULT, as
+InCLAD's code path (V2 for wide_resnet50_2; the paper used resnet18, whose DEFAULT is V1).
 """
 
 from __future__ import annotations
@@ -85,11 +87,14 @@ register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
+    presets={"inclad": {}},
+    default_preset="inclad",
+    imagenet_weights={"inclad": "DEFAULT"},
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=100, batch_size=32),
         "lr": Float(0.4, 0, low_open=True),
-        "momentum": Float(0.9, 0, 1),
+        "momentum": Float(0.9, 0, 1, high_open=True),
         "weight_decay": Float(1e-4, 0),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):

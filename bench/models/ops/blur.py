@@ -7,6 +7,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+# the largest σ a detector's blur_sigma allows: its 4σ kernel (513 taps) already spans any map the suite makes,
+# and a larger one only costs memory (σ = 1e9 asked for a 8e9-tap kernel)
+MAX_SIGMA = 64.0
+
 
 def gaussian_kernel1d(sigma: float, device=None) -> torch.Tensor:
     radius = math.ceil(4 * sigma)
