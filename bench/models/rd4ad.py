@@ -26,8 +26,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from bench.errors import ConfigError
 from bench.models.base import Prediction
-from bench.models.ops.blur import gaussian_blur
-from bench.models.ops.blur import MAX_SIGMA
+from bench.models.ops.blur import MAX_SIGMA, gaussian_blur
 from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import GradientDetector, seeded, training_params
 
