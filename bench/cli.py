@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -18,28 +17,6 @@ from bench.errors import BenchError, ConfigError
 # Modules that add their own subcommands through register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands",
                                     "bench.distill_cli", "bench.tabular.commands")
-
-
-def default_root(dataset: str) -> Path:
-    """Where a dataset lives unless --root says otherwise: $BENCH_ROOT_<DATASET>, its entry in data/roots.yaml, or
-    data/raw/<dataset>; for `multi`, the roots file ($BENCH_ROOT_MULTI or data/roots.yaml)."""
-    from bench.data.multi import default_root as configured_root
-
-    return configured_root(dataset)
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """--set key=value (value parsed as JSON when it parses, else kept as a string)."""
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -95,7 +72,8 @@ def paper_image_size(model: str, image_size: int | None, log=print) -> int:
 
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
-    from bench.config import ImageInputs, build_run_config
+    from bench.config import ImageInputs, build_run_config, parse_overrides
+    from bench.data.multi import default_root
 
     image_size = paper_image_size(args.model, args.image_size)
     inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=image_size,
@@ -108,30 +86,9 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
 
 
 def print_summary(path: Path) -> None:
-    from bench.continual.runner import final_summary
+    from bench.results import summary_lines
 
-    for level, s in final_summary(path).items():
-        nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
-        print(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f} "
-              f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD released, step-averaged){nan}")
-        if level == "record":
-            print(record_pr_summary(path))
-
-
-def record_pr_summary(path: Path) -> str:
-    """nPR-AUC_CL of a tabular run (Eq. 1 over R/record_npr_auc) beside the test sets' anomaly prevalence p, which
-    the normalisation (AP − p)/(1 − p) depends on."""
-    import numpy as np
-
-    from bench import results
-    from bench.metrics import continual_roc_auc
-
-    run = results.read_run(path)
-    p = np.diag(run["R/record_prevalence"])  # a test set's prevalence: the same at every step
-    p = p[np.isfinite(p)]
-    spread = f", per task {p.min():.3f}-{p.max():.3f}" if len(p) > 1 else ""
-    return (f"       nPR-AUC_CL {continual_roc_auc(run['R/record_npr_auc']):.4f}  (prevalence p "
-            f"{p.mean() if len(p) else float('nan'):.3f}{spread})")
+    print("\n".join(summary_lines(path)))
 
 
 def cmd_run(args) -> int:
@@ -153,6 +110,7 @@ def cmd_run(args) -> int:
 
 def cmd_data(args) -> int:
     from bench.data import read_index
+    from bench.data.multi import default_root
     from bench.data.readers import missing_concepts
 
     root = Path(args.root or default_root(args.dataset)).expanduser()

@@ -321,6 +321,20 @@ def check_file_name(what: str, value) -> str:
     return value
 
 
+def parse_overrides(items: list[str]) -> dict:
+    """--set key=value (value parsed as JSON when it parses, else kept as a string)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 

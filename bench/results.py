@@ -242,3 +242,24 @@ def is_complete(path: Path, run_key: str | None = None) -> bool:
             return bool(ok and (run_key is None or f.attrs.get("run_key") == run_key))
     except OSError:
         return False
+
+
+def summary_lines(path: Path) -> list[str]:
+    """What `bench run` / `bench tabular run` print at the end: per level ROC-AUC_CL, BWT and both forgetting
+    measures, and for records nPR-AUC_CL beside the test sets' prevalence p (the normalisation depends on it)."""
+    from bench.metrics import continual_roc_auc
+
+    run = read_run(path)
+    lines = []
+    for level in levels(run):
+        s = summarize(run[f"R/{level}"])
+        nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
+        lines.append(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f} "
+                     f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD released, step-averaged){nan}")
+        if level == "record":
+            p = np.diag(run["R/record_prevalence"])  # a test set's prevalence: the same at every step
+            p = p[np.isfinite(p)]
+            spread = f", per task {p.min():.3f}-{p.max():.3f}" if len(p) > 1 else ""
+            lines.append(f"       nPR-AUC_CL {continual_roc_auc(run['R/record_npr_auc']):.4f}  (prevalence p "
+                         f"{p.mean() if len(p) else float('nan'):.3f}{spread})")
+    return lines

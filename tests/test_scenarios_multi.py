@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from bench import results
-from bench.cli import default_root, main
+from bench.cli import main
 from bench.data import read_index
-from bench.data.multi import load_roots
+from bench.data.multi import default_root, load_roots
 from bench.data.synthetic import generate
 from bench.errors import ConfigError, DatasetError
 from bench.scenarios import manifest

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="on top of the quick settings")
     args = p.parse_args(argv)
-    from bench.cli import parse_overrides
+    from bench.config import parse_overrides
     from bench.models.registry import get
 
     root = generate(Path(tempfile.mkdtemp(prefix="textures-")), size=args.size)

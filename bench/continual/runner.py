@@ -53,7 +53,7 @@ from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
                             scratch_dir, synchronize)
-from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc, summarize
+from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.models.registry import get as model_spec
 from bench.training.loop import TrainContext, record_losses
@@ -599,9 +599,3 @@ def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{torch.cuda.get_device_name(device)}"
     return "cpu"
-
-
-def final_summary(path: Path) -> dict:
-    run = results.read_run(path)
-    return {level: summarize(run[f"R/{level}"]) for level in results.levels(run)}
-

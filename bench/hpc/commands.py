@@ -80,7 +80,7 @@ def _selection(args, records: list[dict]) -> grids.Selection:
 def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     """Expand the grid and classify every run. `reuse`: grid, root and filters not given on the command line
     come from the earlier submissions (status, resubmit) instead of the defaults (submit)."""
-    from bench.cli import default_root
+    from bench.data.multi import default_root
 
     last = records[-1] if records and reuse else {}
     grid = grids.load_grid(args.dataset, args.grid or last.get("grid"))

@@ -91,7 +91,7 @@ def _csv(text: str | None) -> list[str] | None:
 
 
 def cmd_ste(args) -> int:
-    from bench.cli import default_root
+    from bench.data.multi import default_root
     from bench.scenarios import ste
 
     if args.dry_run and args.cluster == "inprocess":
@@ -276,7 +276,7 @@ def cmd_multi(args) -> int:
 
 
 def _indexed_files(args) -> tuple[dict, dict, Path, int]:
-    from bench.cli import default_root
+    from bench.data.multi import default_root
     from bench.data import read_index
 
     m = manifest.load(args.dataset)

@@ -118,7 +118,7 @@ def _prep(args):
 
 
 def _overrides(items, what: str) -> dict:
-    from bench.cli import parse_overrides
+    from bench.config import parse_overrides
 
     try:
         return parse_overrides(items)
@@ -184,7 +184,7 @@ def cmd_ste(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from bench.cli import print_summary
+    from bench.results import summary_lines
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
     from bench.models.registry import get
@@ -199,7 +199,7 @@ def cmd_run(args) -> int:
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
     path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")
-    print_summary(path)
+    print("\n".join(summary_lines(path)))
     return 0
 
 
