@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from bench.errors import CheckpointError
-from bench.results import tmp_path
+from bench.io import tmp_path
 
 FORMAT = "bench-checkpoint"
 VERSION = 1

@@ -15,8 +15,9 @@ preprocessing and discovery setting. The *config hash* covers the whole configur
 provenance.
 
 Every run-level setting is checked in one place, `RunConfig.validate()` (core, then `inputs.validate()`), before
-any work: `build_run_config` (what the CLI and the grids call) and `runner.prepare` (what every run goes through,
-the demo's too) both call it; `prepare` then checks the hyperparameters against the model's registry spec.
+any work: `bench.data.stream.build_run_config` (what the CLI and the grids call) and `runner.prepare` (what every
+run goes through, the demo's too) both call it; `prepare` then checks the hyperparameters against the model's
+registry spec.
 """
 
 from __future__ import annotations
@@ -390,25 +391,3 @@ def check_memory(model: str, image_size: int, batch_size: int, need: int) -> Non
         raise ConfigError(f"{model} at --image-size {image_size} with --batch-size {batch_size} needs about "
                           f"{need / 2**30:.1f} GiB (its memory estimate), more than the {have / 2**30:.1f} GiB "
                           f"this machine has: lower --image-size or --batch-size (or the model's batch_size)")
-
-
-def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
-                     tasks: list[str] | str | None = None, protocol: str = "cl", seed: int = 0,
-                     device: str = "auto", hparams: dict | None = None, preset: str | None = None,
-                     inputs: ImageInputs | None = None) -> RunConfig:
-    """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
-    what `bench run` and every grid point build. Settings are checked before the dataset is read."""
-    from bench.data import read_index  # late: bench.data imports this module
-    from bench.data.stream import resolve_tasks
-
-    if isinstance(tasks, str):
-        text, tasks = tasks, [t.strip() for t in tasks.split(",") if t.strip()]
-        if not tasks:
-            raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
-    root = Path(root).expanduser()
-    config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
-                       device=device, hparams=dict(hparams or {}), preset=preset, inputs=inputs or ImageInputs())
-    config.validate(tasks=False)
-    available = sorted(read_index(dataset, root)["task"].unique())
-    config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)
-    return config.validate()

@@ -32,6 +32,7 @@ from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
+from bench.io import write_text_atomic
 from bench.models.registry import specs
 from bench.perf import best_of, figure_line
 
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
             for d, figures in report["throughput"].items():
                 print(f"{d}: " + figure_line(figures), flush=True)
     report["ok"] = all(row["ok"] for row in rows)
-    results.write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")
+    write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")
     print(f"{'all agree' if report['ok'] else 'DISAGREEMENT: see the rows with ok=False'}; wrote {args.out}")
     return 0 if report["ok"] else 1
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
-from bench.results import file_sha256
+from bench.io import file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights

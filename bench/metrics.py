@@ -262,3 +262,21 @@ def summarize(R) -> dict:
         "n_cells": int(cells.size),
         "nan_cells": int(np.count_nonzero(np.isnan(cells))),
     }
+
+
+def expected_random_ap(n, k):
+    """E[AP] of a uniformly random ranking of `n` records with `k` positives (vectorised over arrays).
+
+    The positive at rank r has precision (1 + (positives above it)) / r, and a random rank-r record has
+    (r − 1)(k − 1)/(n − 1) positives above it in expectation given that it is positive, so
+    E[AP] = (1/n) Σ_r [1/r + (k − 1)/(n − 1) · (r − 1)/r] = (H_n + (k − 1)/(n − 1) · (n − H_n)) / n.
+    """
+    n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
+    if np.any(n < 1) or np.any(k < 1) or np.any(k > n):
+        raise ValueError("expected_random_ap needs 1 ≤ k ≤ n")
+    from scipy.special import digamma
+
+    harmonic = digamma(n + 1) + np.euler_gamma
+    slope = np.divide(k - 1, n - 1, out=np.ones_like(n * k), where=n > 1)
+    out = (harmonic + slope * (n - harmonic)) / n
+    return float(out) if out.ndim == 0 else out

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import choice_error
+from bench.io import write_text_atomic
 from bench.metrics import PixelRocAuc, pixel_roc_auc
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict]] = {}
@@ -220,8 +221,6 @@ def main(argv=None) -> int:
         "numpy": np.__version__,
         "results": results,
     }
-    from bench.results import write_text_atomic  # here, not at the top: it imports pandas and h5py
-
     write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")  # a reader never sees half a file
     print(f"wrote {args.out}")
     return 0

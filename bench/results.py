@@ -33,7 +33,6 @@ os.replace).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -49,19 +48,13 @@ import pandas as pd
 
 from bench.config import SCHEMA_VERSION, RunConfig
 from bench.errors import BenchError
+from bench.io import tmp_path
 from bench.metrics import summarize
 
 PACKAGES = ("numpy", "pandas", "scikit-learn", "pyod", "torch", "torchvision", "timm", "submitit", "h5py")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks (weights files and result files can be large)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def now() -> str:
@@ -104,16 +97,6 @@ def provenance() -> dict:
     }
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file atomically (parents created): readers see the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
@@ -134,9 +117,6 @@ def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: lis
         tmp.unlink(missing_ok=True)
 
 
-def tmp_path(path: Path) -> Path:
-    """A temp name of `path` that no other process writes: `<name>.tmp.<host>.<pid>`."""
-    return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
 
 
 def file_run_key(path: Path) -> str | None:

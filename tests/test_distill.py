@@ -11,9 +11,9 @@ import torch
 from bench.cli import main
 from bench.distill import distill_teacher
 from bench.features import ImageSource
+from bench.io import file_sha256
 from bench.models import create, get
 from bench.models.ops.pdn import load_teacher
-from bench.results import file_sha256
 from conftest import _one_error_line, cli_stdout, task_split_pair
 
 

@@ -21,6 +21,7 @@ from PIL import Image
 from bench import results
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError, ConfigError
+from bench.io import file_sha256
 from conftest import Killed, _make_config, _one_error_line, kill_at
 
 TASKS = ["chip", "stripes"]
@@ -121,9 +122,9 @@ def test_out_that_is_not_this_runs_result_is_refused(small_root, reference, tmp_
     assert "notes.txt" in _one_error_line(capsys) and text.read_text() == "my notes"
     other = tmp_path / "other.h5"
     shutil.copy(reference, other)
-    before = results.file_sha256(other)
+    before = file_sha256(other)
     assert _cli_run(small_root, other, "--seed", "1") == 2  # another configuration's complete result
-    assert "holds another run" in _one_error_line(capsys) and results.file_sha256(other) == before
+    assert "holds another run" in _one_error_line(capsys) and file_sha256(other) == before
     folder = tmp_path / "a_folder.h5"
     folder.mkdir()
     assert _cli_run(small_root, folder) == 2

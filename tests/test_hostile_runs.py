@@ -16,6 +16,7 @@ import torch
 
 from bench import checkpoint, results
 from bench.continual.runner import execute, prepare
+from bench.io import write_text_atomic
 from bench.models import create
 from bench.models.registry import get
 from bench.training.loop import TrainContext
@@ -216,7 +217,7 @@ def test_a_write_that_fails_midway_removes_its_temp_file(where, tmp_path, monkey
     target = tmp_path / "f"
     if where == "text file":
         monkeypatch.setattr(Path, "write_text", lambda self, text: (self.write_bytes(b"ha"), failing()))
-        call = lambda: results.write_text_atomic(target, "text")  # noqa: E731
+        call = lambda: write_text_atomic(target, "text")  # noqa: E731
     elif where == "result file":
         monkeypatch.setattr("h5py.Group.create_dataset", failing)
         call = lambda: results.write_run(target, {"status": "running"}, {"a": np.zeros(2)}, ["t"])  # noqa: E731

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.errors import ConfigError
-from bench.metrics import normalized_pr_auc, roc_auc
+from bench.metrics import expected_random_ap, normalized_pr_auc, roc_auc
 from bench.report import intervals as iv
 from bench.report.bootstrap import weighted_auc
 
@@ -20,17 +20,17 @@ def test_expected_random_ap_equals_enumeration_and_simulation():
     # Exact: every placement of k = 2 positives among n = 6 ranks, equally likely.
     n, k = 6, 2
     aps = [np.mean([(i + 1) / (r + 1) for i, r in enumerate(ranks)]) for ranks in combinations(range(n), k)]
-    assert iv.expected_random_ap(n, k) == pytest.approx(np.mean(aps), abs=1e-12)
+    assert expected_random_ap(n, k) == pytest.approx(np.mean(aps), abs=1e-12)
     # Monte Carlo at the example: 200 records, 20 anomalies.
     rng = np.random.default_rng(0)
     n, k, sims = 200, 20, 40000
     ranks = np.sort(np.argsort(rng.random((sims, n)), axis=1)[:, :k], axis=1) + 1  # 1-based ranks of positives
     ap = (np.arange(1, k + 1) / ranks).mean(1)
-    expected = iv.expected_random_ap(n, k)
+    expected = expected_random_ap(n, k)
     assert abs(expected - ap.mean()) < 4 * ap.std() / np.sqrt(sims)
     assert expected == pytest.approx(0.122, abs=5e-4) and expected > k / n + 0.02
-    assert iv.expected_random_ap(1_000_000, 100_000) == pytest.approx(0.1, abs=1e-4)  # large sets: → p
-    np.testing.assert_allclose(iv.expected_random_ap(np.array([6, 200]), np.array([2, 20])), [np.mean(aps), expected])
+    assert expected_random_ap(1_000_000, 100_000) == pytest.approx(0.1, abs=1e-4)  # large sets: → p
+    np.testing.assert_allclose(expected_random_ap(np.array([6, 200]), np.array([2, 20])), [np.mean(aps), expected])
 
 
 def test_run_lengths():

@@ -12,10 +12,10 @@ import pytest
 
 from bench import results
 from bench.cli import main
+from bench.data import manifest
 from bench.data.synthetic import generate
 from bench.hpc.grid import REPO
 from bench.models import implemented
-from bench.scenarios import manifest
 
 
 @pytest.mark.slow

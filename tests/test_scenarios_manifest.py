@@ -12,10 +12,10 @@ import pytest
 
 from bench.cli import main
 from bench.data import read_index
+from bench.data import manifest
 from bench.data.readers import KNOWN_CONCEPTS
 from bench.data.stream import _synthetic_orderings, resolve_tasks
 from bench.errors import ConfigError
-from bench.scenarios import manifest
 
 
 def entry(rows):

@@ -11,10 +11,10 @@ import pytest
 from bench import results
 from bench.cli import main
 from bench.data import read_index
+from bench.data import manifest
 from bench.data.multi import default_root, load_roots
 from bench.data.synthetic import generate
 from bench.errors import ConfigError, DatasetError
-from bench.scenarios import manifest
 from bench.scenarios.multi import orderings, select
 
 

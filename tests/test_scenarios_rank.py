@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from bench.data import manifest
 from bench.errors import ConfigError
-from bench.scenarios import manifest
 from bench.scenarios.rank import (
     rank_concepts,
     rank_ste,

@@ -8,13 +8,14 @@ import json
 import numpy as np
 import pytest
 
+from bench.io import file_sha256
 from bench.models.registry import get
-from bench.results import file_sha256, read_run
+from bench.results import read_run
 from bench.tabular.discovery import DiscoverySettings
 from bench.tabular.orderings import ORDERINGS
 from bench.tabular.scenario import construct
-from bench.tabular.synthetic import PLANTED, generate
 from bench.tabular.ste import read_matrix, ste_run
+from bench.tabular.synthetic import PLANTED, generate
 
 QUICK = {m: get(m, "tabular").quick for m in ("autoencoder", "iforest", "ae1svm")}
 

@@ -12,7 +12,8 @@ from sklearn.metrics import average_precision_score
 
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report import tabular as tb
-from bench.report.intervals import BLOCK, expected_random_ap, stream_blocks
+from bench.metrics import expected_random_ap
+from bench.report.intervals import BLOCK, stream_blocks
 
 
 def fake_run(scores: dict, labels: dict, order: dict | None) -> dict:

@@ -16,7 +16,7 @@ from bench.errors import ConfigError
 from bench.metrics import continual_roc_auc, forgetting, roc_auc, summarize
 from bench.models.registry import get
 from bench.report.collect import ProvenanceError, check_file, check_scores
-from bench.report.intervals import expected_random_ap
+from bench.metrics import expected_random_ap
 
 STREAM = ["Monday", "Tuesday", "Wednesday", "Thursday"]  # the synthetic benchmark's kept regimes
 QUIET = lambda s: None  # noqa: E731

@@ -9,10 +9,10 @@ the complete file from it, or finds the complete file and only removes the check
 The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
 never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
 processes cannot run into one file; the lock file is removed when the run ends. Checkpoints are plain data read
-without unpickling code (bench/checkpoint.py); an unreadable one, or one with this run's key whose content does not fit the run (steps,
-array shapes, missing entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh. Epoch
-checkpoints are bound to the step and weights they continue (bench/training/loop.py). Temp files of writes that
-were killed are removed when the run starts again.
+without unpickling code (bench/checkpoint.py); an unreadable one, or one with this run's key whose content does
+not fit the run (steps, array shapes, missing entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run
+starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py). Temp
+files of writes that were killed are removed when the run starts again.
 
 Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
 in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from bench import checkpoint, results
+from bench import checkpoint, results, tracks
 from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps, check_memory
 from bench.continual.protocols import check_protocol, make_protocol
 from bench.data import generation_record, read_index
@@ -53,6 +53,7 @@ from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
 from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
                             scratch_dir, synchronize)
+from bench.io import tmp_path
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.models.registry import get as model_spec
@@ -160,10 +161,8 @@ class Run:
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
-    if config.track == "tabular":
-        from bench.tabular.track import prepare_tabular  # late: the image track needs none of it
-
-        track, index_sha = prepare_tabular(config)
+    if config.track != "image":  # a track of its own package (bench.tracks): the runner never imports it
+        track, index_sha = tracks.prepare(config)
         return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
     check_protocol(config.protocol, model_spec(config.model))
     config.preset = model_spec(config.model).preset_name(config.preset)
@@ -223,7 +222,7 @@ def check_output(out: Path, run_key: str, probe: bool = True) -> None:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe_file = results.tmp_path(out.with_name(out.name + ".probe"))
+        probe_file = tmp_path(out.with_name(out.name + ".probe"))
         fd = os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, b"\0" * 4096)  # a full disk fails here, not after the first task
@@ -306,7 +305,7 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _check_terminated() -> None:
+def check_terminated() -> None:
     """An exception raised by a signal handler inside a finaliser or weakref callback is swallowed by Python;
     the flag it set is seen here, at the next batch."""
     if _terminated.is_set():
@@ -376,7 +375,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
     try:
         for t in range(state.steps_done, stop):
-            _check_terminated()
+            check_terminated()
             task = cfg.tasks[t]
             evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
             log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {_unit(track)}), then "
@@ -462,7 +461,7 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     batches = list(split.batches(cfg.image.batch_size))
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
                     disable=not progress):
-        _check_terminated()
+        check_terminated()
         with torch.no_grad():
             pred = protocol.predict(split, idx)
         scores[idx] = pred.scores

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import DatasetError
+from bench.io import write_text_atomic
 
 CACHE_NAME = "file-digests.json"
 CACHE_VERSION = 2  # 2: entries keyed on (st_ino, st_ctime_ns, st_size, st_mtime_ns); 1: size, mtime
@@ -55,8 +56,6 @@ def _entries(path: Path) -> dict[str, list]:
 
 
 def _save(path: Path, entries: dict) -> None:
-    from bench.results import write_text_atomic  # late: bench.results imports h5py
-
     try:
         write_text_atomic(path, json.dumps({"version": CACHE_VERSION, "files": entries}, separators=(",", ":")))
     except OSError:

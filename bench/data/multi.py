@@ -15,9 +15,9 @@ import pandas as pd
 import yaml
 
 from bench.data import DATASETS, read_index
+from bench.data import manifest
 from bench.data.index import COLUMNS, sort_index
 from bench.errors import ConfigError, DatasetError
-from bench.scenarios import manifest
 
 MULTI = "multi"
 ROOTS_FILE = Path("data/roots.yaml")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import NO_BACKBONE, ImageInputs, TabularInputs, build_run_config
+from bench.config import NO_BACKBONE, ImageInputs, TabularInputs
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -381,6 +381,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     what was planned otherwise than asked (a tabular ordering that repeats another's task order)."""
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
+    from bench.data.stream import build_run_config
     from bench.models import check_model, implemented
     from bench.models.registry import get
 

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.io import write_text_atomic
 
 
 def records_dir(outputs: Path, dataset: str) -> Path:
@@ -41,8 +42,6 @@ def records_lock(outputs: Path, dataset: str):
 
 def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
     """Write the record of one submission (a list of executors.Submitted) atomically; returns its path."""
-    from bench.results import write_text_atomic  # here: bench.results imports pandas, slow on a login node
-
     stamp = datetime.now(timezone.utc)
     entries = []
     for s in submitted:

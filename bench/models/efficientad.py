@@ -35,10 +35,12 @@ from torch import nn
 
 from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
 from bench.errors import ConfigError, DatasetError
+from bench.io import file_sha256
 from bench.models.base import Prediction
+from bench.models.gradient import GradientDetector, training_params
 from bench.models.ops.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
 from bench.models.registry import Bool, Float, Int, ModelSpec, Param, pixel_memory, register
-from bench.training.loop import GradientDetector, descend, seeded, training_params
+from bench.training.loop import descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
 TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a training are kept when they fit
@@ -122,8 +124,6 @@ def check_required(hparams: dict) -> None:
 def asset_ids(hparams: dict) -> dict:
     """What the run key needs of the external assets: the teacher file's and the penalty folder's content ids.
     Missing assets fail here, before any work."""
-    from bench.results import file_sha256
-
     check_required(hparams)
     out = {}
     if hparams["teacher"] != "random":

@@ -17,9 +17,10 @@ import torch
 from torch import nn
 
 from bench.models.base import Prediction
+from bench.models.gradient import GradientDetector, training_params
 from bench.models.registry import Bool, Float, Int, ModelSpec, pixel_memory, register
 from bench.models.stfpm import feature_distances, map_prediction, product_map, pyramid_loss, sgd
-from bench.training.loop import GradientDetector, seeded, training_params
+from bench.training.loop import seeded
 
 BOOTSTRAP = ("stem", "layer1", "layer2")  # bootstrap layer index → the teacher feature the student starts from
 STUDENT_LAYERS = ("layer1", "layer2", "layer3")

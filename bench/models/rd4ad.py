@@ -26,9 +26,10 @@ from torchvision.models.resnet import BasicBlock, Bottleneck
 
 from bench.errors import ConfigError
 from bench.models.base import Prediction
+from bench.models.gradient import GradientDetector, training_params
 from bench.models.ops.blur import MAX_SIGMA, gaussian_blur
 from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
-from bench.training.loop import GradientDetector, seeded, training_params
+from bench.training.loop import seeded
 
 # backbone → (block kind, width per group, blocks per decoder stage deepest-first, OCE blocks): official RD4AD
 ARCHITECTURES = {"resnet18": ("basic", 64, (2, 2, 2), 2), "wide_resnet50_2": ("bottleneck", 128, (3, 4, 6), 3)}

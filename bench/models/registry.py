@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from bench.config import memory_estimate
 from bench.errors import BenchError, ConfigError, choice_error
+from bench.tracks import DETECTOR_PACKAGES
 
 # The nine InCLAD detectors in their canonical order (tables, listings); which detectors exist is the registry's
 # business (specs(), names()), not this tuple's.
@@ -32,7 +33,8 @@ INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "
 # that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/models.md, "Your own detector").
 ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
-_INFRASTRUCTURE = {"base", "registry", "ops"}  # modules of bench.models / bench.tabular.detectors that are not detectors
+# modules of the detector packages that are not detectors
+_INFRASTRUCTURE = {"base", "gradient", "registry", "ops"}
 TRACKS = ("image", "tabular")
 IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
 
@@ -277,16 +279,13 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 
 def _discover() -> None:
-    """Import every detector module of bench.models and bench.tabular.detectors, then every plugin of the
-    entry-point group (each registers itself)."""
+    """Import every detector module of each track's detector package (bench.tracks.DETECTOR_PACKAGES), then
+    every plugin of the entry-point group (each registers itself)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
-    import bench.models as pkg
-    import bench.tabular.detectors as tabular
-
-    for package, prefix in ((pkg, "bench.models"), (tabular, "bench.tabular.detectors")):
-        for name in _module_names(package):
+    for prefix in DETECTOR_PACKAGES.values():  # by name: the registry imports no track
+        for name in _module_names(importlib.import_module(prefix)):
             importlib.import_module(f"{prefix}.{name}")
     for entry in _entry_points():
         _load_plugin(entry)

@@ -17,8 +17,9 @@ from torch import nn
 
 from bench.features import LAYERS
 from bench.models.base import Prediction
+from bench.models.gradient import GradientDetector, training_params
 from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
-from bench.training.loop import GradientDetector, seeded, training_params
+from bench.training.loop import seeded
 
 
 def feature_distances(teacher: list[torch.Tensor], student: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -27,11 +27,11 @@ import pandas as pd
 
 from bench import results
 from bench.errors import BenchError
+from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
+from bench.report import paper
 from bench.report.bootstrap import roc_auc_cl_interval
 from bench.report.collect import Collection, collect
-from bench.results import file_sha256, write_text_atomic
-from bench.report import paper
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,

@@ -29,6 +29,7 @@ import pandas as pd
 from bench import results
 from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError
+from bench.io import file_sha256
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.render import MULTI, sort_frame
 
@@ -155,7 +156,7 @@ def check_scores(run: dict, path: Path) -> bool:
 
 def record_pr_metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
     """The precision-recall matrices of a tabular cell, as the tabular track computes them from the same scores."""
-    from bench.report.intervals import expected_random_ap
+    from bench.metrics import expected_random_ap
 
     npr, p = normalized_pr_auc(labels, scores)
     k = int(np.sum(labels))
@@ -209,7 +210,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
     for dataset, runs_dir in dirs.items():
         for path, run in _read_dir(dataset, runs_dir):
             a = run["attrs"]
-            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": results.file_sha256(path),
+            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": file_sha256(path),
                      "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
             inputs.append(entry)
             if a["status"] != "complete":

@@ -1,7 +1,7 @@
 """Chance levels, bootstrap intervals and seed summaries for per-record scores (stream-assembly paper, §5 and §11).
 
-- `expected_random_ap`: the mean average precision of a uniformly random ranking of n records holding k positives.
-  It is not the prevalence k/n on small test sets (n = 200, k = 20: 0.122, not 0.100), so tables show it next to p.
+- Chance level of AP: `bench.metrics.expected_random_ap`, the mean AP of a uniformly random ranking. It is not the
+  prevalence k/n on small test sets (n = 200, k = 20: 0.122, not 0.100), so tables show it next to p.
 - Intervals: a moving-block bootstrap (Künsch 1989) over the records in stream (timestamp) order where one exists:
   attacks come in contiguous runs, and resampling single records would treat a 70-record run as 70 independent
   draws and give intervals that are too narrow. Blocks of `block` consecutive records (default 100, the paper's;
@@ -31,24 +31,6 @@ BLOCK = 100  # records per block: the stream-assembly paper's, longer than its p
 N_BOOT = 1000
 _CHUNK_CELLS = 1 << 24  # count-matrix cells per chunk of resamples (~128 MB of float64 temporaries)
 METRICS = ("roc_auc", "ap", "npr_auc")
-
-
-def expected_random_ap(n, k):
-    """E[AP] of a uniformly random ranking of `n` records with `k` positives (vectorised over arrays).
-
-    The positive at rank r has precision (1 + (positives above it)) / r, and a random rank-r record has
-    (r − 1)(k − 1)/(n − 1) positives above it in expectation given that it is positive, so
-    E[AP] = (1/n) Σ_r [1/r + (k − 1)/(n − 1) · (r − 1)/r] = (H_n + (k − 1)/(n − 1) · (n − H_n)) / n.
-    """
-    n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
-    if np.any(n < 1) or np.any(k < 1) or np.any(k > n):
-        raise ValueError("expected_random_ap needs 1 ≤ k ≤ n")
-    from scipy.special import digamma
-
-    harmonic = digamma(n + 1) + np.euler_gamma
-    slope = np.divide(k - 1, n - 1, out=np.ones_like(n * k), where=n > 1)
-    out = (harmonic + slope * (n - harmonic)) / n
-    return float(out) if out.ndim == 0 else out
 
 
 def run_lengths(labels) -> np.ndarray:

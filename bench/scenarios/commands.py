@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.data import manifest
 from bench.errors import ConfigError, DatasetError
-from bench.results import file_sha256
-from bench.scenarios import manifest
+from bench.io import file_sha256
 from bench.scenarios import multi as multi_stream
 
 INCLAD_DATASETS = ("btad", "dagm", "mpdd", "mvtec", "visa")
@@ -276,8 +276,8 @@ def cmd_multi(args) -> int:
 
 
 def _indexed_files(args) -> tuple[dict, dict, Path, int]:
-    from bench.data.multi import default_root
     from bench.data import read_index
+    from bench.data.multi import default_root
 
     m = manifest.load(args.dataset)
     if m is None:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import ConfigError, DatasetError
+from bench.io import write_text_atomic
 from bench.tabular.cic import FEATURES, RawTable, files_sha256
 
 INDEX_COLUMNS = ("dataset", "task", "split", "label", "record_id", "attack", "day", "timestamp")
@@ -93,8 +94,6 @@ def index_sha256(file_sha: dict[str, str], settings: dict) -> str:
 def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Path, discovery: dict) -> dict:
     """Clean, assign tasks (`tasks_of(clean_frame) -> (task per row, info)`), split, scale; write the index folder."""
     from sklearn.preprocessing import StandardScaler
-
-    from bench.results import write_text_atomic
 
     df, counts = clean(raw, s.drop_duplicates)
     tasks, task_info = tasks_of(df)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.io import write_text_atomic
 from bench.tabular.filtering import CRITERIA
 from bench.tabular.orderings import FAMILIES, ORDERINGS
 
@@ -63,8 +64,6 @@ def heatmap(tasks: list[str], M: np.ndarray, title: str, path: Path) -> Path:
 
 
 def write_report(manifest: dict, folder: Path) -> Path:
-    from bench.results import write_text_atomic
-
     folder = Path(folder)
     figures = folder / "figures"
     figures.mkdir(parents=True, exist_ok=True)

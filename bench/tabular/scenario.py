@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import ConfigError
+from bench.io import write_text_atomic
 from bench.tabular import cic
 from bench.tabular.discovery import DiscoverySettings, discover
 from bench.tabular.filtering import FilterSettings, iterative_filter
@@ -149,8 +150,6 @@ def check_enough_tasks(cand: DiscoverySettings, meta: dict) -> None:
 
 def release(folder: Path, dataset: str, chosen: str, results: dict, index_meta: dict, index_dir: Path,
             settings: dict) -> dict:
-    from bench.results import write_text_atomic
-
     r = results[chosen]
     index, _, meta = load_index(index_dir)
     kept = r["kept"]

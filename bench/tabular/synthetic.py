@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.io import write_text_atomic
 from bench.tabular.cic import FEATURES
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -73,8 +74,6 @@ class Mixer:
 def generate(root, seed: int = 0, n_normal: int = 600, n_anomal: int = 150, separation: float = 8.0,
              n_duplicates: int = 5, n_bad_rates: int = 4) -> Path:
     """Write the benchmark into root/MachineLearningCVE/ (one CSV per day) plus synthetic.json; returns root."""
-    from bench.results import write_text_atomic
-
     root = Path(root)
     out = root / "MachineLearningCVE"
     out.mkdir(parents=True, exist_ok=True)

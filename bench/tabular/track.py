@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.continual.runner import TaskData, _check_terminated
+from bench import tracks
+from bench.continual.runner import TaskData, check_terminated
 from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.tabular.protocols import RecordSplit
@@ -63,9 +64,9 @@ class TabularTrack:
         return {"backbone_forward_images": 0}
 
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
-        from bench.report.intervals import expected_random_ap
+        from bench.metrics import expected_random_ap
 
-        _check_terminated()
+        check_terminated()
         cfg = run.config
         split = self.splits[cfg.tasks[j]].test
         scores = protocol.predict(split, np.arange(len(split)))
@@ -174,3 +175,6 @@ def stream_order(stamps: np.ndarray, record_ids: np.ndarray) -> np.ndarray | Non
     rank = np.empty(len(sequence), dtype=np.int64)
     rank[sequence] = np.arange(len(sequence))
     return rank
+
+
+tracks.register("tabular", prepare_tabular)

@@ -1,0 +1,33 @@
+"""Tracks by name. The generic runner (bench.continual.runner) runs any track through one loop, but it must not
+import a track: a track is built on the runner, not the other way round. So each track's module registers how to
+prepare its runs here, and is imported by its module name the first time a run of that track is prepared (the
+same way detectors are discovered). The image track is the runner's own today; other tracks live in their
+packages."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from bench.errors import choice_error
+
+# track name -> the module that registers it when imported
+TRACK_MODULES = {"tabular": "bench.tabular.track"}
+# track name -> the package whose modules are its built-in detectors (each registers a ModelSpec when imported)
+DETECTOR_PACKAGES = {"image": "bench.models", "tabular": "bench.tabular.detectors"}
+
+_PREPARE: dict[str, Callable] = {}
+
+
+def register(name: str, prepare: Callable) -> None:
+    """Called once by a track's module: `prepare(config) -> (track object, index_sha256)`."""
+    _PREPARE[name] = prepare
+
+
+def prepare(config):
+    """(track object, index_sha256) of a run of `config.track`, from the track's registered `prepare`."""
+    if config.track not in _PREPARE:
+        if config.track not in TRACK_MODULES:
+            raise choice_error("track", config.track, TRACK_MODULES)
+        importlib.import_module(TRACK_MODULES[config.track])
+    return _PREPARE[config.track](config)

@@ -1,0 +1,110 @@
+"""The house runs one way: every import of the package, those inside functions included, goes from a layer to the
+same or a lower one, and no two parts of the package import each other. A change that imports upward (the runner
+reaching into a track, a detector into the reports) fails here, naming the file and line.
+
+Units are bench's top-level modules and packages. Layers, lowest first (docs/architecture.md says why each sits
+where it does):
+"""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "bench"
+LAYERS = (
+    # core: no track, no engine, no heavy dependency beyond what each needs
+    {"bench.errors", "bench.io", "bench.config", "bench.metrics", "bench.results", "bench.checkpoint",
+     "bench.tracks", "bench.testing"},
+    # the image track's data: readers, index, streams, frozen-backbone features
+    {"bench.data", "bench.features"},
+    # engines: the one training loop and replay buffers
+    {"bench.training"},
+    # the image track's detectors and their registry
+    {"bench.models"},
+    # the continual runner (still hosting the image track's evaluation) and its protocols
+    {"bench.continual"},
+    # the tabular track, registered through bench.tracks: nothing below imports it
+    {"bench.tabular"},
+    # services over result files and runs
+    {"bench.report"},
+    {"bench.hpc"},
+    {"bench.scenarios"},
+    # tools and the command line
+    {"bench.perf", "bench.perf_backboneless", "bench.perf_cache", "bench.perf_models", "bench.perf_spine",
+     "bench.perf_tabular", "bench.perf_training", "bench.device_check", "bench.distill", "bench.distill_cli",
+     "bench.demo", "bench.cli", "bench.__main__"},
+)
+LAYER_OF = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def unit_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def imports() -> list[tuple[str, str, str]]:
+    """(importing unit, imported unit, 'file:line') for every import of a bench module by another unit."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = ([f"bench.{a.name}" for a in node.names] if node.module == "bench" else [node.module])
+            else:
+                assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}:{node.lineno}: relative import"
+                continue
+            for target in targets:
+                if target.startswith("bench.") and unit_of(target) != unit_of(module):
+                    out.append((unit_of(module), unit_of(target), f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
+    return out
+
+
+def test_every_unit_has_a_layer():
+    units = {unit_of(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in PACKAGE.glob("*")
+             if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
+    units.discard("bench.__init__")
+    assert units - set(LAYER_OF) == set(), "new top-level module or package: give it a layer in LAYERS"
+
+
+def test_no_import_runs_up_a_layer():
+    upward = [f"{where}: {a} (layer {LAYER_OF[a]}) imports {b} (layer {LAYER_OF[b]})"
+              for a, b, where in imports() if LAYER_OF.get(b, -1) > LAYER_OF.get(a, -1)]
+    assert upward == []
+
+
+def test_no_two_units_import_each_other_even_lazily():
+    edges: dict[str, set[str]] = {}
+    for a, b, _ in imports():
+        edges.setdefault(a, set()).add(b)
+    cycles = [(a, b) for a in edges for b in edges[a] if a < b and a in edges.get(b, ())]
+    assert cycles == []
+    # and no longer circle either: a depth-first search finds no back edge
+    state: dict[str, int] = {}
+
+    def visit(u, path):
+        state[u] = 1
+        for v in edges.get(u, ()):
+            if state.get(v) == 1:
+                pytest.fail(f"import circle: {' -> '.join(path + [u, v])}")
+            if v not in state:
+                visit(v, path + [u])
+        state[u] = 2
+
+    for u in list(edges):
+        if u not in state:
+            visit(u, [])
+
+
+def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
+    """The rule is not vacuous: a lazy import of a track from the core is found."""
+    fake = tmp_path / "bench"
+    fake.mkdir()
+    (fake / "metrics.py").write_text("def f():\n    from bench.tabular import track\n")
+    (fake / "tabular").mkdir()
+    (fake / "tabular" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert ("bench.metrics", "bench.tabular", "bench/metrics.py:2") in imports()
