@@ -229,7 +229,7 @@ def forgetting(R) -> float:
 
 
 def forgetting_released(R) -> float:
-    """Step-averaged clipped forgetting, the form the CAD framework's released code reports as FM (issue 20):
+    """Step-averaged clipped forgetting, the form the CAD framework's released code reports as FM:
     for each step t = 1 … N−1, f_t = mean over j < t of max(0, max_{j ≤ l < t} R[l,j] − R[t,j]); the value is
     the mean of f_t over those steps. NaN when N = 1.
 

@@ -83,7 +83,7 @@ def coreset(args: argparse.Namespace) -> dict:
             "speedup": round(min(anomalib_style) / min(prefix), 2), "threads": torch.get_num_threads()}
 
 
-ANOMALIB_FIT_S = 58.0  # anomalib 2.7 PatchCore fit, 40 images at 256 px, measured on this CPU class (issue 12)
+ANOMALIB_FIT_S = 58.0  # anomalib 2.7 PatchCore fit, 40 images at 256 px, measured on this CPU class (docs/models.md)
 
 
 def _patchcore_fit(extractor, train, test, size: int, embedding: str, per_step: bool) -> dict:

@@ -9,7 +9,7 @@
 Seconds per epoch: the fastest of E epochs of one fit, as the loop times them (the cached path's one-time
 feature extraction happens before the first epoch and is not counted; `extract_s` is the fit's time outside
 its epochs). Sizes: 40 training images at 256 px, resnet18 (weights=none: the cost does not depend on the
-weights), Table 7 batch sizes, like the anomalib figures in issue 10; E = 3. `--quick`: 16 images at 64 px,
+weights), Table 7 batch sizes, like the anomalib figures in docs/models.md; E = 3. `--quick`: 16 images at 64 px,
 E = 2, no process isolation (a smoke test, not a measurement).
 """
 

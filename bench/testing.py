@@ -1,6 +1,6 @@
 """Checks a detector author can import (the seed of a detector-check module, like scikit-learn's check_estimator).
 
-Pointwise (DESIGN.md §3): a sample's score never depends on the other samples scored with it. Equality is too
+Pointwise: a sample's score never depends on the other samples scored with it. Equality is too
 strict a test of that: a float32 kernel (BLAS GEMM, convolutions) picks its blocking and summation order from the
 matrix shape, so the same record scored alone and inside a batch of 200 differs in the last bits (measured with the
 locked packages: 2.4e-7 on the VAE's scores). A transductive scorer (ECOD's batch-wide empirical CDFs, a min-max or rank

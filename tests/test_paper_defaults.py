@@ -25,10 +25,10 @@ PAPER = {
         "projection_dim": 128,  # Table 6: coreset projection dim.
         "n_starts": 10,  # Table 6: coreset starting points
         "previous_ratio": 0.25,  # Table 6: previous-ratio (CL), ρ of App. C.1
-        "layers": ["layer2", "layer3"],  # not in Table 6: PatchCore's layers 2+3 (DESIGN.md §5)
+        "layers": ["layer2", "layer3"],  # not in Table 6: PatchCore's layers 2+3 (docs/models.md)
         "embedding": "released",  # Roth et al.'s released code, which InCLAD's PatchCore follows
         "embed_dim": 1024,  # ... its per-layer and final pooling dimension
-        "blur_sigma": 4.0,  # not in Table 6: map blurred with σ = 4 (DESIGN.md §5)
+        "blur_sigma": 4.0,  # not in Table 6: map blurred with σ = 4 (docs/models.md)
     },
     "padim": {
         "n_features": 100,  # Table 6: n_features
@@ -43,7 +43,7 @@ PAPER = {
         "weight_decay": 5e-4,  # Table 6: weight decay
         "k_neighbors": 3,  # Table 6: k-neighbors (K)
         "repulsion_neighbors": 3,  # Table 6: repulsion neighbors (J)
-        "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: CFA's descriptor over layers 1–3 (DESIGN.md §5)
+        "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: CFA's descriptor over layers 1–3 (docs/models.md)
         "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
         "route_by": "max",  # InCLAD §4.3 / App. C.3: routed by the image-level (map max) anomaly score
     },

@@ -123,3 +123,19 @@ def test_ae1svm_fit_trains_as_pyods_fit_when_no_batch_is_dropped():
     ours, theirs = det.model_.model.state_dict(), ref.model.state_dict()
     assert ours.keys() == theirs.keys()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_dagmm_energy_survives_float32_rounding_of_a_wide_covariance():
+    """The covariance DAGMM estimated on the synthetic stream had eigenvalue −1.2e-6 beside λ_max 15.7 (float32
+    rounding of its weighted sums): an absolute 1e-6 jitter left it indefinite and the run died in Cholesky."""
+    import torch
+
+    from bench.tabular.detectors.dagmm import _JITTER, energy
+
+    q, _ = torch.linalg.qr(torch.randn(6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    eig = torch.tensor([15.7, 0.034, 1.6e-3, 1.5e-5, 2.3e-6, -1.2e-6], dtype=torch.float64)
+    cov = (q @ torch.diag(eig) @ q.T).float()[None]
+    assert torch.linalg.cholesky_ex(cov + _JITTER * torch.eye(6))[1].item() > 0  # what the fixed jitter did
+    z = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
+    e = energy(z, torch.ones(1), torch.zeros(1, 6), cov)
+    assert torch.isfinite(e).all()

@@ -1,4 +1,4 @@
-"""The sample index: the one table every dataset reader returns (DESIGN.md §3).
+"""The sample index: the one table every dataset reader returns.
 
 One row per image: dataset, task, split (train|test), label (0 normal, 1 anomalous), image_path, mask_path
 (empty string when the image has no mask). Paths are relative to the dataset root and use forward slashes.

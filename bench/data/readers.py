@@ -1,4 +1,4 @@
-"""Dataset readers: each turns an upstream layout, exactly as distributed, into the sample index (DESIGN.md §3).
+"""Dataset readers: each turns an upstream layout, exactly as distributed, into the sample index.
 
 Readers only list files (and, for VisA, read the split CSV); they never open images, so indexing a dataset of
 tens of thousands of images takes seconds. Concepts (tasks) are discovered from the folders; which published

@@ -1,4 +1,4 @@
-"""The detector and protocol contracts (DESIGN.md §3) and the shared pieces of frozen-backbone detectors.
+"""The detector and protocol contracts and the shared pieces of frozen-backbone detectors.
 
 The Protocol base lives here, not in bench.continual, because a detector may bring its own continual adaptation
 (the task banks of PatchCore, PaDiM, CFA): bench.models never imports bench.continual, which builds on it.

@@ -1,4 +1,4 @@
-"""Tabular-track reports (issue 15 §3, the tabular scenario paper's Table 2 and validation criteria).
+"""Tabular-track reports (the tabular scenario paper's Table 2 and validation criteria).
 
 `tabular_cells` evaluates every run once: its ROC-AUC_CL, normalised PR-AUC_CL (with the prevalence p) and FM, and
 their bootstrap replicates over the evaluated records (bench.report.intervals). Where the run stored its records'

@@ -95,7 +95,7 @@ register(ModelSpec(
             "alpha": Float(1.0, 0), "sigma": Float(1.0, 0, low_open=True), "nu": Float(0.1, 0, 1, low_open=True),
             "rff_features": Int(1000, 1)},
     quick={"epochs": 3, "batch_size": 64, "rff_features": 128},
-    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
     presets={"suite": {}, "released": {"epochs": 20, "rff_features": 512, "batch_size": 128}},
     default_preset="suite", inputs="records", version=1,
     source="PyOD 3.6.7 defaults"))

@@ -64,6 +64,6 @@ register(ModelSpec(
             "hidden": Param("64,32", "str", doc="layer sizes; the last is the output space of the hypersphere"),
             "dropout": Float(0.2, 0, 0.95), "l2_regularizer": Float(0.5e-6, 0), "use_ae": Bool(False)},
     quick={"epochs": 5, "batch_size": 64, "lr": 1e-3},
-    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
     presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
     default_preset="suite", inputs="records", version=1, source="PyOD 3.6.7 defaults"))

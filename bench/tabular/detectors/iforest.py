@@ -82,6 +82,6 @@ register(ModelSpec(
     params={"n_estimators": Int(100, 1), "max_samples": Int(0, 0, doc="0 = 'auto' (min(256, n))"),
             "max_features": Float(1.0, 0, 1, low_open=True), "bootstrap": Bool(False)},
     quick={"n_estimators": 50},
-    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
     presets={"suite": {}, "released": {}},
     default_preset="suite", inputs="records", version=1, source="PyOD 3.6.7 defaults"))

@@ -75,7 +75,7 @@ register(ModelSpec(
             "hidden": Param("64,64", "str", doc="hidden sizes of the encoder"), "rep_dim": Int(32, 1),
             "weight_decay": Float(0.0, 0)},
     quick={"epochs": 10, "n_trans": 4, "trans_hidden": "16", "hidden": "32", "rep_dim": 16},
-    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
     presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
     default_preset="suite", inputs="records",
     version=1, source="Qiu et al. 2021 (K, τ); layer sizes chosen here"))

@@ -57,7 +57,7 @@ register(ModelSpec(
             "loss": Choice("elbo", ("elbo", "pyod"), doc="elbo: the paper's; pyod: PyOD 3.6.7's vae_loss"),
             "capacity": Float(0.0, 0, doc="KL cap of loss=pyod (PyOD's default 0 removes the KL term)")},
     quick={"epochs": 5, "batch_size": 64, "encoder": "32,16", "decoder": "16,32"},
-    # released: the CAD framework's released code (issue 20); suite: the defaults above
+    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
     presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
     default_preset="suite", inputs="records", version=1,
     source="PyOD 3.6.7 defaults (network, optimiser); loss: Kingma & Welling 2014"))
