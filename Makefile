@@ -14,7 +14,7 @@ export HDF5_USE_FILE_LOCKING := FALSE
 export HF_HUB_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo demo-all data perf device-check weights lock submit status resubmit aggregate verify scenarios image image-base sif container-check slurm-up slurm-down clean
+.PHONY: help venv test test-fast demo demo-all data perf device-check weights lock submit status resubmit aggregate verify scenarios image image-base sif container-check slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,10 @@ venv: $(STAMP) ## create/update .venv from requirements.lock
 test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
 	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-fast: $(STAMP) ## the tests not marked slow (no end-to-end runs): a quick check while developing
+	@$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA/FastFlow, NCL/CL, three orderings + Table 2 (CPU, weights=none)
 	$(PY) -m bench demo
