@@ -197,10 +197,13 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
 
 # Held-out textures (tests/textures.py: none of the synthetic tasks the quick settings were chosen on), 64 px,
 # random-init resnet18, quick settings. Measured (docs/models.md, `python tests/textures.py`): STFPM clouds 1.0,
-# FastFlow weave 1.0, PaSTe clouds 0.969, RD4AD clouds 0.578 (0.70 after 30 epochs: it learns, slowly, on a random
-# encoder). Weak cases measured and left out: STFPM weave 0.469, FastFlow dots 0.531, PaSTe weave 0.438 / dots 0.5,
-# RD4AD dots 0.547.
-HELD_OUT = {"stfpm": ("clouds", 0.9), "fastflow": ("weave", 0.9), "paste": ("clouds", 0.9), "rd4ad": ("clouds", 0.55)}
+# FastFlow weave 1.0, PaSTe clouds 0.969. Weak cases measured and left out: STFPM weave 0.469, FastFlow dots 0.531,
+# PaSTe weave 0.438 / dots 0.5.
+# RD4AD learns slowly on a random encoder (issue 24: side by side with anomalib 2.7 on the same encoder weights and
+# the same initial weights the two give the same loss and gradients and reach the same AUROCs, docs/models.md):
+# clouds 0.578 after its quick 10 epochs, 0.703 after 30, so it is held to 30 here (weave 0.625 after 30).
+HELD_OUT = {"stfpm": ("clouds", 0.9), "fastflow": ("weave", 0.9), "paste": ("clouds", 0.9), "rd4ad": ("clouds", 0.65)}
+HELD_OUT_SETTINGS = {"rd4ad": {"epochs": 30}}
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +219,7 @@ def test_learns_a_held_out_texture(texture_root, model):
     from textures import image_auroc
 
     task, minimum = HELD_OUT[model]
-    auc = image_auroc(model, texture_root, task, 64, **get(model).quick)
+    auc = image_auroc(model, texture_root, task, 64, **{**get(model).quick, **HELD_OUT_SETTINGS.get(model, {})})
     print(model, task, round(auc, 3))  # the figure, shown by pytest -rP
     assert auc >= minimum, (model, task, auc)
 
