@@ -150,3 +150,17 @@ def test_multi_dataset_scenario_each_dataset_one_task_or_clustered_on_its_own(tm
 
     rows = pd.read_csv(index)
     assert (rows["task"].str.split("/").str[0] == rows["record_id"].str.split("/").str[0]).all()  # one dataset a task
+
+
+def test_an_ste_run_records_the_preset_its_values_start_from(chain, tmp_path):
+    """`bench tabular scenarios --framework-preset released` runs the construction models' released values; their
+    STE files must say `released`, not the model's default preset."""
+    import json
+
+    base, _, _ = chain
+    index = base / "out" / "candidates" / "natural-day" / "index"
+    path = ste_run(index, "iforest", tmp_path / "released.h5", hparams=QUICK["iforest"], preset="released",
+                   log=lambda s: None)
+    config = json.loads(read_run(path)["attrs"]["config"])
+    assert config["preset"] == "released"
+    assert config["hparams"]["n_estimators"] == QUICK["iforest"]["n_estimators"]  # explicit values still win

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import DatasetError
-from bench.io import write_text_atomic
+from bench.io import file_sha256, write_text_atomic
 
 CACHE_NAME = "file-digests.json"
 CACHE_VERSION = 2  # 2: entries keyed on (st_ino, st_ctime_ns, st_size, st_mtime_ns); 1: size, mtime
@@ -62,14 +62,6 @@ def _save(path: Path, entries: dict) -> None:
         pass  # a read-only home only costs the next run a rehash
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_digests(paths: list) -> list[str]:
     """SHA-256 of each file (absolute paths), from the cache where its inode, ctime, size and mtime still match."""
     cache = cache_path()
@@ -87,7 +79,7 @@ def file_digests(paths: list) -> list[str]:
     if todo:
         def digest(i):
             try:
-                return _sha256(keys[i])
+                return file_sha256(keys[i])
             except OSError as e:
                 raise DatasetError(f"{keys[i]}: cannot read ({e.strerror})") from None
 

@@ -65,7 +65,10 @@ def evaluate_candidate(name: str, index_dir: Path, ste_dir: Path, models, seed: 
                        fs: FilterSettings, log=print) -> dict:
     matrices, run_keys, tasks = [], {}, None
     for model in models:
-        path = ste_run(index_dir, model, ste_dir / f"{model}.h5", seed=seed, hparams=hparams.get(model), log=log)
+        # the construction models run the framework preset's values (bench tabular scenarios --framework-preset),
+        # and their files record that preset's name, not the model's default
+        path = ste_run(index_dir, model, ste_dir / f"{model}.h5", seed=seed, hparams=hparams.get(model),
+                       preset=fs.preset, log=log)
         t, M, attrs = read_matrix(path)
         if tasks is not None and t != tasks:
             raise ConfigError(f"{path}: tasks {t} differ from the other models' {tasks}")

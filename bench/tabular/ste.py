@@ -53,8 +53,10 @@ def index_meta(index_dir) -> dict:
 
 
 def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | None = None,
-            tasks: list[str] | None = None, max_steps: int | None = None, log=print) -> Path:
-    """Compute (or resume, or reuse) the STE matrix of `model` on the record index in `index_dir`."""
+            preset: str | None = None, tasks: list[str] | None = None, max_steps: int | None = None,
+            log=print) -> Path:
+    """Compute (or resume, or reuse) the STE matrix of `model` on the record index in `index_dir`; `preset` (None:
+    the model's default) is what its hparams start from, and what the run records."""
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
 
@@ -64,7 +66,7 @@ def ste_run(index_dir, model: str, out: Path, *, seed: int = 0, hparams: dict | 
         raise ConfigError(f"tasks {tasks} repeat a task")
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(index_dir), model=model, tasks=tasks,
                        ordering="candidate", protocol="ste", seed=seed, hparams=dict(hparams or {}),
-                       device="cpu", inputs=TabularInputs(), evaluation="cross")
+                       preset=preset, device="cpu", inputs=TabularInputs(), evaluation="cross")
     return execute(prepare(config, out=Path(out)), progress=False, max_steps=max_steps, log=log)
 
 
