@@ -2,7 +2,7 @@
 memory, and EfficientAD's scoring throughput (images/s: the paper's selling point), on the CPU.
 
 Each size runs in a spawned child (`run_isolated`), so the peak memory is that of the detector alone. Full:
-Table 7 architectures at 256 px on 16 training images (one epoch after a one-epoch warm-up); --quick: 32 px, 8
+Table 7 architectures at 256 px on 16 training images (one epoch after a one-epoch warm-up); --quick: 64 px, 8
 training and 4 test images (a smoke test).
 """
 
@@ -41,10 +41,10 @@ def _child(name: str, size: int, n_train: int, n_test: int) -> dict:
 @benchmark("backboneless_epoch")
 def backboneless_epoch(args) -> dict:
     """EfficientAD-S (384 channels, batch 1) and GANomaly (64 feature maps, batch 16) at 256 px (64 with
-    --quick: 32): seconds of a one-epoch warm-started fit over 16 images (EfficientAD trains on 14: 2 are held
+    --quick: 64): seconds of a one-epoch warm-started fit over 16 images (EfficientAD trains on 14: 2 are held
     out for the quantiles; its fit also refits the teacher statistics and quantiles), peak memory over the
     fits, scoring images/s (EfficientAD's includes the teacher, student and autoencoder)."""
-    size, n_train, n_test = (32, 8, 4) if args.quick else (256, 16, 16)
+    size, n_train, n_test = (64, 8, 4) if args.quick else (256, 16, 16)
     out = {"size": size}
     for name in ("efficientad", "ganomaly"):
         figures = run_isolated(_child, name, size, n_train, n_test)

@@ -166,3 +166,17 @@ def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
     b = {p: bwt(m) for p, m in r.items()}
     print("EfficientAD image BWT:", {p: round(v, 3) for p, v in b.items()})
     assert b["cl"] > b["ncl"], r
+
+
+def test_a_size_the_unpadded_pdn_cannot_take_is_one_line():
+    """InCLAD's unpadded PDN shrinks a 32 px input below its last 4×4 kernel: a ConfigError naming the smallest
+    size, not a convolution traceback mid-run (perf --quick ran into it)."""
+    import torch
+
+    from bench.features import ImageSource
+    from bench.models import create
+
+    source = ImageSource(torch.device("cpu"), batch_size=4, progress=False)
+    with pytest.raises(ConfigError, match=r"--image-size 32: its unpadded PDN needs at least 33 px"):
+        create("efficientad", source, 32)
+    create("efficientad", source, 32, pdn_padding=True)  # the padded PDN takes it

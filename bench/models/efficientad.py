@@ -144,6 +144,10 @@ class EfficientAd(GradientDetector):
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
                  lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
         check_required({"teacher": teacher, "penalty": penalty})
+        if pdn_output_size(image_size, pdn_padding) < 1:  # the unpadded PDN's 4×4 kernels outgrow a small input
+            smallest = next(s for s in range(image_size, 4097) if pdn_output_size(s, pdn_padding) >= 1)
+            raise ConfigError(f"efficientad at --image-size {image_size}: its {'' if pdn_padding else 'un'}padded "
+                              f"PDN needs at least {smallest} px (or --set pdn_padding=true)")
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size)
         self.teacher_spec, self.penalty = teacher, penalty
