@@ -212,7 +212,7 @@ def test_a_grid_over_a_release_no_run_can_follow_is_refused_before_submitting(sm
     (root / "release" / "orderings.json").write_text(json.dumps({"smooth_drift": order,
                                                                  "abrupt_drift": ["Tuesday", "Monday"]}))
     code, out, err = run_cli(capsys, "submit", "--dataset", "tabular-synthetic", "--root", root, "--outputs",
-                             tmp_path / "out", "--models", "iforest", "--cluster", "debug", "--profile", "cpu")
+                             tmp_path / "out", "--models", "deepsvdd", "--cluster", "debug", "--profile", "cpu")
     assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(message, err)
     assert str(root / "release" / "orderings.json") in err
     assert not (tmp_path / "out" / "tabular-synthetic" / "runs").exists()
