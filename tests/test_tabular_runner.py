@@ -451,7 +451,7 @@ def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, ca
 
     monkeypatch.setattr(executors, "submit_local", fake_submit_local)
     args = ["submit", "--dataset", "tabular-synthetic", "--root", str(scenario_folder), "--outputs", str(tmp_path),
-            "--models", "iforest", "--orderings", "smooth_drift", "--protocols", "ncl,mste", "--cluster", "local",
+            "--models", "deepsvdd", "--orderings", "smooth_drift", "--protocols", "ncl,mste", "--cluster", "local",
             "--profile", "cpu"]
     codes = []
     threads = [threading.Thread(target=lambda: codes.append(main(list(args)))) for _ in range(2)]
