@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
-from bench.io import file_sha256
+from bench.io import atomic_path, file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights
@@ -154,9 +154,8 @@ def stage_weights(files=None) -> list[Path]:
     for name, tag in files or staged_files():
         model = timm.create_model(f"{name}.{tag}", pretrained=True)
         path = staged_weights_path(name, tag)
-        tmp = path.with_suffix(".tmp")
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
         out.append(path)
     return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -15,16 +16,25 @@ def tmp_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a text file atomically (parents created): readers see the old file or the new one, never half."""
+@contextmanager
+def atomic_path(path: Path):
+    """Yield a temp name to write `path` through (parents created); on success it replaces `path` in one step, and
+    on any failure (a full disk, a kill signal turned into an exception) the temp file is removed, so neither a
+    half-written file nor a stray temp stays behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_path(path)
     try:
-        tmp.write_text(text)
+        yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file atomically: readers see the old file or the new one, never half."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def file_sha256(path: Path) -> str:

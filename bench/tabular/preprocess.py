@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import ConfigError, DatasetError
-from bench.io import write_text_atomic
+from bench.io import atomic_path, write_text_atomic
 from bench.tabular.cic import FEATURES, RawTable, files_sha256
 
 INDEX_COLUMNS = ("dataset", "task", "split", "label", "record_id", "attack", "day", "timestamp")
@@ -116,10 +116,8 @@ def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Pat
                           "day": df["day"], "timestamp": df["timestamp"]})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "features.npy.tmp"
-    with open(tmp, "wb") as f:
+    with atomic_path(out / "features.npy") as tmp, open(tmp, "wb") as f:
         np.save(f, Xs)
-    tmp.replace(out / "features.npy")
     write_text_atomic(out / "index.csv", index.to_csv(index=False))
     write_text_atomic(out / "index.json", json.dumps(meta, indent=1) + "\n")
     return meta

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.io import write_text_atomic
+from bench.io import atomic_path, write_text_atomic
 from bench.tabular.cic import FEATURES
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -98,9 +98,8 @@ def generate(root, seed: int = 0, n_normal: int = 600, n_anomal: int = 150, sepa
             row = row[:dup_at] + [row[fwd]] + row[dup_at:]
             lines.append(",".join(row + [label]))
         path = out / f"{day}-WorkingHours.pcap_ISCX.csv"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(("\n".join(lines) + "\n").encode("cp1252"))
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(("\n".join(lines) + "\n").encode("cp1252"))
     record = {"generator": "bench.tabular.synthetic", "version": VERSION, "seed": seed, "n_normal": n_normal,
               "n_anomal": n_anomal, "separation": separation, "planted": PLANTED}
     write_text_atomic(root / "synthetic.json", json.dumps(record, indent=2) + "\n")

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.errors import WeightsError
+from bench.io import atomic_path
 
 # Decoder upsampling sizes of the paper's autoencoder at 256 px; other sizes scale them.
 _DECODER_SIZES_256 = (3, 8, 15, 32, 63, 127)
@@ -81,12 +82,9 @@ def save_teacher(path: Path, pdn: nn.Sequential, padding: bool) -> None:
     """Atomically write a teacher file (safetensors: tensors + string metadata, nothing executable)."""
     from safetensors.torch import save_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     tensors = {k: v.detach().cpu().contiguous() for k, v in pdn.state_dict().items()}
-    save_file(tensors, str(tmp), metadata={"format": "bench-pdn-small", "padding": str(bool(padding)).lower()})
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "bench-pdn-small", "padding": str(bool(padding)).lower()})
 
 
 def load_teacher(path: Path, out_channels: int, padding: bool) -> nn.Sequential:
