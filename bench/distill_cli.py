@@ -1,4 +1,4 @@
-"""`python -m bench distill-teacher`: EfficientAD's teacher from a staged wide_resnet50_2 (bench/distill.py)."""
+"""`python -m bench distill-teacher`: EfficientAD's teacher from a staged wide_resnet50_2 (bench/models/efficientad/distill.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
-    from bench.distill import distill_teacher
+    from bench.models.efficientad.distill import distill_teacher
     from bench.errors import ConfigError
 
     for name in ("steps", "batch_size", "out_channels"):

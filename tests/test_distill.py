@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.distill import distill_teacher
+from bench.models.efficientad.distill import distill_teacher
 from bench.features import ImageSource
 from bench.io import file_sha256
 from bench.models import create, get
-from bench.models.ops.pdn import load_teacher
+from bench.models.efficientad.pdn import load_teacher
 from conftest import _one_error_line, cli_stdout, task_split_pair
 
 
@@ -57,7 +57,7 @@ def test_run_key_holds_the_teacher_and_penalty_content(tiny_root, tmp_path, make
     """Same path, other content → another run key; a missing teacher fails in prepare, before any work."""
     from bench.continual.runner import prepare
     from bench.errors import WeightsError
-    from bench.models.ops.pdn import pdn_small, save_teacher
+    from bench.models.efficientad.pdn import pdn_small, save_teacher
 
     teacher, penalty = tmp_path / "t.safetensors", tmp_path / "penalty"
     penalty.mkdir()

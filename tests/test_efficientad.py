@@ -17,8 +17,8 @@ from bench.errors import BenchError, ConfigError, WeightsError
 from bench.features import ImageSource
 from bench.metrics import bwt, roc_auc
 from bench.models import create, get
-from bench.models.efficientad import hard_feature_loss, quantile
-from bench.models.ops.pdn import Autoencoder, pdn_output_size, pdn_small
+from bench.models.efficientad.detector import hard_feature_loss, quantile
+from bench.models.efficientad.pdn import Autoencoder, pdn_output_size, pdn_small
 from conftest import assert_scores_pointwise, task_split_pair
 
 SIZE = 48

@@ -4,7 +4,7 @@ import pytest
 from torch import nn
 
 from bench.io import atomic_path, write_text_atomic
-from bench.models.ops import pdn
+from bench.models.efficientad import pdn
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):

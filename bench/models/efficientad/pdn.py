@@ -1,5 +1,5 @@
 """EfficientAD's networks (Batzner et al., WACV 2024): the small patch description network (PDN-S) and the
-convolutional autoencoder, plus the teacher file format shared by `bench.distill` and the detector.
+convolutional autoencoder, plus the teacher file format shared by `distill.py` and the detector.
 
 PDN-S, the paper's layer list: Conv 4×4/128 pad 3 + ReLU, AvgPool 2×2 stride 2 pad 1, Conv 4×4/256 pad 3 + ReLU,
 AvgPool 2×2 stride 2 pad 1, Conv 3×3/256 pad 1 + ReLU, Conv 4×4/C pad 0 (C = 384 for the teacher, 768 for the

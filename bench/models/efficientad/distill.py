@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
 from bench.features import create_backbone, resolve_device
 from bench.models.base import local_patch_features
-from bench.models.efficientad import image_files
-from bench.models.ops.pdn import pdn_output_size, pdn_small, save_teacher
+from bench.models.efficientad.detector import image_files
+from bench.models.efficientad.pdn import pdn_output_size, pdn_small, save_teacher
 from bench.training.loop import NonFiniteLossError, seeded
 
 BACKBONE = "wide_resnet50_2"
