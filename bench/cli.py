@@ -143,7 +143,7 @@ def cmd_weights(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from bench.demo import demo
+    from bench.tools.demo import demo
 
     return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress)
 
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_demo)
 
-    # `perf` has its own parser (bench/perf.py); listed here for --help only, dispatched in main().
+    # `perf` has its own parser (bench/tools/perf); listed here for --help only, dispatched in main().
     sub.add_parser("perf", help="performance benchmark (figures, not pass/fail): perf [--only a,b] [--quick]",
                    add_help=False)
 
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["perf"]:
-        from bench.perf import main as perf_main
+        from bench.tools.perf import main as perf_main
 
         return perf_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench import device_check
+from bench.tools import device_check
 
 
 # One detector of each kind the check treats differently: frozen with task banks (scores compared), trained with

@@ -32,9 +32,7 @@ LAYERS = (
     {"bench.hpc"},
     {"bench.scenarios"},
     # tools and the command line
-    {"bench.perf", "bench.perf_backboneless", "bench.perf_cache", "bench.perf_models", "bench.perf_spine",
-     "bench.perf_tabular", "bench.perf_training", "bench.device_check", "bench.distill_cli",
-     "bench.demo", "bench.cli", "bench.__main__"},
+    {"bench.tools", "bench.distill_cli", "bench.cli", "bench.__main__"},
 )
 LAYER_OF = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

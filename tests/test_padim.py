@@ -15,7 +15,7 @@ from bench.data import read_index
 from bench.errors import ConfigError
 from bench.metrics import roc_auc
 from bench.models.padim import mahalanobis
-from bench.perf_models import padim_batched, padim_reference
+from bench.tools.perf.models import padim_batched, padim_reference
 from bench.models import create
 from conftest import assert_scores_pointwise, model_extractor, task_split_pair
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench import perf
+from bench.tools import perf
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def test_grid_without_an_image_size_runs_each_model_at_its_paper_size(tiny_root,
 
 
 def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
-    import bench.demo as demo
+    import bench.tools.demo as demo
 
     assert {c.preset for c in demo.demo_configs(demo_root)} == {"inclad"}
     assert {c.preset for c in demo.demo_configs(demo_root, model_preset="inclad")} == {"inclad"}

@@ -649,7 +649,7 @@ def test_bootstrap_without_scores_is_nan(tmp_path):
 
 
 def test_demo_helpers_keep_working(grid):
-    """bench/demo.py calls table2(frame) and to_markdown(long) on `results.load` of a runs directory."""
+    """bench/tools/demo.py calls table2(frame) and to_markdown(long) on `results.load` of a runs directory."""
     from bench.report.table2 import table2, to_markdown
 
     outputs, _ = grid

@@ -1,4 +1,4 @@
-"""Performance benchmark of the training loop, registered into `bench.perf`.
+"""Performance benchmark of the training loop, registered into `bench.tools.perf`.
 
   training_epoch  seconds per epoch of STFPM, PaSTe, RD4AD and FastFlow on the same synthetic task, training on
                   the run's cached frozen features vs. recomputing the frozen network every epoch (the same code:
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.perf import benchmark, cpu_detector, peak_rss_mb, run_isolated, synthetic_splits
+from bench.tools.perf import benchmark, cpu_detector, peak_rss_mb, run_isolated, synthetic_splits
 
 MODELS = ("stfpm", "paste", "rd4ad", "fastflow")
 

@@ -1,6 +1,6 @@
 """The CUDA path, checked: the same runs on the CPU and on the GPU agree, and how much faster the GPU is.
 
-  python -m bench.device_check [--device cuda] [--quick] [--models a,b] [--out outputs/device/check.json]
+  python -m bench.tools.device_check [--device cuda] [--quick] [--models a,b] [--out outputs/device/check.json]
                                                                                           (make device-check)
 
 Agreement: every registered detector with its quick setting (1 epoch), NCL and CL, over 3 tasks of the
@@ -34,7 +34,7 @@ from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
 from bench.io import write_text_atomic
 from bench.models.registry import specs
-from bench.perf import best_of, figure_line
+from bench.tools.perf import best_of, figure_line
 
 TASKS = ["chip", "disc", "checker"]
 SCORE_RTOL, R_ATOL, TRAINED_R_ATOL = 1e-2, 0.02, 0.05
@@ -121,7 +121,7 @@ def run_times(root: Path, work: Path, device: str, models=tuple(MODELS)) -> dict
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.device_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tools.device_check", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="the device to check against the CPU (default cuda)")
     parser.add_argument("--quick", action="store_true", help="agreement only, no throughput")
     parser.add_argument("--models", default=",".join(MODELS),

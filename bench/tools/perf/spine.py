@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from bench.models.ops.coreset import greedy_coreset, random_projection
-from bench.perf import benchmark, cpu_detector, peak_rss_mb, run_isolated, synthetic_splits
+from bench.tools.perf import benchmark, cpu_detector, peak_rss_mb, run_isolated, synthetic_splits
 
 
 def _anomalib_style_steps(x: torch.Tensor, steps: int, gen: torch.Generator) -> float:

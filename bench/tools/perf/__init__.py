@@ -1,4 +1,4 @@
-"""Performance benchmarks: `python -m bench.perf [--only name[,name]] [--quick]`.
+"""Performance benchmarks: `python -m bench.tools.perf [--only name[,name]] [--quick]`.
 
 A benchmark is a function `Namespace -> dict of figures` registered with `@benchmark("name")`; they run in
 registration order, print one aligned `name  key=value ...` line each and are written to outputs/perf/perf.json.
@@ -179,14 +179,14 @@ def figure_line(figures: dict) -> str:
 
 
 # Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
-BENCHMARK_MODULES = ("bench.perf_spine", "bench.perf_models", "bench.perf_training", "bench.perf_backboneless",
-                     "bench.perf_cache", "bench.perf_tabular")
+BENCHMARK_MODULES = ("bench.tools.perf.spine", "bench.tools.perf.models", "bench.tools.perf.training", "bench.tools.perf.backboneless",
+                     "bench.tools.perf.cache", "bench.tools.perf.tabular")
 
 
 def main(argv=None) -> int:
     for module in BENCHMARK_MODULES:
         importlib.import_module(module)
-    parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tools.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--only", help=f"comma-separated benchmarks to run (default all: {', '.join(BENCHMARKS)})")
     parser.add_argument("--quick", action="store_true", help="smaller sizes: a smoke test, not a measurement")
     parser.add_argument("--out", type=Path, default=Path("outputs/perf/perf.json"), help="JSON results file")

@@ -1,4 +1,4 @@
-"""Performance benchmark of the bounded feature cache, registered into `bench.perf`.
+"""Performance benchmark of the bounded feature cache, registered into `bench.tools.perf`.
 
   feature_cache  peak RSS and wall time of a VisA-scale synthetic PatchCore-CL and CFA-CL run (preset
                  visa-scale: 12 tasks, 722 train / 180 test images each; resnet18, weights=none, 64 px) with an
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.perf import benchmark, peak_rss_mb, run_isolated
+from bench.tools.perf import benchmark, peak_rss_mb, run_isolated
 
 SIZE = 64
 

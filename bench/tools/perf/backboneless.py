@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.perf import benchmark, peak_rss_mb, run_isolated, synthetic_splits
+from bench.tools.perf import benchmark, peak_rss_mb, run_isolated, synthetic_splits
 
 def _child(name: str, size: int, n_train: int, n_test: int) -> dict:
     import numpy as np

@@ -1,4 +1,4 @@
-"""Performance benchmarks of PaDiM, CFA and the task-bank (CL) variants, registered into `bench.perf`.
+"""Performance benchmarks of PaDiM, CFA and the task-bank (CL) variants, registered into `bench.tools.perf`.
 
   padim_task   PaDiM fit + predict of one task on precomputed embeddings: batched vs. a per-location loop
   cfa_epoch    seconds per CFA descriptor epoch (cached features) at several image sizes
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.perf import benchmark, best_of, cpu_detector, synthetic_splits
+from bench.tools.perf import benchmark, best_of, cpu_detector, synthetic_splits
 
 # --------------------------------------------------------------- shared
 

@@ -1,4 +1,4 @@
-"""Performance benchmarks of the tabular track, registered into `bench.perf`.
+"""Performance benchmarks of the tabular track, registered into `bench.tools.perf`.
 
   tabular_detectors  records/s of fit and score for every registered tabular detector on 2 threads (default
                      hyperparameters; gradient-trained ones for ONE epoch, so fit figures are records/s/epoch)
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.perf import benchmark, peak_rss_mb, run_isolated
+from bench.tools.perf import benchmark, peak_rss_mb, run_isolated
 
 
 def _tabular_data(n: int, d: int, seed: int = 0):

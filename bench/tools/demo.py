@@ -5,7 +5,7 @@ Generates the synthetic benchmark, runs PatchCore, PaDiM, CFA and FastFlow, NCL 
 registered quick setting on top of its default hyperparameter preset (`inclad`; `--model-preset NAME` picks
 another; both printed), writes one HDF5 file per run and a Table 2 (via `make aggregate`'s code) under
 outputs/synthetic/tables/, and prints the comparison with InCLAD's published Table 2 (every cell not comparable
-here, with the reasons). `python -m bench.demo --all` (`make demo-all`) runs every registered detector.
+here, with the reasons). `python -m bench.tools.demo --all` (`make demo-all`) runs every registered detector.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tools.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every registered detector (longer than 10 minutes)")
     parser.add_argument("--outputs", default="outputs")
     parser.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo")
