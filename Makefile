@@ -39,7 +39,7 @@ demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA/FastFlow, NCL/CL, th
 	$(PY) -m bench demo
 
 demo-all: $(STAMP) ## the demo with every registered detector (longer than `make demo`)
-	$(PY) -m bench.tools.demo --all
+	$(PY) -m bench demo --all
 
 data: $(STAMP) ## generate the synthetic benchmark (DATASET=synthetic [PRESET=demo|tiny|visa-scale]); real data: see data/README.md
 	$(PY) -m bench data --dataset $(DATASET) $(if $(PRESET),--preset $(PRESET),)
@@ -48,7 +48,7 @@ perf: $(STAMP) ## performance benchmarks (coreset, PatchCore task, passes/image,
 	$(PY) -m bench perf $(PERF_ARGS)
 
 device-check: $(STAMP) ## on a GPU node: CPU vs CUDA agreement of every model + GPU throughput (outputs/device/)
-	$(PY) -m bench.tools.device_check $(DEVICE_CHECK_ARGS)
+	$(PY) -m bench device-check $(DEVICE_CHECK_ARGS)
 
 weights: $(STAMP) ## stage torchvision-style ImageNet weights into data/weights/ (needs internet)
 	HF_HUB_OFFLINE=0 $(PY) -m bench weights --stage

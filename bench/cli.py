@@ -15,8 +15,8 @@ from bench.config import DATASETS
 from bench.errors import BenchError, ConfigError
 
 # Modules that add their own subcommands through register(subparsers).
-COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "bench.scenarios.commands",
-                                    "bench.distill_cli", "bench.tabular.commands")
+COMMAND_MODULES: tuple[str, ...] = ("bench.tools.commands", "bench.report.cli", "bench.hpc.commands",
+                                    "bench.scenarios.commands", "bench.tabular.commands")
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,12 +142,6 @@ def cmd_weights(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    from bench.tools.demo import demo
-
-    return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Continual anomaly detection benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,27 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", action="store_true")
     p.set_defaults(func=cmd_weights)
 
-    p = sub.add_parser("demo", help="the main job on the built-in synthetic benchmark")
-    p.add_argument("--outputs", default="outputs", help="results go to OUTPUTS/synthetic/ (default outputs)")
-    p.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_demo)
-
-    # `perf` has its own parser (bench/tools/perf); listed here for --help only, dispatched in main().
-    sub.add_parser("perf", help="performance benchmark (figures, not pass/fail): perf [--only a,b] [--quick]",
-                   add_help=False)
-
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
     return parser
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["perf"]:
-        from bench.tools.perf import main as perf_main
-
-        return perf_main(argv[1:])
     args = build_parser().parse_args(argv)
     format_warning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning

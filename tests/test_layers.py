@@ -32,7 +32,7 @@ LAYERS = (
     {"bench.hpc"},
     {"bench.scenarios"},
     # tools and the command line
-    {"bench.tools", "bench.distill_cli", "bench.cli", "bench.__main__"},
+    {"bench.tools", "bench.cli", "bench.__main__"},
 )
 LAYER_OF = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

@@ -5,13 +5,11 @@ Generates the synthetic benchmark, runs PatchCore, PaDiM, CFA and FastFlow, NCL 
 registered quick setting on top of its default hyperparameter preset (`inclad`; `--model-preset NAME` picks
 another; both printed), writes one HDF5 file per run and a Table 2 (via `make aggregate`'s code) under
 outputs/synthetic/tables/, and prints the comparison with InCLAD's published Table 2 (every cell not comparable
-here, with the reasons). `python -m bench.tools.demo --all` (`make demo-all`) runs every registered detector.
+here, with the reasons). `python -m bench demo --all` (`make demo-all`) runs every registered detector.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -87,20 +85,3 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything:
           f"beside InCLAD's published tables: {tables / 'paper_comparison.md'}\n"
           f"took {time.perf_counter() - t_start:.0f}s")
     return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.tools.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--all", action="store_true", help="every registered detector (longer than 10 minutes)")
-    parser.add_argument("--outputs", default="outputs")
-    parser.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo")
-    parser.add_argument("--model-preset", default=None, metavar="NAME",
-                        help="hyperparameter preset of every demo model (default: each model's, inclad)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    return demo(Path(args.outputs), preset=args.preset, progress=not args.no_progress, everything=args.all,
-                model_preset=args.model_preset)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

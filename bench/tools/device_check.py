@@ -1,6 +1,6 @@
 """The CUDA path, checked: the same runs on the CPU and on the GPU agree, and how much faster the GPU is.
 
-  python -m bench.tools.device_check [--device cuda] [--quick] [--models a,b] [--out outputs/device/check.json]
+  python -m bench device-check [--device cuda] [--quick] [--models a,b] [--out outputs/device/check.json]
                                                                                           (make device-check)
 
 Agreement: every registered detector with its quick setting (1 epoch), NCL and CL, over 3 tasks of the
@@ -30,7 +30,7 @@ import torch
 from bench import results
 from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
-from bench.errors import BenchError
+from bench.errors import BenchError, ConfigError
 from bench.features import create_backbone, resolve_device, synchronize
 from bench.io import write_text_atomic
 from bench.models.registry import specs
@@ -120,19 +120,22 @@ def run_times(root: Path, work: Path, device: str, models=tuple(MODELS)) -> dict
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.tools.device_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="the device to check against the CPU (default cuda)")
-    parser.add_argument("--quick", action="store_true", help="agreement only, no throughput")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated detectors to check (default: every registered one)")
-    parser.add_argument("--out", type=Path, default=Path("outputs/device/check.json"), help="JSON report")
-    args = parser.parse_args(argv)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = sorted(set(models) - set(MODELS))
-    if unknown or not models:
-        parser.error(f"--models {args.models!r}: unknown {', '.join(unknown) or '(none given)'}; "
-                     f"known: {', '.join(MODELS)}")
+def selected(models: str | None) -> list[str]:
+    """The detectors `--models` names (comma-separated; None: every registered one); none or an unknown one is a
+    ConfigError listing the known ones."""
+    if models is None:
+        return list(MODELS)
+    chosen = [m.strip() for m in models.split(",") if m.strip()]
+    unknown = sorted(set(chosen) - set(MODELS))
+    if unknown or not chosen:
+        raise ConfigError(f"--models {models!r}: unknown {', '.join(unknown) or '(none given)'}; "
+                          f"known: {', '.join(MODELS)}")
+    return chosen
+
+
+def check(args: argparse.Namespace) -> int:
+    """`python -m bench device-check`: args.device, args.quick, args.models, args.out (bench/tools/commands.py)."""
+    models = selected(args.models)
     try:
         device = resolve_device(args.device)
     except BenchError as e:
@@ -163,7 +166,3 @@ def main(argv=None) -> int:
     write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")
     print(f"{'all agree' if report['ok'] else 'DISAGREEMENT: see the rows with ok=False'}; wrote {args.out}")
     return 0 if report["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

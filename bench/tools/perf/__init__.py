@@ -1,4 +1,4 @@
-"""Performance benchmarks: `python -m bench.tools.perf [--only name[,name]] [--quick]`.
+"""Performance benchmarks: `python -m bench perf [--only name[,name]] [--quick]` (`make perf`).
 
 A benchmark is a function `Namespace -> dict of figures` registered with `@benchmark("name")`; they run in
 registration order, print one aligned `name  key=value ...` line each and are written to outputs/perf/perf.json.
@@ -178,26 +178,29 @@ def figure_line(figures: dict) -> str:
     return "  ".join(f"{key}={_format(value)}" for key, value in figures.items())
 
 
-# Modules whose @benchmark functions join the registry (imported by main, so `python -m bench perf` sees all).
-BENCHMARK_MODULES = ("bench.tools.perf.spine", "bench.tools.perf.models", "bench.tools.perf.training", "bench.tools.perf.backboneless",
-                     "bench.tools.perf.cache", "bench.tools.perf.tabular")
+# Modules whose @benchmark functions join the registry (imported by `selected`, so `python -m bench perf` sees all).
+BENCHMARK_MODULES = tuple(f"bench.tools.perf.{name}"
+                          for name in ("spine", "models", "training", "backboneless", "cache", "tabular"))
 
 
-def main(argv=None) -> int:
+def selected(only: str | None) -> list[str]:
+    """The benchmarks `--only` names (comma-separated; empty or None: all), in registration order; an unknown name is a
+    ConfigError listing the valid ones."""
     for module in BENCHMARK_MODULES:
         importlib.import_module(module)
-    parser = argparse.ArgumentParser(prog="python -m bench.tools.perf", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help=f"comma-separated benchmarks to run (default all: {', '.join(BENCHMARKS)})")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes: a smoke test, not a measurement")
-    parser.add_argument("--out", type=Path, default=Path("outputs/perf/perf.json"), help="JSON results file")
-    args = parser.parse_args(argv)
+    if not only:
+        return list(BENCHMARKS)
+    wanted = {name.strip() for name in only.split(",") if name.strip()}
+    unknown = sorted(wanted - BENCHMARKS.keys())
+    if unknown:
+        raise choice_error("benchmark", unknown[0], BENCHMARKS)
+    return [name for name in BENCHMARKS if name in wanted]
 
-    names = list(BENCHMARKS)
-    if args.only:
-        wanted = {name.strip() for name in args.only.split(",") if name.strip()}
-        for name in sorted(wanted - BENCHMARKS.keys()):
-            parser.error(str(choice_error("benchmark", name, BENCHMARKS)))
-        names = [name for name in BENCHMARKS if name in wanted]
+
+def run_benchmarks(args: argparse.Namespace) -> int:
+    """`python -m bench perf`: args.only, args.quick, args.out (bench/tools/commands.py); every benchmark gets
+    `args` (they read args.quick)."""
+    names = selected(args.only)
 
     import torch
 
@@ -224,7 +227,3 @@ def main(argv=None) -> int:
     write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")  # a reader never sees half a file
     print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
