@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,19 @@ def test_unknown_choice_lists_the_valid_ones(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice" in err and "mvtec" in err and "visa" in err
+
+
+def test_make_demo_all_reaches_the_demo_with_every_option(monkeypatch):
+    """`make demo-all` is `python -m bench demo --all`: the subcommand passes every option on (the demo itself is
+    covered by its configs' tests; running it here would take minutes)."""
+    import bench.tools.demo as demo
+
+    calls = []
+    monkeypatch.setattr(demo, "demo", lambda outputs, **kw: calls.append((outputs, kw)) or 0)
+    assert main(["demo", "--all", "--outputs", "o", "--preset", "tiny", "--model-preset", "original",
+                 "--no-progress"]) == 0
+    assert calls == [(Path("o"), {"preset": "tiny", "progress": False, "everything": True,
+                                  "model_preset": "original"})]
 
 
 def test_unknown_ordering_lists_the_valid_ones(tiny_root, capsys):
