@@ -102,7 +102,7 @@ class ImageInputs:
     # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
     feature_dtype: str | None = "float16"
     mask_threshold: int | None = MASK_THRESHOLD
-    workers: int = 0
+    workers: int = 4
     cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory
 
     def validate(self) -> None:
