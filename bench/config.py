@@ -85,6 +85,54 @@ WORKERS_RANGE = (0, 256)
 BYTES_PER_PIXEL = 128
 
 
+def setting(default, help: str, *, choices: tuple | None = None, range: tuple[int, int] | None = None,
+            default_text: str | None = None, none_ok: bool = False):
+    """A run setting's dataclass field: its one default, what it means, and the values it takes (`choices`, or
+    an integer `range`). Validation checks the values, and the CLI builds the setting's option (type, choices,
+    `--help` with the default) from the field (`add_setting_options`), so neither types them again.
+    `default_text`: how `--help` states a default the value does not say (an empty size: the environment's);
+    `none_ok`: None passes the check (a setting that files recorded before it existed read back as None)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "range": range,
+                                            "default_text": default_text, "none_ok": none_ok})
+
+
+def check_setting(item, value) -> None:
+    """ConfigError unless `value` is one of the `setting` field `item`'s choices or an integer in its range."""
+    meta = item.metadata
+    if value is None and meta.get("none_ok"):
+        return
+    if meta.get("choices") is not None and value not in meta["choices"]:
+        raise ConfigError(f"unknown {item.name} {value!r} (valid: {', '.join(meta['choices'])})")
+    if meta.get("range") is not None:
+        check_int(item.name, value, *meta["range"])
+
+
+def setting_default(cls, name: str):
+    """The default of dataclass `cls`'s field `name`: for code that fills in a setting a user may omit."""
+    return next(item.default for item in fields(cls) if item.name == name)
+
+
+def add_setting_options(parser, cls, names, **overrides) -> None:
+    """`--<name>` options of the `setting` fields `names` of dataclass `cls`: the field's default (and its type),
+    choices and help, with "(default: ...)" appended. `overrides[name]` replaces argparse keywords where a command
+    differs (a `help` of its own, or a default of None that the command resolves itself, stated by the override's
+    `default_text`)."""
+    by_name = {item.name: item for item in fields(cls)}
+    for name in names:
+        item, given = by_name[name], dict(overrides.get(name, {}))
+        meta = item.metadata
+        default = given.pop("default", item.default)
+        shown = given.pop("default_text", None) or meta["default_text"] or default
+        kwargs = {"default": default, "help": f"{given.pop('help', meta['help'])} (default: {shown})"}
+        if isinstance(item.default, int):
+            kwargs["type"] = int
+        if meta["choices"] is not None:
+            kwargs["choices"] = meta["choices"]
+        if meta["range"] is not None:
+            kwargs["metavar"] = "{}-{}".format(*meta["range"])
+        parser.add_argument(option_name(name), **{**kwargs, **given})
+
+
 @dataclass
 class ImageInputs:
     """The image track's inputs: which frozen backbone (and weights) sees the images, at what size and batch, how
@@ -93,30 +141,30 @@ class ImageInputs:
     `mask_threshold` from every file written before it was recorded."""
 
     track: ClassVar[str] = "image"
-    backbone: str = "resnet18"
-    weights: str = "imagenet"
-    image_size: int = 224
-    batch_size: int = 32
-    pixel_eval: str | None = "resized"
+    backbone: str = setting("resnet18", f"frozen feature extractor ({NO_BACKBONE}: what detectors that read raw "
+                                        f"images record, whatever is given)", choices=(*BACKBONES, NO_BACKBONE))
+    weights: str = setting("imagenet", "imagenet (staged by `make weights`) | none | PATH")
+    image_size: int = setting(224, "input side in pixels", range=IMAGE_SIZE_RANGE)
+    batch_size: int = setting(32, "images per scoring batch (through the backbone and the detector); part of the "
+                                  "run key", range=BATCH_SIZE_RANGE)
+    pixel_eval: str | None = setting("resized", "pixel ROC-AUC at image-size² (masks resized) or at each mask's "
+                                                "own size (maps upsampled); part of the run key", choices=PIXEL_EVALS)
     # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
     # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
-    feature_dtype: str | None = "float16"
-    mask_threshold: int | None = MASK_THRESHOLD
-    workers: int = 4
-    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory
+    feature_dtype: str | None = setting("float16", "how cached backbone features are stored; part of the run key",
+                                        choices=CACHE_DTYPES)
+    mask_threshold: int | None = setting(
+        MASK_THRESHOLD, "mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
+                        "part of the run key", range=MASK_THRESHOLD_RANGE, none_ok=True)
+    workers: int = setting(4, "threads decoding images (does not change results)", range=WORKERS_RANGE)
+    cache_budget: str = setting("", "memory the feature cache may hold before spilling to scratch, e.g. 8G",
+                                default_text="$BENCH_CACHE_BUDGET or half the job's memory")
 
     def validate(self) -> None:
-        for name, valid in (("backbone", (*BACKBONES, NO_BACKBONE)), ("pixel_eval", PIXEL_EVALS),
-                            ("feature_dtype", CACHE_DTYPES)):
-            if getattr(self, name) not in valid:
-                raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
+        for item in fields(self):
+            check_setting(item, getattr(self, item.name))
         if not isinstance(self.weights, str) or not self.weights.strip():
             raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
-        for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
-                                  ("workers", WORKERS_RANGE)):
-            check_int(name, getattr(self, name), low, high)
-        if self.mask_threshold is not None:
-            check_int("mask_threshold", self.mask_threshold, *MASK_THRESHOLD_RANGE)
         if not isinstance(self.cache_budget, str):
             raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
         if self.cache_budget:
@@ -167,18 +215,21 @@ class RunConfig:
     model: str
     tasks: list[str]
     ordering: str = "custom"
-    protocol: str = "cl"
-    seed: int = 0
+    # the choices are the track's: IMAGE_PROTOCOLS or TABULAR_PROTOCOLS (checked in validate)
+    protocol: str = setting("cl", "continual protocol: ncl trains on each task as it comes, cl runs the detector's "
+                                  "continual variant (task banks, or replay)")
+    seed: int = setting(0, "seed of every random draw of the run", range=SEED_RANGE)
     hparams: dict = field(default_factory=dict)
     evaluation: str = "continual"
-    device: str = "auto"
+    device: str = setting("auto", "where the run computes (auto: cuda when available, else cpu)", choices=DEVICES)
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
     # the hyperparameter preset the run's hparams start from (the model's registry spec names its presets); None
     # asks for the model's default preset, whose name `prepare` records. Not in the run key: the resolved hparams
     # are, so a preset is part of a run's identity through the values it sets. Files before it read back None.
-    preset: str | None = None
+    preset: str | None = setting(None, "hyperparameter preset of the model; --set overrides apply on top",
+                                 default_text="its default preset, e.g. inclad: what InCLAD's released code ran")
     inputs: ImageInputs | TabularInputs = field(default_factory=ImageInputs)
 
     @property
