@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -141,6 +142,12 @@ class ImageInputs:
     `mask_threshold` from every file written before it was recorded."""
 
     track: ClassVar[str] = "image"
+    # what a run of this track may name (RunConfig.validate)
+    datasets: ClassVar[tuple[str, ...]] = DATASETS
+    protocols: ClassVar[tuple[str, ...]] = IMAGE_PROTOCOLS
+    evaluations: ClassVar[tuple[str, ...]] = ("continual",)
+    # the fields a file may predate (LATER_FIELDS): read back as None, left out of its run key
+    predates: ClassVar[tuple[str, ...]] = ("pixel_eval", "feature_dtype", "mask_threshold")
     backbone: str = setting("resnet18", f"frozen feature extractor ({NO_BACKBONE}: what detectors that read raw "
                                         f"images record, whatever is given)", choices=(*BACKBONES, NO_BACKBONE))
     weights: str = setting("imagenet", "imagenet (staged by `make weights`) | none | PATH")
@@ -170,12 +177,26 @@ class ImageInputs:
         if self.cache_budget:
             parse_bytes(self.cache_budget)
 
-    def identity(self, weights_id: str) -> dict:
-        """The image inputs' part of the run key (`weights_id`: the weights' content id, not their path)."""
-        return {"backbone": self.backbone, "weights": weights_id, "image_size": self.image_size,
-                "batch_size": self.batch_size,
-                **{name: getattr(self, name) for name in ("pixel_eval", "feature_dtype", "mask_threshold")
-                   if getattr(self, name) is not None}}
+    def key_preimage(self, core: "RunConfig", index_sha256: str, weights_id: str) -> dict:
+        """An image run's key preimage: the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema
+        changes; the weights enter by their content id (`weights_id`), not their path."""
+        return {"dataset": core.dataset, "index_sha256": index_sha256, "tasks": list(core.tasks),
+                "model": core.model, "protocol": core.protocol, "seed": core.seed, "hparams": core.hparams,
+                "schema": RUN_KEY_SCHEMA, "backbone": self.backbone, "weights": weights_id,
+                "image_size": self.image_size, "batch_size": self.batch_size,
+                **{name: getattr(self, name) for name in self.predates if getattr(self, name) is not None},
+                **({"model_version": core.model_version} if core.model_version is not None else {})}
+
+    def summary(self) -> dict:
+        """The inputs' columns of a results row (bench.results.summary_row)."""
+        return {"backbone": self.backbone, "weights": self.weights, "image_size": self.image_size}
+
+    def name_parts(self) -> tuple[str, ...]:
+        """What the run's file name says of its inputs, between the model and the protocol."""
+        return (self.backbone,)
+
+    def result_set(self, dataset: str) -> str:
+        return dataset
 
 
 @dataclass
@@ -187,6 +208,10 @@ class TabularInputs:
     and the raw files' bytes."""
 
     track: ClassVar[str] = "tabular"
+    datasets: ClassVar[tuple[str, ...]] = TABULAR_DATASETS
+    protocols: ClassVar[tuple[str, ...]] = TABULAR_PROTOCOLS
+    evaluations: ClassVar[tuple[str, ...]] = EVALUATIONS
+    predates: ClassVar[tuple[str, ...]] = ()  # index_content_sha256's None is its own default
     preprocessing: dict = field(default_factory=dict)
     discovery: dict = field(default_factory=dict)
     # SHA-256 over index.csv and features.npy, set by `runner.prepare` (a value given beforehand must match);
@@ -200,6 +225,26 @@ class TabularInputs:
         content = self.index_content_sha256
         if content is not None and (not isinstance(content, str) or len(content) != 64):
             raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
+
+    def key_preimage(self, core: "RunConfig", index_sha256: str, weights_id: str) -> dict:
+        """A tabular run's key preimage: no backbone, weights or image size, but the detector's version (its
+        registry spec, `model_version`); a file from before schema 3 keeps its schema-2 preimage."""
+        content = self.index_content_sha256
+        return {"track": "tabular", "dataset": core.dataset, "index_sha256": index_sha256,
+                "tasks": list(core.tasks), "model": core.model, "version": core.model_version,
+                "protocol": core.protocol, "evaluation": core.evaluation, "seed": core.seed, "hparams": core.hparams,
+                **({"schema": 2} if content is None else
+                   {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
+
+    def summary(self) -> dict:
+        return {"backbone": "", "weights": "", "image_size": math.nan}
+
+    def name_parts(self) -> tuple[str, ...]:
+        return ()
+
+    def result_set(self, dataset: str) -> str:
+        """`tabular-<dataset>` where an image dataset has the same name (the synthetic benchmarks)."""
+        return f"tabular-{dataset}" if dataset in DATASETS else dataset
 
 
 INPUTS = {"image": ImageInputs, "tabular": TabularInputs}
@@ -256,14 +301,13 @@ class RunConfig:
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
         if not isinstance(self.inputs, tuple(INPUTS.values())):
             raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")
-        tabular = self.track == "tabular"
-        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, IMAGE_PROTOCOLS)
-        if self.dataset not in datasets:
-            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(datasets)})")
-        if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
+        inputs = self.inputs  # what a run of its track may name
+        if self.dataset not in inputs.datasets:
+            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(inputs.datasets)})")
+        if self.evaluation not in inputs.evaluations:
             raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
-                              f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
-        for name, valid in (("protocol", protocols), ("device", DEVICES)):
+                              f"{', '.join(inputs.evaluations)})")
+        for name, valid in (("protocol", inputs.protocols), ("device", DEVICES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         check_int("seed", self.seed, *SEED_RANGE)
@@ -298,22 +342,21 @@ class RunConfig:
         track = data.pop("track", "image")
         if track not in INPUTS:
             raise ConfigError(f"unknown track {track!r} (valid: {', '.join(TRACKS)})")
-        image_keys = {f.name for f in fields(ImageInputs)}
+        inputs_cls = INPUTS[track]
+        own_keys = {f.name for f in fields(inputs_cls)}
         if "inputs" in data:
             given = data.pop("inputs")
-            if track == "image" and isinstance(given, dict):  # written before a later field was recorded
-                given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **given}
-        else:  # schema 1 or 2
-            flat = {k: data.pop(k) for k in image_keys & set(data)}
-            given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **flat} if track == "image" else {}
+        else:  # schema 1 or 2: the image fields, flat, on both tracks; a tabular run never used them
+            flat = {k: data.pop(k) for k in {f.name for f in fields(ImageInputs)} & set(data)}
+            given = {k: v for k, v in flat.items() if k in own_keys}
             data.setdefault("model_version", None)
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigError(f"unknown config fields {sorted(unknown)}")
         if not isinstance(given, dict):
             raise ConfigError(f"inputs={given!r}: expected an object of {track} input fields")
-        inputs_cls = INPUTS[track]
-        extra = set(given) - {f.name for f in fields(inputs_cls)}
+        given = {**{k: None for k in inputs_cls.predates}, **given}  # written before a later field was recorded
+        extra = set(given) - own_keys
         if extra:
             raise ConfigError(f"unknown {track} input fields {sorted(extra)}")
         return cls(**data, inputs=inputs_cls(**given))
@@ -322,21 +365,8 @@ class RunConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def identity(self, index_sha256: str, weights_id: str) -> dict:
-        """What the result depends on: the run key's preimage. A tabular run depends on no backbone, weights or
-        image size; it does depend on the detector's version (its registry spec, `model_version`). An image run's
-        preimage is the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema changes."""
-        if self.track == "tabular":
-            content = self.tabular.index_content_sha256
-            return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
-                    "tasks": list(self.tasks), "model": self.model, "version": self.model_version,
-                    "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
-                    "hparams": self.hparams,  # a file from before schema 3 keeps its schema-2 preimage
-                    **({"schema": 2} if content is None else
-                       {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
-        return {"dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
-                "model": self.model, "protocol": self.protocol, "seed": self.seed, "hparams": self.hparams,
-                "schema": RUN_KEY_SCHEMA, **self.image.identity(weights_id),
-                **({"model_version": self.model_version} if self.model_version is not None else {})}
+        """What the result depends on: the run key's preimage, as the track's inputs define it."""
+        return self.inputs.key_preimage(self, index_sha256, weights_id)
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
         payload = json.dumps(self.identity(index_sha256, weights_id), sort_keys=True, separators=(",", ":"))
@@ -346,17 +376,13 @@ class RunConfig:
     def result_set(self) -> str:
         """The name of this run's outputs/<name>/runs folder (and of `make aggregate DATASET=<name>`): the dataset,
         prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks)."""
-        if self.track == "tabular" and self.dataset in DATASETS:
-            return f"tabular-{self.dataset}"
-        return self.dataset
+        return self.inputs.result_set(self.dataset)
 
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
-        dataset = self.dataset.replace("/", "-")
-        if self.track == "tabular":
-            return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
-        return (f"{dataset}_{self.model}_{self.image.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_"
-                f"{run_key[:12]}")
+        parts = (self.dataset.replace("/", "-"), self.model, *self.inputs.name_parts(), self.protocol, self.ordering,
+                 f"s{self.seed}", run_key[:12])
+        return "_".join(parts)
 
 
 # what a name that becomes part of a file or folder name may hold: no path separator, not "." or ".."

@@ -181,14 +181,14 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     have no backbone, weights or image size (empty / NaN in those columns)."""
     a = run["attrs"]
     config = run_config(run)
-    image = config.image if config.track == "image" else None
+    inputs = config.inputs.summary()
     done = int(a["steps_done"])
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
         "status": a["status"], "track": config.track, "evaluation": config.evaluation,
-        "dataset": config.dataset, "model": config.model, "backbone": image.backbone if image else "",
-        "weights": image.weights if image else "", "protocol": config.protocol, "ordering": config.ordering,
-        "seed": config.seed, "image_size": image.image_size if image else np.nan,
+        "dataset": config.dataset, "model": config.model, "backbone": inputs["backbone"],
+        "weights": inputs["weights"], "protocol": config.protocol, "ordering": config.ordering,
+        "seed": config.seed, "image_size": inputs["image_size"],
         "n_tasks": int(a["n_tasks"]), "steps_done": done,
     }
     for level in levels(run):
