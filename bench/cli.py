@@ -20,41 +20,31 @@ COMMAND_MODULES: tuple[str, ...] = ("bench.tools.commands", "bench.report.cli", 
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.config import BACKBONES, IMAGE_PROTOCOLS, MASK_THRESHOLD, NO_BACKBONE
+    """The options of an image run. Each run setting's default, choices and meaning come from its field of
+    RunConfig or ImageInputs (`bench.config.setting`); only what the command resolves itself is said here."""
+    from bench.config import IMAGE_PROTOCOLS, ImageInputs, RunConfig, add_setting_options
     from bench.models.registry import names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
     p.add_argument("--model", default="patchcore", choices=names(),
                    help="a detector of bench/models or of an installed plugin (entry points bench.detectors)")
-    p.add_argument("--backbone", default="resnet18", choices=(*BACKBONES, NO_BACKBONE),
-                   help=f"{NO_BACKBONE} is what detectors that read raw images record, whatever is given")
-    p.add_argument("--weights", default="imagenet", help="imagenet (staged by `make weights`) | none | PATH")
-    p.add_argument("--protocol", default="cl", choices=IMAGE_PROTOCOLS,
-                   help="cumulative: retrain on every past task's images (gradient-trained detectors only)")
+    add_setting_options(p, ImageInputs, ("backbone", "weights"))
+    add_setting_options(p, RunConfig, ("protocol",), protocol={"choices": IMAGE_PROTOCOLS, "help": (
+        "ncl: train on each task as it comes; cl: the detector's continual variant (task banks) or replay; "
+        "cumulative: retrain on every past task's images (gradient-trained detectors only)")})
     order = p.add_mutually_exclusive_group(required=True)
     order.add_argument("--ordering", help="easy_to_hard | hard_to_easy | random | alphabetical")
     order.add_argument("--tasks", help="explicit comma-separated task order, e.g. bottle,cable,screw")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=None,
-                   help="input side in pixels (default: the model's paper input size, e.g. 256 for STFPM)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--workers", type=int, default=4, help="threads decoding images (does not change results)")
-    p.add_argument("--preset", default=None, metavar="NAME",
-                   help="hyperparameter preset of the model (default: its default preset, e.g. inclad: what "
-                        "InCLAD's released code ran); --set overrides apply on top")
+    add_setting_options(p, RunConfig, ("seed",))
+    add_setting_options(p, ImageInputs, ("image_size", "batch_size"), image_size={
+        "default": None, "default_text": "the model's paper input size, e.g. 256 for STFPM"})
+    add_setting_options(p, RunConfig, ("device",))
+    add_setting_options(p, ImageInputs, ("workers",))
+    add_setting_options(p, RunConfig, ("preset",), preset={"metavar": "NAME"})
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
-    p.add_argument("--pixel-eval", default="resized", choices=("resized", "native"),
-                   help="pixel ROC-AUC at image-size² (masks resized) or at each mask's own size (maps upsampled)")
-    p.add_argument("--mask-threshold", type=int, default=MASK_THRESHOLD, metavar="0-254",
-                   help="mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
-                        "part of the run key")
-    p.add_argument("--feature-dtype", default="float16", choices=("float16", "float32"),
-                   help="how cached backbone features are stored (part of the run key)")
-    p.add_argument("--cache-budget", default="", metavar="SIZE",
-                   help="memory the feature cache may hold before spilling to scratch, e.g. 8G (default: "
-                        "$BENCH_CACHE_BUDGET or half the job's memory)")
+    add_setting_options(p, ImageInputs, ("pixel_eval", "mask_threshold", "feature_dtype", "cache_budget"),
+                        cache_budget={"metavar": "SIZE"})
 
 
 def paper_image_size(model: str, image_size: int | None, log=print) -> int:

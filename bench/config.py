@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -85,6 +86,54 @@ WORKERS_RANGE = (0, 256)
 BYTES_PER_PIXEL = 128
 
 
+def setting(default, help: str, *, choices: tuple | None = None, range: tuple[int, int] | None = None,
+            default_text: str | None = None, none_ok: bool = False):
+    """A run setting's dataclass field: its one default, what it means, and the values it takes (`choices`, or
+    an integer `range`). Validation checks the values, and the CLI builds the setting's option (type, choices,
+    `--help` with the default) from the field (`add_setting_options`), so neither types them again.
+    `default_text`: how `--help` states a default the value does not say (an empty size: the environment's);
+    `none_ok`: None passes the check (a setting that files recorded before it existed read back as None)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "range": range,
+                                            "default_text": default_text, "none_ok": none_ok})
+
+
+def check_setting(item, value) -> None:
+    """ConfigError unless `value` is one of the `setting` field `item`'s choices or an integer in its range."""
+    meta = item.metadata
+    if value is None and meta.get("none_ok"):
+        return
+    if meta.get("choices") is not None and value not in meta["choices"]:
+        raise ConfigError(f"unknown {item.name} {value!r} (valid: {', '.join(meta['choices'])})")
+    if meta.get("range") is not None:
+        check_int(item.name, value, *meta["range"])
+
+
+def setting_default(cls, name: str):
+    """The default of dataclass `cls`'s field `name`: for code that fills in a setting a user may omit."""
+    return next(item.default for item in fields(cls) if item.name == name)
+
+
+def add_setting_options(parser, cls, names, **overrides) -> None:
+    """`--<name>` options of the `setting` fields `names` of dataclass `cls`: the field's default (and its type),
+    choices and help, with "(default: ...)" appended. `overrides[name]` replaces argparse keywords where a command
+    differs (a `help` of its own, or a default of None that the command resolves itself, stated by the override's
+    `default_text`)."""
+    by_name = {item.name: item for item in fields(cls)}
+    for name in names:
+        item, given = by_name[name], dict(overrides.get(name, {}))
+        meta = item.metadata
+        default = given.pop("default", item.default)
+        shown = given.pop("default_text", None) or meta["default_text"] or default
+        kwargs = {"default": default, "help": f"{given.pop('help', meta['help'])} (default: {shown})"}
+        if isinstance(item.default, int):
+            kwargs["type"] = int
+        if meta["choices"] is not None:
+            kwargs["choices"] = meta["choices"]
+        if meta["range"] is not None:
+            kwargs["metavar"] = "{}-{}".format(*meta["range"])
+        parser.add_argument(option_name(name), **{**kwargs, **given})
+
+
 @dataclass
 class ImageInputs:
     """The image track's inputs: which frozen backbone (and weights) sees the images, at what size and batch, how
@@ -93,41 +142,61 @@ class ImageInputs:
     `mask_threshold` from every file written before it was recorded."""
 
     track: ClassVar[str] = "image"
-    backbone: str = "resnet18"
-    weights: str = "imagenet"
-    image_size: int = 224
-    batch_size: int = 32
-    pixel_eval: str | None = "resized"
+    # what a run of this track may name (RunConfig.validate)
+    datasets: ClassVar[tuple[str, ...]] = DATASETS
+    protocols: ClassVar[tuple[str, ...]] = IMAGE_PROTOCOLS
+    evaluations: ClassVar[tuple[str, ...]] = ("continual",)
+    # the fields a file may predate (LATER_FIELDS): read back as None, left out of its run key
+    predates: ClassVar[tuple[str, ...]] = ("pixel_eval", "feature_dtype", "mask_threshold")
+    backbone: str = setting("resnet18", f"frozen feature extractor ({NO_BACKBONE}: what detectors that read raw "
+                                        f"images record, whatever is given)", choices=(*BACKBONES, NO_BACKBONE))
+    weights: str = setting("imagenet", "imagenet (staged by `make weights`) | none | PATH")
+    image_size: int = setting(224, "input side in pixels", range=IMAGE_SIZE_RANGE)
+    batch_size: int = setting(32, "images per scoring batch (through the backbone and the detector); part of the "
+                                  "run key", range=BATCH_SIZE_RANGE)
+    pixel_eval: str | None = setting("resized", "pixel ROC-AUC at image-size² (masks resized) or at each mask's "
+                                                "own size (maps upsampled); part of the run key", choices=PIXEL_EVALS)
     # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
     # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
-    feature_dtype: str | None = "float16"
-    mask_threshold: int | None = MASK_THRESHOLD
-    workers: int = 0
-    cache_budget: str = ""  # e.g. "8G"; empty: $BENCH_CACHE_BUDGET or half the job's memory
+    feature_dtype: str | None = setting("float16", "how cached backbone features are stored; part of the run key",
+                                        choices=CACHE_DTYPES)
+    mask_threshold: int | None = setting(
+        MASK_THRESHOLD, "mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
+                        "part of the run key", range=MASK_THRESHOLD_RANGE, none_ok=True)
+    workers: int = setting(4, "threads decoding images (does not change results)", range=WORKERS_RANGE)
+    cache_budget: str = setting("", "memory the feature cache may hold before spilling to scratch, e.g. 8G",
+                                default_text="$BENCH_CACHE_BUDGET or half the job's memory")
 
     def validate(self) -> None:
-        for name, valid in (("backbone", (*BACKBONES, NO_BACKBONE)), ("pixel_eval", PIXEL_EVALS),
-                            ("feature_dtype", CACHE_DTYPES)):
-            if getattr(self, name) not in valid:
-                raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
+        for item in fields(self):
+            check_setting(item, getattr(self, item.name))
         if not isinstance(self.weights, str) or not self.weights.strip():
             raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
-        for name, (low, high) in (("image_size", IMAGE_SIZE_RANGE), ("batch_size", BATCH_SIZE_RANGE),
-                                  ("workers", WORKERS_RANGE)):
-            check_int(name, getattr(self, name), low, high)
-        if self.mask_threshold is not None:
-            check_int("mask_threshold", self.mask_threshold, *MASK_THRESHOLD_RANGE)
         if not isinstance(self.cache_budget, str):
             raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
         if self.cache_budget:
             parse_bytes(self.cache_budget)
 
-    def identity(self, weights_id: str) -> dict:
-        """The image inputs' part of the run key (`weights_id`: the weights' content id, not their path)."""
-        return {"backbone": self.backbone, "weights": weights_id, "image_size": self.image_size,
-                "batch_size": self.batch_size,
-                **{name: getattr(self, name) for name in ("pixel_eval", "feature_dtype", "mask_threshold")
-                   if getattr(self, name) is not None}}
+    def key_preimage(self, core: "RunConfig", index_sha256: str, weights_id: str) -> dict:
+        """An image run's key preimage: the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema
+        changes; the weights enter by their content id (`weights_id`), not their path."""
+        return {"dataset": core.dataset, "index_sha256": index_sha256, "tasks": list(core.tasks),
+                "model": core.model, "protocol": core.protocol, "seed": core.seed, "hparams": core.hparams,
+                "schema": RUN_KEY_SCHEMA, "backbone": self.backbone, "weights": weights_id,
+                "image_size": self.image_size, "batch_size": self.batch_size,
+                **{name: getattr(self, name) for name in self.predates if getattr(self, name) is not None},
+                **({"model_version": core.model_version} if core.model_version is not None else {})}
+
+    def summary(self) -> dict:
+        """The inputs' columns of a results row (bench.results.summary_row)."""
+        return {"backbone": self.backbone, "weights": self.weights, "image_size": self.image_size}
+
+    def name_parts(self) -> tuple[str, ...]:
+        """What the run's file name says of its inputs, between the model and the protocol."""
+        return (self.backbone,)
+
+    def result_set(self, dataset: str) -> str:
+        return dataset
 
 
 @dataclass
@@ -139,6 +208,10 @@ class TabularInputs:
     and the raw files' bytes."""
 
     track: ClassVar[str] = "tabular"
+    datasets: ClassVar[tuple[str, ...]] = TABULAR_DATASETS
+    protocols: ClassVar[tuple[str, ...]] = TABULAR_PROTOCOLS
+    evaluations: ClassVar[tuple[str, ...]] = EVALUATIONS
+    predates: ClassVar[tuple[str, ...]] = ()  # index_content_sha256's None is its own default
     preprocessing: dict = field(default_factory=dict)
     discovery: dict = field(default_factory=dict)
     # SHA-256 over index.csv and features.npy, set by `runner.prepare` (a value given beforehand must match);
@@ -152,6 +225,26 @@ class TabularInputs:
         content = self.index_content_sha256
         if content is not None and (not isinstance(content, str) or len(content) != 64):
             raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
+
+    def key_preimage(self, core: "RunConfig", index_sha256: str, weights_id: str) -> dict:
+        """A tabular run's key preimage: no backbone, weights or image size, but the detector's version (its
+        registry spec, `model_version`); a file from before schema 3 keeps its schema-2 preimage."""
+        content = self.index_content_sha256
+        return {"track": "tabular", "dataset": core.dataset, "index_sha256": index_sha256,
+                "tasks": list(core.tasks), "model": core.model, "version": core.model_version,
+                "protocol": core.protocol, "evaluation": core.evaluation, "seed": core.seed, "hparams": core.hparams,
+                **({"schema": 2} if content is None else
+                   {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
+
+    def summary(self) -> dict:
+        return {"backbone": "", "weights": "", "image_size": math.nan}
+
+    def name_parts(self) -> tuple[str, ...]:
+        return ()
+
+    def result_set(self, dataset: str) -> str:
+        """`tabular-<dataset>` where an image dataset has the same name (the synthetic benchmarks)."""
+        return f"tabular-{dataset}" if dataset in DATASETS else dataset
 
 
 INPUTS = {"image": ImageInputs, "tabular": TabularInputs}
@@ -167,18 +260,21 @@ class RunConfig:
     model: str
     tasks: list[str]
     ordering: str = "custom"
-    protocol: str = "cl"
-    seed: int = 0
+    # the choices are the track's: IMAGE_PROTOCOLS or TABULAR_PROTOCOLS (checked in validate)
+    protocol: str = setting("cl", "continual protocol: ncl trains on each task as it comes, cl runs the detector's "
+                                  "continual variant (task banks, or replay)")
+    seed: int = setting(0, "seed of every random draw of the run", range=SEED_RANGE)
     hparams: dict = field(default_factory=dict)
     evaluation: str = "continual"
-    device: str = "auto"
+    device: str = setting("auto", "where the run computes (auto: cuda when available, else cpu)", choices=DEVICES)
     # the model's algorithm version (its registry spec's `version`), set by `runner.prepare` like the resolved
     # hparams, so this module needs no model import; part of the run key: a fixed algorithm recomputes its runs
     model_version: int | None = None
     # the hyperparameter preset the run's hparams start from (the model's registry spec names its presets); None
     # asks for the model's default preset, whose name `prepare` records. Not in the run key: the resolved hparams
     # are, so a preset is part of a run's identity through the values it sets. Files before it read back None.
-    preset: str | None = None
+    preset: str | None = setting(None, "hyperparameter preset of the model; --set overrides apply on top",
+                                 default_text="its default preset, e.g. inclad: what InCLAD's released code ran")
     inputs: ImageInputs | TabularInputs = field(default_factory=ImageInputs)
 
     @property
@@ -205,14 +301,13 @@ class RunConfig:
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
         if not isinstance(self.inputs, tuple(INPUTS.values())):
             raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")
-        tabular = self.track == "tabular"
-        datasets, protocols = (TABULAR_DATASETS, TABULAR_PROTOCOLS) if tabular else (DATASETS, IMAGE_PROTOCOLS)
-        if self.dataset not in datasets:
-            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(datasets)})")
-        if self.evaluation not in (EVALUATIONS if tabular else ("continual",)):
+        inputs = self.inputs  # what a run of its track may name
+        if self.dataset not in inputs.datasets:
+            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(inputs.datasets)})")
+        if self.evaluation not in inputs.evaluations:
             raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
-                              f"{', '.join(EVALUATIONS if tabular else ('continual',))})")
-        for name, valid in (("protocol", protocols), ("device", DEVICES)):
+                              f"{', '.join(inputs.evaluations)})")
+        for name, valid in (("protocol", inputs.protocols), ("device", DEVICES)):
             if getattr(self, name) not in valid:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         check_int("seed", self.seed, *SEED_RANGE)
@@ -247,22 +342,21 @@ class RunConfig:
         track = data.pop("track", "image")
         if track not in INPUTS:
             raise ConfigError(f"unknown track {track!r} (valid: {', '.join(TRACKS)})")
-        image_keys = {f.name for f in fields(ImageInputs)}
+        inputs_cls = INPUTS[track]
+        own_keys = {f.name for f in fields(inputs_cls)}
         if "inputs" in data:
             given = data.pop("inputs")
-            if track == "image" and isinstance(given, dict):  # written before a later field was recorded
-                given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **given}
-        else:  # schema 1 or 2
-            flat = {k: data.pop(k) for k in image_keys & set(data)}
-            given = {**{k: None for k in LATER_FIELDS if k in image_keys}, **flat} if track == "image" else {}
+        else:  # schema 1 or 2: the image fields, flat, on both tracks; a tabular run never used them
+            flat = {k: data.pop(k) for k in {f.name for f in fields(ImageInputs)} & set(data)}
+            given = {k: v for k, v in flat.items() if k in own_keys}
             data.setdefault("model_version", None)
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigError(f"unknown config fields {sorted(unknown)}")
         if not isinstance(given, dict):
             raise ConfigError(f"inputs={given!r}: expected an object of {track} input fields")
-        inputs_cls = INPUTS[track]
-        extra = set(given) - {f.name for f in fields(inputs_cls)}
+        given = {**{k: None for k in inputs_cls.predates}, **given}  # written before a later field was recorded
+        extra = set(given) - own_keys
         if extra:
             raise ConfigError(f"unknown {track} input fields {sorted(extra)}")
         return cls(**data, inputs=inputs_cls(**given))
@@ -271,21 +365,8 @@ class RunConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def identity(self, index_sha256: str, weights_id: str) -> dict:
-        """What the result depends on: the run key's preimage. A tabular run depends on no backbone, weights or
-        image size; it does depend on the detector's version (its registry spec, `model_version`). An image run's
-        preimage is the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema changes."""
-        if self.track == "tabular":
-            content = self.tabular.index_content_sha256
-            return {"track": "tabular", "dataset": self.dataset, "index_sha256": index_sha256,
-                    "tasks": list(self.tasks), "model": self.model, "version": self.model_version,
-                    "protocol": self.protocol, "evaluation": self.evaluation, "seed": self.seed,
-                    "hparams": self.hparams,  # a file from before schema 3 keeps its schema-2 preimage
-                    **({"schema": 2} if content is None else
-                       {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
-        return {"dataset": self.dataset, "index_sha256": index_sha256, "tasks": list(self.tasks),
-                "model": self.model, "protocol": self.protocol, "seed": self.seed, "hparams": self.hparams,
-                "schema": RUN_KEY_SCHEMA, **self.image.identity(weights_id),
-                **({"model_version": self.model_version} if self.model_version is not None else {})}
+        """What the result depends on: the run key's preimage, as the track's inputs define it."""
+        return self.inputs.key_preimage(self, index_sha256, weights_id)
 
     def run_key(self, index_sha256: str, weights_id: str) -> str:
         payload = json.dumps(self.identity(index_sha256, weights_id), sort_keys=True, separators=(",", ":"))
@@ -295,17 +376,13 @@ class RunConfig:
     def result_set(self) -> str:
         """The name of this run's outputs/<name>/runs folder (and of `make aggregate DATASET=<name>`): the dataset,
         prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks)."""
-        if self.track == "tabular" and self.dataset in DATASETS:
-            return f"tabular-{self.dataset}"
-        return self.dataset
+        return self.inputs.result_set(self.dataset)
 
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
-        dataset = self.dataset.replace("/", "-")
-        if self.track == "tabular":
-            return f"{dataset}_{self.model}_{self.protocol}_{self.ordering}_s{self.seed}_{run_key[:12]}"
-        return (f"{dataset}_{self.model}_{self.image.backbone}_{self.protocol}_{self.ordering}_s{self.seed}_"
-                f"{run_key[:12]}")
+        parts = (self.dataset.replace("/", "-"), self.model, *self.inputs.name_parts(), self.protocol, self.ordering,
+                 f"s{self.seed}", run_key[:12])
+        return "_".join(parts)
 
 
 # what a name that becomes part of a file or folder name may hold: no path separator, not "." or ".."

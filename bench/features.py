@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
+from bench.config import BACKBONES, CACHE_DTYPES, DEVICES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
 from bench.io import atomic_path, file_sha256
 
@@ -163,8 +163,8 @@ def stage_weights(files=None) -> list[Path]:
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise choice_error("device", device, ("auto", "cpu", "cuda"))
+    if device not in DEVICES:
+        raise choice_error("device", device, DEVICES)
     if device == "cuda" and not torch.cuda.is_available():
         raise choice_error("device (CUDA is not available here)", device, ("auto", "cpu"))
     return torch.device(device)

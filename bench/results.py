@@ -1,6 +1,6 @@
 """The HDF5 result schema: one file per run, written atomically; `load` turns files into a DataFrame.
 
-Schema (version 2), everything a table needs to be traced back to the run that made it:
+Schema (bench.config.SCHEMA_VERSION, 3), everything a table needs to be traced back to the run that made it:
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,
             config (JSON), config_sha256, index_sha256 (+ synthetic.json for the synthetic benchmark),
             weights_id, seed, git_commit, git_dirty, packages (JSON), python, host, device, slurm_job_id,
@@ -10,7 +10,8 @@ Schema (version 2), everything a table needs to be traced back to the run that m
             backbone_forward_images (images the frozen backbone processed in the last process of the run),
             track (image|tabular), levels (JSON list: ["image", "pixel"] or ["record"]), evaluation
             (continual|cross: cross evaluates every task after each step, upper triangle too)
-  Schema-1 files (no track/levels/evaluation) are image runs and read as such.
+  Schema-1 files (no track/levels/evaluation) are image runs and read as such; schema 3 nests the track's
+  inputs in the config JSON (schema 1 and 2 configs are flat: RunConfig.from_json reads all three).
   tasks               [N] task names in stream order
   R/image, R/pixel    [N, N] ROC-AUC after learning task i (row) on the test set of task j (column);
                       NaN above the diagonal, for steps not yet run, and for one-class test sets
@@ -180,14 +181,14 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     have no backbone, weights or image size (empty / NaN in those columns)."""
     a = run["attrs"]
     config = run_config(run)
-    image = config.image if config.track == "image" else None
+    inputs = config.inputs.summary()
     done = int(a["steps_done"])
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
         "status": a["status"], "track": config.track, "evaluation": config.evaluation,
-        "dataset": config.dataset, "model": config.model, "backbone": image.backbone if image else "",
-        "weights": image.weights if image else "", "protocol": config.protocol, "ordering": config.ordering,
-        "seed": config.seed, "image_size": image.image_size if image else np.nan,
+        "dataset": config.dataset, "model": config.model, "backbone": inputs["backbone"],
+        "weights": inputs["weights"], "protocol": config.protocol, "ordering": config.ordering,
+        "seed": config.seed, "image_size": inputs["image_size"],
         "n_tasks": int(a["n_tasks"]), "steps_done": done,
     }
     for level in levels(run):

@@ -1,4 +1,4 @@
-"""RD4AD side by side with anomalib's ReverseDistillationModel (issue 24; docs/models.md, RD4AD). Not part of the
+"""RD4AD side by side with anomalib's ReverseDistillationModel (docs/models.md, RD4AD). Not part of the
 suite: it needs anomalib, which the project does not depend on. Run it in a separate venv that has anomalib and
 this project's requirements (never the project's venv):
 

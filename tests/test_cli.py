@@ -73,6 +73,28 @@ def test_make_demo_all_reaches_the_demo_with_every_option(monkeypatch):
                                   "model_preset": "original"})]
 
 
+def test_run_options_take_their_defaults_choices_and_help_from_the_config_fields(capsys):
+    """What `bench run` does without an option is what RunConfig/ImageInputs do without the setting, and --help
+    states that default; choices are the config's tuples (the image size alone defaults to the model's)."""
+    from dataclasses import fields
+
+    from bench.cli import build_parser
+    from bench.config import DEVICES, ImageInputs, RunConfig
+
+    args = vars(build_parser().parse_args(["run", "--dataset", "synthetic", "--ordering", "random"]))
+    settings = [f for cls in (ImageInputs, RunConfig) for f in fields(cls) if f.name in args and f.metadata]
+    assert {f.name for f in settings} >= {"backbone", "batch_size", "workers", "pixel_eval", "feature_dtype",
+                                          "mask_threshold", "cache_budget", "seed", "device", "preset"}
+    assert {f.name: args[f.name] for f in settings if f.name != "image_size"} == \
+        {f.name: f.default for f in settings if f.name != "image_size"}
+    assert args["image_size"] is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"threads decoding images (does not change results) (default: {ImageInputs().workers})" in text
+    assert f"(default: {ImageInputs().batch_size})" in text and "--device {" + ",".join(DEVICES) + "}" in text
+
+
 def test_unknown_ordering_lists_the_valid_ones(tiny_root, capsys):
     assert main([*RUN, "--root", str(tiny_root), "--ordering", "sideways"]) == 2
     err = _one_error_line(capsys)

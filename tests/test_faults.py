@@ -1,4 +1,4 @@
-"""Trustworthy under faults and bad input (issue 13): no stale, clipped or unchecked number, no unsafe load, no
+"""Trustworthy under faults and bad input: no stale, clipped or unchecked number, no unsafe load, no
 traceback. Each test is written so that it fails on the code before the issue was fixed."""
 
 from __future__ import annotations

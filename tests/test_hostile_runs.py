@@ -1,4 +1,4 @@
-"""Runs that meet hostile or broken files (issue 23): a planted or inconsistent checkpoint is moved aside and the
+"""Runs that meet hostile or broken files: a planted or inconsistent checkpoint is moved aside and the
 work redone, never trusted and never a run that fails for ever; a full disk while checkpointing is one line; no
 temp file outlives a failed or killed write; the file-digest cache notices a file replaced in place. Each test
 fails on the code before the issue was fixed."""

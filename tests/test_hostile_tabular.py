@@ -1,4 +1,4 @@
-"""Real files and hostile input on the tabular track (issue 23): conditions that doom a long job are refused
+"""Real files and hostile input on the tabular track: conditions that doom a long job are refused
 before any model runs, label and timestamp quirks of re-saved copies, names that become file names, the run key
 covering the record index's files."""
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.errors import ConfigError
-from bench.metrics import expected_random_ap, normalized_pr_auc, roc_auc
+from bench.metrics import continual_roc_auc, expected_random_ap, forgetting, normalized_pr_auc, roc_auc
 from bench.report import intervals as iv
 from bench.report.bootstrap import weighted_auc
 
@@ -101,19 +101,6 @@ def test_block_bootstrap_is_wider_than_iid_on_long_anomaly_runs():
     assert shuffled.high - shuffled.low < 1.5 * width["iid"]
 
 
-def test_difference_interval_is_paired():
-    rng = np.random.default_rng(6)
-    labels, a = _runs_stream(rng, n_runs=8)
-    b = a + rng.normal(0, 0.3, a.size)  # a second strategy: mostly the same ranking
-    t = np.arange(labels.size)
-    single = iv.interval(labels, a, t, block=300, n_boot=300)
-    diff = iv.difference_interval(labels, a, b, t, block=300, n_boot=300)
-    assert diff.value == pytest.approx(roc_auc(labels, a) - roc_auc(labels, b))
-    assert diff.high - diff.low < 0.5 * (single.high - single.low)
-    same = iv.difference_interval(labels, a, a, t, n_boot=50)
-    assert same.low == same.high == same.value == 0
-
-
 def test_bad_input_is_a_bench_error():
     with pytest.raises(ConfigError, match="one class"):
         iv.interval(np.zeros(10), np.arange(10.0))
@@ -151,23 +138,24 @@ def test_r_samples_keep_a_column_paired_and_strategies_paired():
     a = iv.r_samples(still, labels, 3, stamps, block=20, n_boot=200)
     assert a.shape == (200, 3, 3) and np.isnan(a[:, 0, 1]).all()
     np.testing.assert_array_equal(a[:, 2, 0], a[:, 0, 0])  # one resample per column, reused at every step
-    assert iv.summary_intervals(a)["fm"] == (0.0, 0.0)
+    assert _percentiles(a, forgetting) == (0.0, 0.0)
     b = iv.r_samples(fading, labels, 3, stamps, block=20, n_boot=200)
-    assert iv.summary_intervals(b)["fm"][0] > 0
-    diff = iv.summary_intervals(a, minus=b)["roc_auc_cl"]
-    unpaired = iv.summary_intervals(a, minus=iv.r_samples(fading, labels, 3, stamps, block=20, n_boot=200,
-                                                          seed=1))["roc_auc_cl"]
+    assert _percentiles(b, forgetting)[0] > 0
+    diff = _percentiles(a, continual_roc_auc, minus=b)
+    unpaired = _percentiles(a, continual_roc_auc, minus=iv.r_samples(fading, labels, 3, stamps, block=20,
+                                                                      n_boot=200, seed=1))
     assert 0 < diff[0] and diff[1] - diff[0] < unpaired[1] - unpaired[0]
-    assert iv.summary_intervals(a, minus=a)["roc_auc_cl"] == (0.0, 0.0)
+    assert _percentiles(a, continual_roc_auc, minus=a) == (0.0, 0.0)
+
+
+def _percentiles(samples, summary, minus=None) -> tuple:
+    """2.5/97.5 percentiles of a summary (ROC-AUC_CL, FM) of R replicates, or of its paired differences."""
+    values = np.array([summary(r) for r in samples])
+    if minus is not None:
+        values = values - np.array([summary(r) for r in minus])
+    return tuple(float(v) for v in np.percentile(values, [2.5, 97.5]))
 
 
 def test_a_block_as_long_as_the_sequence_is_refused():
     with pytest.raises(ConfigError, match="resamples nothing"):
         iv.interval(np.arange(50) % 2, np.arange(50.0), timestamps=np.arange(50), block=50)
-
-
-def test_block_sensitivity_reaches_past_the_longest_run():
-    labels, scores = _runs_stream(np.random.default_rng(8), n_runs=6)
-    out = iv.block_sensitivity(labels, scores, np.arange(labels.size), n_boot=100)
-    assert list(out) == [100, 151, 250]  # the runs are 150 records long
-    assert all(o.method == "block" and o.block == b and o.low < o.value < o.high for b, o in out.items())

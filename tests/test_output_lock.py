@@ -1,5 +1,5 @@
 """The run's output lock (`<out>.lock`, fcntl.flock): held for the run, refused to a second process, and gone
-when the run ends (issue 23: zero-byte lock files stayed beside every result), without a window in which two
+when the run ends (zero-byte lock files once stayed beside every result), without a window in which two
 processes could both believe they hold it."""
 
 from __future__ import annotations

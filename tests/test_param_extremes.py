@@ -1,6 +1,6 @@
 """Every numeric hyperparameter of every registered image detector, at each end of the range its Param allows,
 builds and fits on a tiny input (4 images of 32-64 px, one epoch) or fails with one clean BenchError: a value the registry
-accepts never ends in a traceback (issue 23's probe found beta1=1 and blur_sigma=1e9 did).
+accepts never ends in a traceback (a probe found beta1=1 and blur_sigma=1e9 did).
 
 Ends tested: the low bound (or just above it when open), the high bound (or just below it when open); a float
 with no high bound at 1e6 (lr, weights, ε: accepted values the code must survive or refuse cleanly). Integers

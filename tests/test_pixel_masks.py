@@ -1,4 +1,4 @@
-"""Real image and mask files (issue 23): masks thresholded at half scale with soft and empty masks counted and
+"""Real image and mask files: masks thresholded at half scale with soft and empty masks counted and
 told once per task, the pixel metric skipping nothing silently, identical pixels giving identical tensors and
 scores whatever their bit depth, EXIF orientation applied (image and mask stay aligned), non-square images
 said, and the mask threshold recorded in the run key while old files keep theirs."""

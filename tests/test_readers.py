@@ -318,7 +318,7 @@ def test_unknown_task_lists_the_tasks_and_an_empty_split_is_an_error(mvtec_root)
         task_splits(index[index["split"] == "train"], mvtec_root, "widget", 8)
 
 
-# --- issue 13: nothing clipped, nothing dropped silently, warnings only about what matters --------------------------
+# --- nothing clipped, nothing dropped silently, warnings only about what matters ------------------------------------
 
 
 def test_16_bit_images_are_scaled_not_clipped_and_32_bit_ones_refused(tmp_path):
@@ -375,7 +375,7 @@ def test_own_data_in_mvtec_layout_reads_without_a_warning(tmp_path):
 
 
 def test_own_data_beside_an_mvtec_name_is_told_once_at_bench_data_and_never_at_runs(mvtec_root, capsys):
-    """Issue 23: bottle beside own concepts is normal; a grid of runs must not repeat which MVTec concepts are
+    """Bottle beside own concepts is normal; a grid of runs must not repeat which MVTec concepts are
     absent (runs read the index with warnings as errors here), `bench data` says it once, as a note."""
     import warnings
 

@@ -676,3 +676,17 @@ def test_results_load_reports_both_bwts(tmp_path):
         assert row[f"{level}_bwt"] == pytest.approx(eq2(R))
         assert row[f"{level}_bwt_released"] == pytest.approx(eq2_released(R))
         assert row[f"{level}_bwt"] != pytest.approx(row[f"{level}_bwt_released"])
+
+
+def test_model_rows_keep_the_papers_order_and_a_new_detector_follows_with_its_registry_label(monkeypatch):
+    import dataclasses
+
+    from bench.models import registry
+    from bench.report.render import label, sort_frame
+
+    spec = registry.get("padim")
+    monkeypatch.setitem(registry._SPECS, "aa_new", dataclasses.replace(spec, name="aa_new", label="AaNew"))
+    paper = ["cfa", "padim", "patchcore", "fastflow", "paste", "rd4ad", "stfpm", "ganomaly", "efficientad"]
+    frame = pd.DataFrame({"model": ["zz_unregistered", "aa_new", *sorted(paper)]})
+    assert sort_frame(frame, ["model"])["model"].tolist() == [*paper, "aa_new", "zz_unregistered"]  # Tables 4-5
+    assert [label("model", m) for m in ("aa_new", "rd4ad", "zz_unregistered")] == ["AaNew", "RD4AD", "zz_unregistered"]

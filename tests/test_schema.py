@@ -71,7 +71,7 @@ def test_image_run_keys_are_unchanged_by_schemas_2_and_3():
 def test_schema_2_flat_configs_read_back_as_core_and_inputs_with_their_keys():
     image = RunConfig.from_json(IMAGE_JSON_2)
     assert image.track == "image" and image.image == ImageInputs(backbone="wide_resnet50_2", image_size=256,
-                                                                 batch_size=16, mask_threshold=None)
+                                                                 batch_size=16, mask_threshold=None, workers=0)
     assert image.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2
     tabular = RunConfig.from_json(TABULAR_JSON_2)  # its image fields were never used: they are dropped
     assert tabular.track == "tabular" and tabular.inputs == TabularInputs()

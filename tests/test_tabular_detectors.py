@@ -42,7 +42,7 @@ def test_contract(name):
     det = build(name).fit(train, seed=0)
     s = det.score(test)
     assert s.shape == (len(test),) and np.isfinite(s).all()
-    assert roc_auc_score(y, s) >= 0.8  # the shifted records score higher (issue 15: every detector ≥ 0.8)
+    assert roc_auc_score(y, s) >= 0.8  # the shifted records score higher (every detector ≥ 0.8)
     alone = np.array([det.score(test[i:i + 1])[0] for i in (0, 57, 139)])
     assert_pointwise(alone, s[[0, 57, 139]], f"{name} scores")
     again = build(name).fit(train, seed=0).score(test)
@@ -94,7 +94,7 @@ def _with_batch_norm(name):
 
 @pytest.mark.parametrize("name", TABULAR)
 def test_a_last_batch_of_one_record_trains(name):
-    """n = batch + 1 leaves a last batch of one record; BatchNorm in train mode refused it (issue 20)."""
+    """n = batch + 1 leaves a last batch of one record; BatchNorm in train mode refused it."""
     spec = get(name, "tabular")
     over = {**spec.quick, **_with_batch_norm(name)}
     if "batch_size" in spec.params:

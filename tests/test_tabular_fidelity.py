@@ -1,4 +1,4 @@
-"""Faithful tabular validation (issue 20): the grids validate with models that did not build the scenario."""
+"""Faithful tabular validation: the grids validate with models that did not build the scenario."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _rows(X) -> set:
     return {r.tobytes() for r in np.asarray(X)}
 
 
-# --- the `released` presets (issue 20, item 2): each value pinned -------------------------------------------------
+# --- the `released` presets: each value pinned --------------------------------------------------------------------
 
 def test_the_released_framework_preset_pins_the_released_codes_values():
     from bench.tabular.discovery import DISCOVERY

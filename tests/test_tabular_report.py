@@ -1,4 +1,4 @@
-"""The tabular reports' intervals (issue 15 §3): block bootstrap where the run stored its records' stream order,
+"""The tabular reports' intervals: block bootstrap where the run stored its records' stream order,
 stratified otherwise or for a test set too short for a block, the long-block sensitivity interval, the run-length
 table, and paired intervals for the validation table's gaps."""
 
@@ -242,3 +242,10 @@ def test_a_cell_whose_conclusion_changes_with_the_block_is_flagged():
     md = tb.table2_markdown(long.reset_index()[tb.COLUMNS], [])
     assert md.count("(!)") == 2  # the flagged cell and the note that explains the mark
     assert "d/o: 120 and 400" in md
+
+
+def test_every_continual_tabular_protocol_has_a_column():
+    """A protocol without a column would vanish from the tables; ste is the STE matrix's cross-evaluation."""
+    from bench.config import TABULAR_PROTOCOLS
+
+    assert sorted(p for p, _ in tb.STRATEGIES) == sorted(p for p in TABULAR_PROTOCOLS if p != "ste")

@@ -1,5 +1,5 @@
 """The tabular track through the one continual runner: record protocols on the synthetic tabular benchmark, the
-per-cell metrics issue 15 §3 asks for, resume after a stop, and the readers (results.load, report.collect)."""
+per-cell metrics of the tabular reports, resume after a stop, and the readers (results.load, report.collect)."""
 
 from __future__ import annotations
 

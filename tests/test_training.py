@@ -174,7 +174,7 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 # at Table 7's lr 0.4, 5 epochs: checker 0.797; 10 epochs at lr 0.1: stripes 0.281).
 MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.8}
 REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}}
-# Since the `inclad` defaults (issue 24: RD4AD's official init and no blur, PaSTe's un-normalised first layer) the
+# Since the `inclad` defaults (RD4AD's official init and no blur, PaSTe's un-normalised first layer) the
 # quick settings, chosen before, leave checker weaker: measured RD4AD checker 0.688 (chip 1.0, disc 0.938, grain
 # 1.0, stripes 0.984), PaSTe checker 0.688 (chip 1.0, disc 0.953, grain 1.0, stripes 1.0). Pinned as weak cases.
 WEAK = {"rd4ad": {"checker": 0.65}, "paste": {"checker": 0.65}}
@@ -199,7 +199,7 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
 # random-init resnet18, quick settings. Measured (docs/models.md, `python tests/textures.py`): STFPM clouds 1.0,
 # FastFlow weave 1.0, PaSTe clouds 0.969. Weak cases measured and left out: STFPM weave 0.469, FastFlow dots 0.531,
 # PaSTe weave 0.438 / dots 0.5.
-# RD4AD learns slowly on a random encoder (issue 24: side by side with anomalib 2.7 on the same encoder weights and
+# RD4AD learns slowly on a random encoder (side by side with anomalib 2.7 on the same encoder weights and
 # the same initial weights the two give the same loss and gradients and reach the same AUROCs, docs/models.md):
 # clouds 0.578 after its quick 10 epochs, 0.703 after 30, so it is held to 30 here (weave 0.625 after 30).
 HELD_OUT = {"stfpm": ("clouds", 0.9), "fastflow": ("weave", 0.9), "paste": ("clouds", 0.9), "rd4ad": ("clouds", 0.65)}

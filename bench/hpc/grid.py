@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import NO_BACKBONE, ImageInputs, TabularInputs
+from bench.config import DEVICES, NO_BACKBONE, ImageInputs, TabularInputs, setting_default
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,10 +104,11 @@ class Grid:
     protocols: list
     seeds: list
     resources: Resources
-    weights: str = "imagenet"
+    # the run settings a grid may omit default as a `bench run` does (ImageInputs' fields), except image_size
+    weights: str = setting_default(ImageInputs, "weights")
     image_size: int | None = None  # None: each model's paper input size (its registry spec's image_size)
-    batch_size: int = 32
-    workers: int = 4
+    batch_size: int = setting_default(ImageInputs, "batch_size")
+    workers: int = setting_default(ImageInputs, "workers")
     track: str = "image"
     index_settings: dict = field(default_factory=dict)  # tabular: {preprocessing: {...}, discovery: {...}}
     data: str = ""  # the dataset the runs read (the grid's name is its result set: tabular-synthetic → synthetic)
@@ -346,8 +347,8 @@ def load_profile(name: str, path: Path | None = None) -> Profile:
         (profile.gres or "").format(gpus=1)
     except (KeyError, IndexError, ValueError):
         raise ConfigError(f"{path}: gres may only use the field {{gpus}}, got {profile.gres!r}") from None
-    if profile.device not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"{path}: device must be auto, cpu or cuda, got {profile.device!r}")
+    if profile.device not in DEVICES:
+        raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {profile.device!r}")
     return profile
 
 

@@ -240,7 +240,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
         missing.append({"path": entry["path"], "run_name": a["run_name"], "run_key": a["run_key"],
                         "status": a["status"], "steps_done": int(a["steps_done"]), "n_tasks": int(a["n_tasks"]),
                         **{k: getattr(config, k) for k in ("dataset", "model", "protocol", "ordering", "seed")},
-                        "backbone": config.image.backbone if config.track == "image" else "",
+                        "backbone": config.inputs.summary()["backbone"],
                         "error": a.get("error", "")})
     details = {key: run for key, (_, run) in complete.items()}
     return rows, details, missing, inputs

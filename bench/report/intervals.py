@@ -8,8 +8,9 @@
   `run_length_stats` reports the runs that justify it), starts drawn uniformly from the n − block + 1 possible
   ones, ⌈n / block⌉ blocks per resample, the last cut to length. Without an order: a stratified bootstrap (normals
   and anomalies resampled separately, so every resample holds both classes). 1000 resamples, 2.5/97.5 percentiles.
-- Differences between two strategies scored on the same records use the same resample for both (paired), so the
-  interval covers the difference, not two overlapping single values.
+- Differences between two strategies scored on the same records use the same resample for both (paired: `r_samples`
+  draws a test set's resamples from the seed and the task alone), so the interval covers the difference, not two
+  overlapping single values.
 
 A resample is a column of record counts; the statistics take a whole [n, B] block of columns at once (one sort of
 the scores serves every resample: `bench.report.bootstrap.weighted_auc` for ROC-AUC, `weighted_ap` here), and the
@@ -151,10 +152,9 @@ def _prepared(labels, scores: list, order) -> tuple[np.ndarray, list[np.ndarray]
     return labels, scores
 
 
-def _samples(metric: str, labels: np.ndarray, scores: list, timestamps, block: int, n_boot: int,
+def _samples(metric: str, labels: np.ndarray, scores: np.ndarray, timestamps, block: int, n_boot: int,
              seed: int) -> np.ndarray:
-    """[n_boot] replicates of metric(scores[0]) − metric(scores[1]) (or of metric(scores[0]) alone), every
-    score vector evaluated on the same resampled records."""
+    """[n_boot] replicates of metric(scores) over resampled records."""
     if metric not in METRICS:
         raise ConfigError(f"unknown bootstrap metric {metric!r} (valid: {', '.join(METRICS)})")
     if block < 1 or n_boot < 1:
@@ -166,16 +166,13 @@ def _samples(metric: str, labels: np.ndarray, scores: list, timestamps, block: i
         b = min(chunk, n_boot - start)
         weights = block_weights(labels.size, block, b, rng) if timestamps is not None else \
             stratified_weights(labels, b, rng)
-        values = [_statistic(metric, s, labels, weights) for s in scores]
-        out.append(values[0] - values[1] if len(values) == 2 else values[0])
+        out.append(_statistic(metric, scores, labels, weights))
     return np.concatenate(out)
 
 
 def _interval(metric, labels, scores, timestamps, block, n_boot, seed, level) -> Interval:
     samples = _samples(metric, labels, scores, timestamps, block, n_boot, seed)
-    ones = np.ones((labels.size, 1))
-    point = [_statistic(metric, s, labels, ones)[0] for s in scores]
-    value = point[0] - point[1] if len(point) == 2 else point[0]
+    value = _statistic(metric, scores, labels, np.ones((labels.size, 1)))[0]
     finite = samples[np.isfinite(samples)]
     low, high = np.percentile(finite, [50 * (1 - level), 50 * (1 + level)]) if finite.size else (np.nan,) * 2
     return Interval(float(value), float(low), float(high), "block" if timestamps is not None else "stratified",
@@ -186,30 +183,8 @@ def interval(labels, scores, timestamps=None, metric: str = "roc_auc", block: in
              seed: int = 0, level: float = 0.95) -> Interval:
     """Percentile bootstrap interval of `metric` ("roc_auc", "ap" or "npr_auc") over the records: block bootstrap
     in the order of `timestamps` when given (ties keep the records' order), stratified bootstrap otherwise."""
-    labels, scores = _prepared(labels, [scores], timestamps)
+    labels, (scores,) = _prepared(labels, [scores], timestamps)
     return _interval(metric, labels, scores, timestamps, block, n_boot, seed, level)
-
-
-def difference_interval(labels, scores_a, scores_b, timestamps=None, metric: str = "roc_auc", block: int = BLOCK,
-                        n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> Interval:
-    """Interval of metric(a) − metric(b) for two strategies scored on the same records: each resample draws the
-    records once and evaluates both, so their shared sampling noise cancels."""
-    labels, scores = _prepared(labels, [scores_a, scores_b], timestamps)
-    return _interval(metric, labels, scores, timestamps, block, n_boot, seed, level)
-
-
-def block_sensitivity(labels, scores, timestamps, metric: str = "roc_auc", blocks=None, n_boot: int = N_BOOT,
-                      seed: int = 0, level: float = 0.95) -> dict[int, Interval]:
-    """The block-bootstrap interval at several block lengths: by default 100, 250 and one record longer than the
-    longest anomaly run in stream order (the stream-assembly paper's sensitivity run), each shorter than the
-    sequence. A conclusion that changes between them rests on the block length."""
-    if timestamps is None:
-        raise ConfigError("block sensitivity needs the records' timestamps (stream order)")
-    labels_sorted, _ = _prepared(labels, [scores], timestamps)
-    if blocks is None:
-        blocks = sorted({BLOCK, 250, int(run_lengths(labels_sorted).max()) + 1})
-    blocks = [b for b in blocks if b < labels_sorted.size]
-    return {b: interval(labels, scores, timestamps, metric, b, n_boot, seed, level) for b in blocks}
 
 
 def r_samples(scores: dict, labels: dict, n_tasks: int, timestamps: dict | None = None, metric: str = "roc_auc",
@@ -235,22 +210,6 @@ def r_samples(scores: dict, labels: dict, n_tasks: int, timestamps: dict | None 
             weights = block_weights(y.size, block, b, rng) if stamps is not None else stratified_weights(y, b, rng)
             for i, s in zip(steps, cells):
                 out[start:start + b, i, j] = _statistic(metric, s, y, weights)
-    return out
-
-
-def summary_intervals(samples: np.ndarray, minus: np.ndarray | None = None, level: float = 0.95) -> dict:
-    """Percentile intervals of ROC-AUC_CL (InCLAD Eq. 1) and FM (Chaudhry et al.) over R replicates from
-    `r_samples`; with `minus` (another strategy's replicates, same seed and test sets), of the paired differences."""
-    from bench.metrics import continual_roc_auc, forgetting
-
-    out = {}
-    for name, fn in (("roc_auc_cl", continual_roc_auc), ("fm", forgetting)):
-        values = np.array([fn(r) for r in samples])
-        if minus is not None:
-            values = values - np.array([fn(r) for r in minus])
-        finite = values[np.isfinite(values)]
-        out[name] = tuple(float(v) for v in np.percentile(finite, [50 * (1 - level), 50 * (1 + level)])) \
-            if finite.size else (np.nan, np.nan)
     return out
 
 

@@ -22,7 +22,6 @@ import csv
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,11 +29,10 @@ import pandas as pd
 from bench.config import BACKBONES, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.models.registry import INCLAD_MODELS
-from bench.report.render import COLUMNS, MULTI, label, markdown_table, sort_frame
+from bench.report.render import COLUMNS, MULTI, PAPER_DIR, label, markdown_table, sort_frame
 from bench.report.table2 import table2
 from bench.report.timing import format_duration, timing_table
 
-PAPER_DIR = Path(__file__).resolve().parents[2] / "data" / "paper"
 PAPER = "InCLAD (Marcjan, Wilk-Kołodziejczyk, Corizzo; arXiv 2610.15032v1)"
 # InCLAD App. D.2, in our words; it does not say which run used which machine
 PAPER_HARDWARE = ("an HPC system with NVIDIA H100 80 GB and NVIDIA L40 GPUs (Intel Xeon Platinum 8462Y+ nodes, "

@@ -6,10 +6,15 @@ result files and compare it with the published one byte for byte.
 
 from __future__ import annotations
 
+import csv
+import functools
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from bench.config import DATASETS
 
 MULTI = "multi"  # the MultiDataset stream: tasks named "<dataset>/<concept>"
 METHOD = ("model", "backbone", "weights")  # what a "method" is when cells average "across methods and backbones"
@@ -22,23 +27,45 @@ DATASET_LABELS = {"mvtec": "MVTec", "visa": "VisA", "btad": "BTAD", "mpdd": "MPD
                   MULTI: "MultiDataset", "synthetic": "Synthetic"}
 ORDERING_LABELS = {"easy_to_hard": "Easy-to-Hard", "hard_to_easy": "Hard-to-Easy", "random": "Random",
                    "alphabetical": "Alphabetical", "custom": "Custom"}
-MODEL_LABELS = {"patchcore": "PatchCore", "padim": "PaDiM", "cfa": "CFA", "stfpm": "STFPM", "rd4ad": "RD4AD",
-                "efficientad": "EfficientAD", "paste": "PaSTe", "fastflow": "FastFlow", "ganomaly": "GANomaly"}
-# InCLAD's row order (Table 2, Tables 4-5); names not listed follow alphabetically.
-DATASET_ORDER = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", MULTI)
-ORDERING_ORDER = ("easy_to_hard", "hard_to_easy", "random", "alphabetical", "custom")
-MODEL_ORDER = ("cfa", "padim", "patchcore", "fastflow", "paste", "rd4ad", "stfpm", "ganomaly", "efficientad")
-_ORDERS = {"dataset": DATASET_ORDER, "ordering": ORDERING_ORDER, "model": MODEL_ORDER}
+PAPER_DIR = Path(__file__).resolve().parents[2] / "data" / "paper"  # the paper's tables, transcribed
+# the models' row order: the order InCLAD's timing tables list them in (Tables 4 then 5)
+PAPER_MODEL_TABLES = ("inclad_table4.csv", "inclad_table5.csv")
+
+
+def model_labels() -> dict[str, str]:
+    """Each image detector's table label (ModelSpec.label). The registry imports the detectors, hence torch: the
+    first table that names a model pays for it."""
+    from bench.models.registry import specs
+
+    return {name: spec.label for name, spec in specs().items()}
+
+
+def model_order() -> tuple[str, ...]:
+    """The paper's models in its timing tables' row order, then every other registered detector in the
+    registry's order."""
+    listed = _paper_models()
+    return (*listed, *(m for m in model_labels() if m not in listed))
+
+
+@functools.cache
+def _paper_models() -> tuple[str, ...]:
+    listed: dict[str, None] = {}
+    for name in PAPER_MODEL_TABLES:
+        with open(PAPER_DIR / name, newline="") as f:
+            listed.update((row["model"], None) for row in csv.DictReader(f))
+    return tuple(listed)
 
 
 def label(kind: str, value) -> str:
-    table = {"dataset": DATASET_LABELS, "ordering": ORDERING_LABELS, "model": MODEL_LABELS}.get(kind, {})
-    return table.get(value, str(value))
+    table = {"dataset": lambda: DATASET_LABELS, "ordering": lambda: ORDERING_LABELS, "model": model_labels}
+    return table[kind]().get(value, str(value)) if kind in table else str(value)
 
 
 def rank(kind: str, value) -> tuple:
-    """Sort key: the papers' order first, anything else alphabetically after it."""
-    order = _ORDERS.get(kind, ())
+    """Sort key: the papers' order first (datasets: bench.config.DATASETS', orderings: ORDERING_LABELS',
+    models: `model_order`), anything else alphabetically after it."""
+    order = {"dataset": lambda: DATASETS, "ordering": lambda: tuple(ORDERING_LABELS), "model": model_order}
+    order = order[kind]() if kind in order else ()
     return (order.index(value), "") if value in order else (len(order), value)
 
 

@@ -38,8 +38,9 @@ from bench.report.intervals import BLOCK, placement_flips, r_samples, run_length
 from bench.report.render import markdown_table
 
 LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by bench.report.heatmaps
-# Cumulative twice: warm-started (the suite's, files under "cumulative") and a new model per step (the CAD
-# framework's released code, "cumulative_fresh")
+# The column of each continual protocol of the tabular track (bench.config.TABULAR_PROTOCOLS but ste, a
+# cross-evaluation), in the tables' order. Cumulative twice: warm-started (the suite's, files under "cumulative")
+# and a new model per step (the CAD framework's released code, "cumulative_fresh")
 STRATEGIES = (("ncl", "Naive"), ("cumulative", "Cumulative (warm)"), ("cumulative_fresh", "Cumulative (fresh)"),
               ("mste", "MSTE"), ("cl", "Replay"))
 # FM twice, labelled: Chaudhry et al.'s final-step measure (the suite's) and the step-averaged clipped form of the

@@ -19,7 +19,7 @@ PENDING = "ste.pending"  # in the STE folder while submitted STE jobs are outsta
 
 def register(sub) -> None:
     # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
-    from bench.config import DATASETS
+    from bench.config import DATASETS, ImageInputs, RunConfig, add_setting_options
 
     p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
                                          "Spearman agreement, the multi-dataset stream, manifests")
@@ -30,13 +30,9 @@ def register(sub) -> None:
     q.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET>, data/roots.yaml, "
                                               "data/raw/<dataset>)")
     q.add_argument("--methods", help="comma-separated (default: those of patchcore,padim,cfa implemented)")
-    q.add_argument("--backbone", default="resnet18")
-    q.add_argument("--weights", default="imagenet", help="imagenet | none | PATH")
-    q.add_argument("--image-size", type=int, default=224)
-    q.add_argument("--batch-size", type=int, default=32)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    q.add_argument("--workers", type=int, default=4)
+    add_setting_options(q, ImageInputs, ("backbone", "weights", "image_size", "batch_size"))
+    add_setting_options(q, RunConfig, ("seed", "device"))
+    add_setting_options(q, ImageInputs, ("workers",))
     q.add_argument("--out", type=Path, help="folder for runs/ and ste.csv (default outputs/<dataset>/scenarios)")
     q.add_argument("--collect-only", action="store_true",
                    help="run nothing; build ste.csv from the result files (after a cluster array made them)")
@@ -91,6 +87,7 @@ def _csv(text: str | None) -> list[str] | None:
 
 
 def cmd_ste(args) -> int:
+    from bench.config import ImageInputs
     from bench.data.multi import default_root
     from bench.scenarios import ste
 
@@ -102,9 +99,9 @@ def cmd_ste(args) -> int:
     skipped = [m for m in ste.STE_METHODS if m not in methods]
     if skipped and not args.methods:
         print(f"note: {', '.join(skipped)} not implemented yet; the STE table covers {', '.join(methods)}")
-    configs = ste.plan(args.dataset, root, methods, backbone=args.backbone, weights=args.weights,
-                       image_size=args.image_size, batch_size=args.batch_size, seed=args.seed, device=args.device,
-                       workers=args.workers)
+    inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=args.image_size,
+                         batch_size=args.batch_size, workers=args.workers)
+    configs = ste.plan(args.dataset, root, methods, inputs, seed=args.seed, device=args.device)
     runs_dir = out / "runs"
     if not args.collect_only:
         if args.cluster == "inprocess":

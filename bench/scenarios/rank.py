@@ -27,10 +27,11 @@ from scipy.stats import ConstantInputWarning, rankdata, spearmanr
 
 from bench.config import NO_BACKBONE
 from bench.errors import ConfigError
+from bench.models.registry import names
+from bench.report import render
 from bench.report.render import markdown_table
 
 STE_COLUMNS = ["dataset", "concept", "method", "backbone", "roc_auc"]
-METHOD_LABELS = {"patchcore": "PatchCore", "padim": "PaDiM", "cfa": "CFA"}
 RANDOM_SEED = 0  # the seed of the random ordering in every manifest this suite writes
 
 
@@ -72,13 +73,13 @@ def validate_ste(df: pd.DataFrame, where: str) -> pd.DataFrame:
 
 
 def method_order(methods) -> list[str]:
-    """PatchCore, PaDiM, CFA (InCLAD's column order) first, then any other method by name."""
-    known = [m for m in METHOD_LABELS if m in set(methods)]
+    """The registry's order (PatchCore, PaDiM, CFA first: InCLAD's column order), then any other method by name."""
+    known = [m for m in names() if m in set(methods)]
     return known + sorted(set(methods) - set(known))
 
 
 def label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return render.label("model", method)
 
 
 @dataclass

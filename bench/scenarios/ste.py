@@ -39,16 +39,14 @@ def check_methods(methods: list[str]) -> list[str]:
     return methods
 
 
-def plan(dataset: str, root, methods: list[str], *, backbone: str = "resnet18", weights: str = "imagenet",
-         image_size: int = 224, batch_size: int = 32, seed: int = 0, device: str = "auto",
-         workers: int = 4) -> list[RunConfig]:
-    """One single-task NCL run per method × concept (every concept the dataset's reader finds)."""
+def plan(dataset: str, root, methods: list[str], inputs: ImageInputs, *, seed: int = 0,
+         device: str = "auto") -> list[RunConfig]:
+    """One single-task NCL run per method × concept (every concept the dataset's reader finds), each with a copy
+    of `inputs`."""
     if dataset == "multi":
         raise ConfigError("the multi-dataset stream is selected from the per-dataset STE results: run "
                           "`python -m bench scenarios multi` (or `make scenarios DATASET=multi`)")
     concepts = sorted(read_index(dataset, root)["task"].unique())
-    inputs = ImageInputs(backbone=backbone, weights=weights, image_size=image_size, batch_size=batch_size,
-                         workers=workers)
     return [RunConfig(dataset=dataset, root=str(root), model=m, tasks=[c], ordering=f"ste-{c}", protocol="ncl",
                       seed=seed, device=device, inputs=replace(inputs))
             for m in check_methods(methods) for c in concepts]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.config import TABULAR_DATASETS
 from bench.errors import ConfigError
 
-DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw")  # synthetic + cic.DATASETS (this module stays light)
+# what --dataset names: one dataset (a multi-dataset scenario is --multi's)
+DATASETS = tuple(d for d in TABULAR_DATASETS if d != "multi")
 
 
 def register(sub) -> None:
