@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.config import DEVICES
+
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="the main job on the built-in synthetic benchmark")
@@ -52,7 +54,7 @@ def register(sub) -> None:
     p.add_argument("--out-channels", type=int, default=384)
     p.add_argument("--no-padding", action="store_true", help="the released code's unpadded PDN")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", default="auto", choices=DEVICES)
     p.set_defaults(func=cmd_distill)
 
 
