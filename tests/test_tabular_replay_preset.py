@@ -1,5 +1,5 @@
-"""Issue 20: the tabular Replay buffer's size (`replay_size`) as a grid and `bench tabular run` setting, checked before
-any run, recorded in the run's config."""
+"""Issue 20's last two items: the tabular Replay buffer's size (`replay_size`) and the models' hyperparameter presets
+(`preset`) as grid and `bench tabular run` settings, checked before any run, recorded in the run's config."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bench.config import RunConfig, TabularInputs
 from bench.continual.runner import prepare
 from bench.errors import ConfigError
 from bench.hpc import grid as grids
+from bench.models.registry import get
 from bench.tabular.protocols import REPLAY_RECORDS
 
 # Run keys computed before replay_size existed (commit 8807219), from a fixed preimage: a tabular run of each protocol
@@ -86,6 +87,22 @@ def test_cli_replay_size_reaches_the_buffer_and_bad_values_fail_before_work(inde
     assert not (tmp_path / "bad.h5").exists()
 
 
+def test_cli_preset_resolves_the_registry_values_and_unknown_names_list_the_valid_ones(index, tmp_path, capsys):
+    cli_stdout("tabular", "run", "--index", index, "--model", "iforest", "--quick", "--protocol", "ncl",
+               "--tasks", ",".join(STREAM[:2]), "--preset", "released", "--out", tmp_path / "r.h5")
+    assert json.loads(results.read_run(tmp_path / "r.h5")["attrs"]["config"])["preset"] == "released"
+    vae = config(index, "ncl", model="vae", preset="released")
+    vae.hparams = {}  # --quick's epochs and batch size would apply on top of the preset
+    hp = prepare(vae, out=tmp_path / "v.h5").config.hparams
+    assert (hp["epochs"], hp["batch_size"]) == (20, 128)
+    capsys.readouterr()
+    assert main(["tabular", "run", "--index", str(index), "--model", "vae", "--preset", "paper",
+                 "--out", str(tmp_path / "bad.h5")]) == 2
+    err = _one_error_line(capsys)
+    assert "unknown vae preset 'paper' (valid: released, suite)" in err
+    assert not (tmp_path / "bad.h5").exists()
+
+
 def grid_file(tmp_path, **changes):
     """The shipped synthetic tabular grid with `changes` applied (models replaced whole)."""
     data = {**yaml.safe_load(grids.grid_path("tabular-synthetic").read_text()), **changes}
@@ -152,7 +169,7 @@ def test_a_grid_replay_size_without_a_replay_run_is_refused(tmp_path):
 
 
 def test_bad_grid_values_are_refused_before_any_run_is_submitted(scenario_folder, tmp_path, capsys):
-    for changes in ({"replay_size": 0},):
+    for changes in ({"replay_size": 0}, {"models": {"vae": {"preset": "paper"}}}):
         path = grid_file(tmp_path, **changes)
         capsys.readouterr()
         assert main(["submit", "--dataset", "tabular-synthetic", "--grid", str(path), "--root", str(scenario_folder),
@@ -160,3 +177,22 @@ def test_bad_grid_values_are_refused_before_any_run_is_submitted(scenario_folder
         assert str(path) in _one_error_line(capsys)
     # only submit's lock file is there: no run, no log, no submission record
     assert [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()] == ["submissions.lock"]
+
+
+def test_grid_preset_resolves_the_registry_preset_and_unknown_names_are_refused_at_load(scenario_folder, tmp_path):
+    models = {"vae": {"preset": "released"}, "deepsvdd": {"preset": "released", "hparams": {"epochs": 2}},
+              "dagmm": {}}
+    planned = expand(grid_file(tmp_path, models=models), scenario_folder, tmp_path, orderings=["smooth_drift"],
+                     protocols=["ncl"])
+    cfg = {p.run.config.model: p.run.config for p in planned}
+    assert (cfg["vae"].preset, cfg["vae"].hparams["epochs"], cfg["vae"].hparams["batch_size"]) == ("released", 20, 128)
+    # the model's hparams apply on top of its preset; a model without one runs its default preset
+    assert (cfg["deepsvdd"].hparams["epochs"], cfg["deepsvdd"].hparams["batch_size"]) == (2, 128)
+    assert cfg["dagmm"].preset == get("dagmm", "tabular").default_preset
+    assert cfg["dagmm"].hparams == get("dagmm", "tabular").resolve({})
+    for preset, message in (("paper", r"unknown vae preset 'paper' \(valid: released, suite\)"),
+                            (3, "expected a preset name, got 3")):
+        path = grid_file(tmp_path, models={"vae": {"preset": preset}})
+        with pytest.raises(ConfigError, match=message) as e:
+            grids.load_grid("tabular-synthetic", path)
+        assert str(e.value).startswith(f"{path}: preset of model 'vae': ")

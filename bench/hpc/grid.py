@@ -40,7 +40,7 @@ MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "bat
               "resources")
 GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
 TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "construction_check", "replay_size", *AXES)
-TABULAR_MODEL_KEYS = ("orderings", "protocols", "seeds", "hparams", "replay_size", "resources")
+TABULAR_MODEL_KEYS = ("orderings", "protocols", "seeds", "preset", "hparams", "replay_size", "resources")
 # a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
 INDEX_SETTINGS = ("preprocessing", "discovery", "index_content_sha256")
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
@@ -220,7 +220,7 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     return grid
 
 
-def _check_preset(model: str, overrides: dict, path: Path) -> None:
+def _check_preset(model: str, overrides: dict, path: Path, track: str = "image") -> None:
     """A model's `preset` names one of its registry presets (checked at load, not when its runs are planned)."""
     if "preset" not in overrides:
         return
@@ -229,7 +229,7 @@ def _check_preset(model: str, overrides: dict, path: Path) -> None:
     try:
         if not isinstance(overrides["preset"], str):
             raise ConfigError(f"expected a preset name, got {overrides['preset']!r}")
-        get(model).preset_name(overrides["preset"])
+        get(model, track).preset_name(overrides["preset"])
     except ConfigError as e:
         raise ConfigError(f"{path}: preset of model {model!r}: {e}") from None
 
@@ -285,8 +285,11 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     _check_validation_models(path, data, models)
     # ste is a cross-evaluation run (`bench tabular ste`, the scenario search), not a continual grid axis
     grid_protocols = tuple(p for p in TABULAR_PROTOCOLS if p != "ste")
-    for model in models:
+    for model, overrides in models.items():
         grid.model_resources(model)
+        if not isinstance(overrides.get("hparams") or {}, dict):
+            raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
+        _check_preset(model, overrides, path, "tabular")
         for axis, valid in (("orderings", ORDERINGS), ("protocols", grid_protocols)):
             bad = [v for v in grid.axis(model, axis) if v not in valid]
             if bad:
@@ -468,7 +471,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
                                    replay_size=grid.replay(model) if protocol == "cl" else None)
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
                                ordering=ordering, protocol=protocol, seed=seed, inputs=inputs,
-                               device=run_device(profile, resources),
+                               device=run_device(profile, resources), preset=grid.models[model].get("preset"),
                                hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return planned
