@@ -12,6 +12,8 @@ six consensus orderings of release/orderings.json (an ordering name is a task or
 grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`). Their optional
 `index_settings` ({preprocessing: {rebalance: true}, discovery: {...}}) names settings the record index must have
 been built with: a root built otherwise is refused when the grid is expanded (bench.tabular.track.record_settings).
+`replay_size` (the grid's, or a model's) sizes the Replay buffer of its cl runs; a model's `preset` names one of its
+tabular registry presets; both are checked when the grid is loaded.
 A tabular grid validates a released scenario (CAD §4: with models other than the ones that built it), so the
 construction models (bench.tabular.scenario.MODELS) are refused in it, except in a grid marked
 `construction_check: true` (jobs/tabular-synthetic-construction-check.yaml), which checks the construction.
