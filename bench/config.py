@@ -80,6 +80,11 @@ CACHE_DTYPES = ("float32", "float16")
 IMAGE_SIZE_RANGE = (32, 8192)
 BATCH_SIZE_RANGE = (1, 4096)
 SEED_RANGE = (0, 2**32 - 1)
+# The tabular Replay (cl) buffer in records: the released CAD framework's 25,000 by default (bench.tabular.protocols);
+# here so the run key can leave the default out (a Replay run's key from before the setting stays its key). Any
+# positive size is allowed: a buffer larger than the stream keeps every past record, like Cumulative.
+TABULAR_REPLAY_RECORDS = 25_000
+REPLAY_SIZE_RANGE = (1, 2**63 - 1)
 WORKERS_RANGE = (0, 256)
 # Bytes per input pixel of one forward pass: the float32 RGB input (12) and the backbone's activations, which for
 # a ResNet add up to about ten times the input before the pooled layers (measured peak on resnet18: ~100).
@@ -217,11 +222,17 @@ class TabularInputs:
     # SHA-256 over index.csv and features.npy, set by `runner.prepare` (a value given beforehand must match);
     # part of the run key (TABULAR_RUN_KEY_SCHEMA 3). None in files written before it existed.
     index_content_sha256: str | None = None
+    # records in the Replay (cl) buffer; None: TABULAR_REPLAY_RECORDS, which `runner.prepare` records in a cl run's
+    # config. Only cl has a bounded buffer, so another protocol refuses a size (bench.tabular.track). In the run key
+    # only when it differs from the default (identity). None in files written before it existed.
+    replay_size: int | None = None
 
     def validate(self) -> None:
         for name in ("preprocessing", "discovery"):
             if not isinstance(getattr(self, name), dict):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: expected a mapping setting -> value")
+        if self.replay_size is not None:
+            check_int("replay_size", self.replay_size, *REPLAY_SIZE_RANGE)
         content = self.index_content_sha256
         if content is not None and (not isinstance(content, str) or len(content) != 64):
             raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
@@ -230,11 +241,14 @@ class TabularInputs:
         """A tabular run's key preimage: no backbone, weights or image size, but the detector's version (its
         registry spec, `model_version`); a file from before schema 3 keeps its schema-2 preimage."""
         content = self.index_content_sha256
+        replay = self.replay_size  # changes only Replay's results; the default keeps the earlier keys
         return {"track": "tabular", "dataset": core.dataset, "index_sha256": index_sha256,
                 "tasks": list(core.tasks), "model": core.model, "version": core.model_version,
                 "protocol": core.protocol, "evaluation": core.evaluation, "seed": core.seed, "hparams": core.hparams,
                 **({"schema": 2} if content is None else
-                   {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content})}
+                   {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content}),
+                **({"replay_size": replay} if core.protocol == "cl" and replay not in (
+                    None, TABULAR_REPLAY_RECORDS) else {})}
 
     def summary(self) -> dict:
         return {"backbone": "", "weights": "", "image_size": math.nan}

@@ -12,6 +12,8 @@ six consensus orderings of release/orderings.json (an ordering name is a task or
 grid's or, when larger, an estimate from the record index's size (see `tabular_mem_gb`). Their optional
 `index_settings` ({preprocessing: {rebalance: true}, discovery: {...}}) names settings the record index must have
 been built with: a root built otherwise is refused when the grid is expanded (bench.tabular.track.record_settings).
+`replay_size` (the grid's, or a model's) sizes the Replay buffer of its cl runs; a model's `preset` names one of its
+tabular registry presets; both are checked when the grid is loaded.
 A tabular grid validates a released scenario (CAD §4: with models other than the ones that built it), so the
 construction models (bench.tabular.scenario.MODELS) are refused in it, except in a grid marked
 `construction_check: true` (jobs/tabular-synthetic-construction-check.yaml), which checks the construction.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -39,8 +41,10 @@ SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "preset", "hparams",
               "resources")
 GRID_KEYS = ("dataset", "track", "resources", *AXES, *SHARED_KEYS)
+TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "construction_check", "replay_size", *AXES)
+TABULAR_MODEL_KEYS = ("orderings", "protocols", "seeds", "preset", "hparams", "replay_size", "resources")
 # a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
-TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "construction_check", *AXES)
+INDEX_SETTINGS = ("preprocessing", "discovery", "index_content_sha256")
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
                 "setup", "sbatch")
 
@@ -111,10 +115,15 @@ class Grid:
     workers: int = setting_default(ImageInputs, "workers")
     track: str = "image"
     index_settings: dict = field(default_factory=dict)  # tabular: {preprocessing: {...}, discovery: {...}}
+    replay_size: int | None = None  # tabular: the cl runs' Replay buffer (None: the default, REPLAY_RECORDS)
     data: str = ""  # the dataset the runs read (the grid's name is its result set: tabular-synthetic → synthetic)
 
     def axis(self, model: str, name: str) -> list:
         return list(self.models[model].get(name, getattr(self, name)))
+
+    def replay(self, model: str) -> int | None:
+        """The Replay buffer size of `model`'s cl runs: its own replay_size, else the grid's (None: default)."""
+        return self.models[model].get("replay_size", self.replay_size)
 
     def model_resources(self, model: str) -> Resources:
         return _resources(self.models[model].get("resources") or {}, self.resources, self.path, model)
@@ -214,7 +223,7 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     return grid
 
 
-def _check_preset(model: str, overrides: dict, path: Path) -> None:
+def _check_preset(model: str, overrides: dict, path: Path, track: str = "image") -> None:
     """A model's `preset` names one of its registry presets (checked at load, not when its runs are planned)."""
     if "preset" not in overrides:
         return
@@ -223,7 +232,7 @@ def _check_preset(model: str, overrides: dict, path: Path) -> None:
     try:
         if not isinstance(overrides["preset"], str):
             raise ConfigError(f"expected a preset name, got {overrides['preset']!r}")
-        get(model).preset_name(overrides["preset"])
+        get(model, track).preset_name(overrides["preset"])
     except ConfigError as e:
         raise ConfigError(f"{path}: preset of model {model!r}: {e}") from None
 
@@ -264,29 +273,45 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     index_settings = data.get("index_settings") or {}
     if not isinstance(index_settings, dict):
         raise ConfigError(f"{path}: index_settings must be a mapping (preprocessing: {{...}}, discovery: {{...}})")
-    _check_keys(index_settings, [f.name for f in fields(TabularInputs)], path, "index_settings")
+    _check_keys(index_settings, INDEX_SETTINGS, path, "index_settings")
     try:
         TabularInputs(**index_settings).validate()
     except ConfigError as e:
         raise ConfigError(f"{path}: index_settings: {e}") from None
-    models = _models(data, path, ("orderings", "protocols", "seeds", "hparams", "resources"),
-                     ("orderings", "protocols", "seeds"))
+    models = _models(data, path, TABULAR_MODEL_KEYS, ("orderings", "protocols", "seeds"))
     grid = Grid(dataset=name, path=path, models=models, backbones=["-"],
                 orderings=_list_of(data["orderings"], str, path, "orderings"),
                 protocols=_list_of(data["protocols"], str, path, "protocols"),
                 seeds=_list_of(data["seeds"], int, path, "seeds"),
                 resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
-                track="tabular", index_settings=index_settings, data=dataset)
+                track="tabular", index_settings=index_settings, data=dataset, replay_size=data.get("replay_size"))
     _check_validation_models(path, data, models)
     # ste is a cross-evaluation run (`bench tabular ste`, the scenario search), not a continual grid axis
     grid_protocols = tuple(p for p in TABULAR_PROTOCOLS if p != "ste")
-    for model in models:
+    for model, overrides in models.items():
         grid.model_resources(model)
+        if not isinstance(overrides.get("hparams") or {}, dict):
+            raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
+        _check_preset(model, overrides, path, "tabular")
         for axis, valid in (("orderings", ORDERINGS), ("protocols", grid_protocols)):
             bad = [v for v in grid.axis(model, axis) if v not in valid]
             if bad:
                 raise ConfigError(f"{path}: unknown {axis[:-1]} {bad[0]!r} (valid: {', '.join(valid)})")
+    _check_replay_size(grid, data)
     return grid
+
+
+def _check_replay_size(grid: Grid, data: dict) -> None:
+    """`replay_size` (the grid's, or a model's) sizes the Replay buffer of the cl runs: a positive integer, set where
+    some run is cl (elsewhere it would change nothing, so it is refused rather than ignored)."""
+    settings = [("replay_size", data["replay_size"], list(grid.models))] if "replay_size" in data else []
+    settings += [(f"replay_size of model {m!r}", o["replay_size"], [m]) for m, o in grid.models.items()
+                 if "replay_size" in o]
+    for where, size, models in settings:
+        _positive_int(size, grid.path, where)
+        if not any("cl" in grid.axis(m, "protocols") for m in models):
+            raise ConfigError(f"{grid.path}: {where} sizes the Replay buffer, but no run of "
+                              f"{', '.join(models)} uses protocol cl (add cl to its protocols or drop replay_size)")
 
 
 def _check_validation_models(path: Path, data: dict, models: dict) -> None:
@@ -445,10 +470,11 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
         axes[0] = _distinct_orderings(axes[0], orderings, root, said, log)
         for ordering, protocol, seed in itertools.product(*axes):
             resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
+            inputs = TabularInputs(**grid.index_settings,  # prepare replaces, never edits, them
+                                   replay_size=grid.replay(model) if protocol == "cl" else None)
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
-                               ordering=ordering, protocol=protocol, seed=seed,
-                               inputs=TabularInputs(**grid.index_settings),  # prepare replaces, never edits, them
-                               device=run_device(profile, resources),
+                               ordering=ordering, protocol=protocol, seed=seed, inputs=inputs,
+                               device=run_device(profile, resources), preset=grid.models[model].get("preset"),
                                hparams=dict(grid.models[model].get("hparams") or {}))
             planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
     return planned

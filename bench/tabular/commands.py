@@ -44,10 +44,16 @@ def register(sub) -> None:
     q = cmds.add_parser("run", help="one continual run on a record index (the continual runner, tabular track)")
     q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
     q.add_argument("--model", required=True)
-    q.add_argument("--protocol", default="cl", help="ncl | cl (Replay) | cumulative | mste (default cl)")
+    q.add_argument("--protocol", default="cl",
+                   help="ncl | cl (Replay) | cumulative | cumulative_fresh | mste (default cl)")
+    q.add_argument("--replay-size", type=int, metavar="N",
+                   help="records in the Replay buffer (protocol cl only; default 25,000, the released framework's)")
     q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
     q.add_argument("--ordering", default="custom", help="the order's name, recorded with the results")
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--preset", metavar="NAME",
+                   help="hyperparameter preset of the model (default: its default preset, suite; released: what "
+                        "the CAD framework's released code ran); --quick and --set apply on top")
     q.add_argument("--quick", action="store_true", help="the model's small test setting")
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
     q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
@@ -197,7 +203,7 @@ def cmd_run(args) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
-                       inputs=TabularInputs(),
+                       inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset,
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
     path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")

@@ -21,7 +21,7 @@ from bench import tracks
 from bench.continual.runner import TaskData, check_terminated
 from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
-from bench.tabular.protocols import RecordSplit
+from bench.tabular.protocols import REPLAY_RECORDS, RecordSplit
 
 MATRICES = ("R/record", "R/record_ap", "R/record_npr_auc", "R/record_prevalence", "R/record_expected_ap")
 
@@ -58,6 +58,8 @@ class TabularTrack:
 
         if cfg.protocol == "ste":
             return Expert(lambda: self.spec.factory(**cfg.hparams), cfg.seed)
+        if cfg.protocol == "cl":
+            return make_protocol("cl", self.spec, cfg.hparams, cfg.seed, replay_size=cfg.tabular.replay_size)
         return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
 
     def attrs(self) -> dict:
@@ -95,6 +97,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     config.preset = spec.preset_name(config.preset)
     config.hparams = spec.resolve(config.hparams, config.preset)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
+    record_replay_size(config)
     index, X, meta = load_index(config.root)
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
@@ -114,6 +117,18 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
                                 LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
                                                 stream_order(index["timestamp"].to_numpy()[test], test)))
     return TabularTrack(spec, splits), meta["index_sha256"]
+
+
+def record_replay_size(config) -> None:
+    """Record the Replay buffer's size in a cl run's config (the default when none was asked for). Only cl has a
+    bounded buffer (Cumulative keeps every record, Naive and the experts none), so a size asked of another protocol
+    would change nothing and is refused rather than recorded as if it had."""
+    inputs = config.tabular
+    if config.protocol == "cl":
+        inputs.replay_size = REPLAY_RECORDS if inputs.replay_size is None else inputs.replay_size
+    elif inputs.replay_size is not None:
+        raise ConfigError(f"replay_size={inputs.replay_size} sizes the Replay buffer of protocol cl; protocol "
+                          f"{config.protocol} has none (drop the setting for this run)")
 
 
 def record_settings(inputs, built: dict, root) -> None:
