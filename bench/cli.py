@@ -21,7 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = ("bench.report.cli", "bench.hpc.commands", "b
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from bench.config import BACKBONES, IMAGE_PROTOCOLS, MASK_THRESHOLD, NO_BACKBONE
-    from bench.models.registry import names
+    from bench.registry import names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
@@ -60,7 +60,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def paper_image_size(model: str, image_size: int | None, log=print) -> int:
     """`image_size`, or the model's paper input size when None; a size other than the paper's is one note
     line (such a run is not comparable with the paper's tables)."""
-    from bench.models.registry import get
+    from bench.registry import get
 
     spec = get(model)
     if image_size is None:

@@ -33,7 +33,7 @@ from bench.continual.runner import execute, prepare
 from bench.errors import BenchError
 from bench.features import create_backbone, resolve_device, synchronize
 from bench.io import write_text_atomic
-from bench.models.registry import specs
+from bench.registry import specs
 from bench.perf import best_of, figure_line
 
 TASKS = ["chip", "disc", "checker"]

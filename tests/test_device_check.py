@@ -32,7 +32,7 @@ def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
 
 
 def test_every_registered_detector_is_checked_by_default_and_unknown_ones_refused(tmp_path, capsys):
-    from bench.models.registry import specs
+    from bench.registry import specs
 
     assert list(device_check.MODELS) == list(specs())
     with pytest.raises(SystemExit) as exit_:

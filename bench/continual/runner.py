@@ -56,7 +56,7 @@ from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve
 from bench.io import tmp_path
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
-from bench.models.registry import get as model_spec
+from bench.registry import get as model_spec
 from bench.training.loop import TrainContext, record_losses
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
                                tensor_bytes)
 from bench.models.ops.blur import MAX_SIGMA
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+from bench.registry import Choice, Float, Int, Layers, ModelSpec, register
 from bench.training.loop import TrainContext, descend, sample_features, train
 from bench.training.replay import ReplayBuffer, rerooted, split_from_state, split_state
 

@@ -88,7 +88,7 @@ class TabularTrack:
 def prepare_tabular(config) -> tuple[TabularTrack, str]:
     """(track, index_sha256) of a tabular run: read the record index at `config.root`, resolve the model's
     hyperparameters, split every task; bad input fails here, before any work."""
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")
