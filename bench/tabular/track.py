@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import tracks
-from bench.continual.runner import TaskData, check_terminated
+from bench.continual.guards import check_terminated
+from bench.continual.runner import TaskData
 from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.tabular.protocols import RecordSplit
