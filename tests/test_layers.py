@@ -23,10 +23,10 @@ LAYERS = (
     {"bench.training"},
     # the image track's detectors
     {"bench.models"},
-    # the continual runner (still hosting the image track's evaluation) and its protocols
+    # the continual runner, its output guards and the image protocols
     {"bench.continual"},
-    # the tabular track, registered through bench.tracks: nothing below imports it
-    {"bench.tabular"},
+    # the tracks' objects, registered through bench.tracks: nothing below imports them
+    {"bench.image", "bench.tabular"},
     # services over result files and runs
     {"bench.report"},
     {"bench.hpc"},

@@ -40,6 +40,8 @@ class TabularTrack:
     name = "tabular"
     levels = ("record",)
     matrices = MATRICES
+    unit = "records"
+    weights_id = "none"  # no pretrained weights
 
     def __init__(self, spec, splits: dict):
         self.spec, self.splits = spec, splits
