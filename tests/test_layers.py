@@ -23,7 +23,7 @@ LAYERS = (
     {"bench.training"},
     # the image track's detectors
     {"bench.models"},
-    # the continual runner, its output guards and the image protocols
+    # the continual runner and its output guards
     {"bench.continual"},
     # the tracks' objects, registered through bench.tracks: nothing below imports them
     {"bench.image", "bench.tabular"},

@@ -145,8 +145,8 @@ def test_every_protocol_surface_reads_the_one_image_list(tmp_path):
 
     from bench.cli import add_run_arguments
     from bench.config import IMAGE_PROTOCOLS
-    from bench.continual.protocols import make_protocol
     from bench.hpc.grid import load_grid
+    from bench.image.protocols import make_protocol
     from conftest import write_grid
 
     parser = argparse.ArgumentParser()

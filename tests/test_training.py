@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from bench import results
-from bench.continual.protocols import Replay, make_protocol
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError
+from bench.image.protocols import Replay, make_protocol
 from bench.metrics import roc_auc, summarize
 from bench.models import create
 from bench.registry import get

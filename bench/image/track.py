@@ -20,7 +20,6 @@ from tqdm import tqdm
 from bench import tracks
 from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_memory
 from bench.continual.guards import check_terminated
-from bench.continual.protocols import check_protocol, make_protocol
 from bench.continual.runner import TaskData
 from bench.data import generation_record, read_index
 from bench.data.digests import content_sha256
@@ -30,6 +29,7 @@ from bench.data.multi import split_roots
 from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import ConfigError, NumericalError
 from bench.features import FeatureExtractor, ImageSource, cache_budget, resolve_weights, scratch_dir
+from bench.image.protocols import check_protocol, make_protocol
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.registry import get as model_spec

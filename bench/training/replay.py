@@ -1,6 +1,6 @@
 """Replay of past tasks: the size rule, a bounded, seeded, task-balanced buffer, and the (de)serialisation of the
 task splits it points into. Shared by CFA's task banks (InCLAD App. C.3) and the generic Replay and Cumulative
-protocols of gradient-trained detectors (bench.continual.protocols).
+protocols of gradient-trained detectors (bench.image.protocols).
 
 The buffer stores opaque items (row indices, paths, tensors...) under a task name. At most `capacity` items are
 kept over all tasks; when a new task arrives every task is cut back to an equal share (a task with fewer items

@@ -1,4 +1,4 @@
-"""Continual protocols: how a detector meets a stream of tasks.
+"""The image track's continual protocols: how a detector meets a stream of tasks.
 
 NCL (naive): train on the current task only, continuing from the current state (gradient detectors: warm-start
 fine-tuning with a fresh optimizer per task, as InCLAD's code does). CL: the detector's own continual adaptation
