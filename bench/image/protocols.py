@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from bench.config import IMAGE_PROTOCOLS
+from bench.data.tasks import rerooted, split_from_state, split_state
 from bench.errors import ConfigError, choice_error
 from bench.models.base import Protocol, tensor_bytes
 from bench.models.gradient import GradientDetector
-from bench.training.replay import ReplayBuffer, default_replay_size, rerooted, split_from_state, split_state
+from bench.training.replay import ReplayBuffer, default_replay_size
 
 
 class Naive(Protocol):
