@@ -160,22 +160,6 @@ def stage_weights(files=None) -> list[Path]:
     return out
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise choice_error("device", device, ("auto", "cpu", "cuda"))
-    if device == "cuda" and not torch.cuda.is_available():
-        raise choice_error("device (CUDA is not available here)", device, ("auto", "cpu"))
-    return torch.device(device)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work so wall times measure the work, not the launch."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class FeatureCache:
     """Per-image features held in host memory up to `budget` bytes; beyond it, entries spill to one file in
     `folder`, read back through numpy memory maps. The file is unlinked as soon as it is opened, so it vanishes

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 LAYERS = (
     # core: no track, no engine, no heavy dependency beyond what each needs
     {"bench.errors", "bench.io", "bench.config", "bench.metrics", "bench.results", "bench.checkpoint",
-     "bench.tracks", "bench.testing", "bench.registry"},
+     "bench.tracks", "bench.testing", "bench.registry", "bench.devices"},
     # the image track's data: readers, index, streams, frozen-backbone features
     {"bench.data", "bench.features"},
     # engines: the one training loop and replay buffers

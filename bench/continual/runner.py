@@ -32,8 +32,8 @@ from bench import checkpoint, results, tracks
 from bench.config import RunConfig, check_max_steps
 from bench.continual.guards import (check_output, check_terminated, output_lock, remove_stale_temps,
                                    stop_on_sigterm)
+from bench.devices import resolve_device, synchronize
 from bench.errors import BenchError, CheckpointError
-from bench.features import resolve_device, synchronize
 from bench.training.loop import TrainContext, record_losses
 
 
