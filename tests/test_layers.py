@@ -17,15 +17,14 @@ LAYERS = (
     # core: no track, no engine, no heavy dependency beyond what each needs
     {"bench.errors", "bench.io", "bench.config", "bench.metrics", "bench.results", "bench.checkpoint",
      "bench.tracks", "bench.testing", "bench.registry", "bench.devices"},
+    # engines: the continual runner and its output guards, the one training loop and replay buffers; they know
+    # no track (a track is found through bench.tracks, a detector through bench.registry)
+    {"bench.continual", "bench.training"},
     # the image track's data: readers, index, streams, frozen-backbone features
     {"bench.data", "bench.features"},
-    # engines: the one training loop and replay buffers
-    {"bench.training"},
     # the image track's detectors
     {"bench.models"},
-    # the continual runner and its output guards
-    {"bench.continual"},
-    # the tracks' objects, registered through bench.tracks: nothing below imports them
+    # the tracks' objects and protocols, registered through bench.tracks: nothing below imports them
     {"bench.image", "bench.tabular"},
     # services over result files and runs
     {"bench.report"},
