@@ -41,7 +41,6 @@ class ImageTrack:
     name = "image"
     levels = ("image", "pixel")
     matrices = ("R/image", "R/pixel", "R/image_npr_auc")
-
     unit = "images"  # what a task's training split holds, as the run log counts it
 
     def __init__(self, splits: dict, weights_id: str):
