@@ -23,7 +23,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The options of an image run. Each run setting's default, choices and meaning come from its field of
     RunConfig or ImageInputs (`bench.config.setting`); only what the command resolves itself is said here."""
     from bench.config import IMAGE_PROTOCOLS, ImageInputs, RunConfig, add_setting_options
-    from bench.models.registry import names
+    from bench.registry import names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
@@ -50,7 +50,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def paper_image_size(model: str, image_size: int | None, log=print) -> int:
     """`image_size`, or the model's paper input size when None; a size other than the paper's is one note
     line (such a run is not comparable with the paper's tables)."""
-    from bench.models.registry import get
+    from bench.registry import get
 
     spec = get(model)
     if image_size is None:

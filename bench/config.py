@@ -63,7 +63,7 @@ DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # li
 TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
 # What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
 RESULT_SETS = DATASETS + tuple(d if d not in DATASETS else f"tabular-{d}" for d in TABULAR_DATASETS)
-# The image track's protocols (bench.continual.protocols): ncl, train on each task as it comes; cl, the detector's
+# The image track's protocols (bench.image.protocols): ncl, train on each task as it comes; cl, the detector's
 # own continual variant (task banks) or Replay for gradient-trained detectors; cumulative, retrain on every past
 # task's images (the upper reference; gradient-trained detectors only, refused at prepare time for the others).
 # TABULAR_PROTOCOLS above is the tabular track's (bench.tabular.protocols; ste is the cross-evaluation expert).

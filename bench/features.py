@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench.config import BACKBONES, CACHE_DTYPES, DEVICES, memory_limit_bytes, parse_bytes
+from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
 from bench.io import atomic_path, file_sha256
 
@@ -158,22 +158,6 @@ def stage_weights(files=None) -> list[Path]:
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
         out.append(path)
     return out
-
-
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in DEVICES:
-        raise choice_error("device", device, DEVICES)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise choice_error("device (CUDA is not available here)", device, ("auto", "cpu"))
-    return torch.device(device)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued GPU work so wall times measure the work, not the launch."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class FeatureCache:

@@ -1,8 +1,7 @@
 """Tracks by name. The generic runner (bench.continual.runner) runs any track through one loop, but it must not
 import a track: a track is built on the runner, not the other way round. So each track's module registers how to
 prepare its runs here, and is imported by its module name the first time a run of that track is prepared (the
-same way detectors are discovered). The image track is the runner's own today; other tracks live in their
-packages."""
+same way detectors are discovered)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Callable
 from bench.errors import choice_error
 
 # track name -> the module that registers it when imported
-TRACK_MODULES = {"tabular": "bench.tabular.track"}
+TRACK_MODULES = {"image": "bench.image.track", "tabular": "bench.tabular.track"}
 # track name -> the package whose modules are its built-in detectors (each registers a ModelSpec when imported)
 DETECTOR_PACKAGES = {"image": "bench.models", "tabular": "bench.tabular.detectors"}
 
@@ -20,7 +19,9 @@ _PREPARE: dict[str, Callable] = {}
 
 
 def register(name: str, prepare: Callable) -> None:
-    """Called once by a track's module: `prepare(config) -> (track object, index_sha256)`."""
+    """Called once by a track's module: `prepare(config) -> (track object, index_sha256)`. The track object has
+    the `splits` ({task: TaskData}), `weights_id` (the run key's id of pretrained inputs) and what the runner
+    calls (bench/continual/runner.py)."""
     _PREPARE[name] = prepare
 
 

@@ -151,7 +151,7 @@ def test_the_grid_estimate_of_a_raw_image_detector_is_its_own(tmp_path):
 
     from bench.config import ImageInputs, RunConfig
     from bench.hpc.grid import GIB, estimate_memory
-    from bench.models.registry import get
+    from bench.registry import get
 
     def est(model, size):
         tasks = ["a", "b"]

@@ -11,7 +11,8 @@ import torch
 
 from bench import results
 from bench.models.base import step_seed
-from bench.training.replay import ReplayBuffer, equal_shares, split_from_state, split_state
+from bench.data.tasks import split_from_state, split_state
+from bench.training.replay import ReplayBuffer, equal_shares
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError

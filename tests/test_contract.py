@@ -15,7 +15,7 @@ from bench import results
 from bench.continual.runner import execute, prepare
 from bench.features import ImageSource
 from bench.models import create
-from bench.models.registry import get, specs
+from bench.registry import get, specs
 from bench.testing import POINTWISE_RTOL, assert_pointwise, pointwise_gap
 from conftest import Killed, model_extractor, task_split_pair
 

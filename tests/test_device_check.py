@@ -36,7 +36,7 @@ def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
 def test_by_default_every_detector_is_checked_trained_ones_for_one_epoch(tmp_path, monkeypatch):
     """Without --models the check covers every detector module of bench.models (and plugin): `names()` lists them
     without importing any, so a detector that fails to register, or one left out of the default, is caught."""
-    from bench.models.registry import names, specs
+    from bench.registry import names, specs
 
     checked = {}
 

@@ -316,7 +316,7 @@ def test_unwritable_output_is_one_line_before_any_work(small_root, tmp_path, cap
     def full(fd, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("bench.continual.runner.os.write", full)
+    monkeypatch.setattr("bench.continual.guards.os.write", full)
     assert _cli_run(small_root, tmp_path / "out" / "r.h5") == 2
     assert "output folder is not writable (No space left on device)" in _one_error_line(capsys)
     assert not (tmp_path / "out" / "r.h5").exists()

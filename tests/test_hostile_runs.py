@@ -18,7 +18,7 @@ from bench import checkpoint, results
 from bench.continual.runner import execute, prepare
 from bench.io import write_text_atomic
 from bench.models import create
-from bench.models.registry import get
+from bench.registry import get
 from bench.training.loop import TrainContext
 from conftest import Killed, _make_config, _one_error_line, model_extractor, task_split_pair
 
@@ -268,7 +268,7 @@ def test_an_image_size_the_model_cannot_hold_is_one_line_naming_model_size_and_m
 
 def test_every_detectors_memory_estimate_grows_with_size_and_batch():
     from bench.config import memory_estimate
-    from bench.models.registry import specs
+    from bench.registry import specs
 
     for name, spec in specs().items():
         hp = spec.resolve()

@@ -171,7 +171,7 @@ def test_editing_features_changes_the_run_key_and_the_run_recomputes(small_index
     from bench import results
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
-    from bench.models.registry import get
+    from bench.registry import get
 
     index = tmp_path / "index"
     shutil.copytree(small_index, index)

@@ -153,7 +153,7 @@ def test_synthetic_grid_is_the_demo(demo_root, tmp_path):
     """`make submit DATASET=synthetic` after `make demo-all` finds every run done (same run keys, same files); the
     grid covers all nine detectors, `make demo`'s subset among them."""
     from bench.tools.demo import DEMO_MODELS, demo_configs
-    from bench.models.registry import specs
+    from bench.registry import specs
 
     grid = grids.load_grid("synthetic")
     assert set(grid.models) == set(specs())

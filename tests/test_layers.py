@@ -16,17 +16,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 LAYERS = (
     # core: no track, no engine, no heavy dependency beyond what each needs
     {"bench.errors", "bench.io", "bench.config", "bench.metrics", "bench.results", "bench.checkpoint",
-     "bench.tracks", "bench.testing"},
+     "bench.tracks", "bench.testing", "bench.registry", "bench.devices"},
+    # engines: the continual runner and its output guards, the one training loop and replay buffers; they know
+    # no track (a track is found through bench.tracks, a detector through bench.registry)
+    {"bench.continual", "bench.training"},
     # the image track's data: readers, index, streams, frozen-backbone features
     {"bench.data", "bench.features"},
-    # engines: the one training loop and replay buffers
-    {"bench.training"},
-    # the image track's detectors and their registry
+    # the image track's detectors
     {"bench.models"},
-    # the continual runner (still hosting the image track's evaluation) and its protocols
-    {"bench.continual"},
-    # the tabular track, registered through bench.tracks: nothing below imports it
-    {"bench.tabular"},
+    # the tracks' objects and protocols, registered through bench.tracks: nothing below imports them
+    {"bench.image", "bench.tabular"},
     # services over result files and runs
     {"bench.report"},
     {"bench.hpc"},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.continual.protocols import make_protocol
+from bench.image.protocols import make_protocol
 from bench.models import create
 from conftest import model_extractor, task_split_pair
 

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from bench.continual import runner
-from bench.continual.runner import output_lock
+from bench.continual import guards
+from bench.continual.guards import output_lock
 from bench.errors import BenchError
 
 
@@ -54,8 +54,8 @@ def test_a_lock_file_removed_between_open_and_flock_is_not_trusted(tmp_path, mon
             os.unlink(lock)  # the holder ends its run in between
         return real(fd, op)
 
-    monkeypatch.setattr(runner.fcntl, "flock", flock)
+    monkeypatch.setattr(guards.fcntl, "flock", flock)
     with output_lock(out):
-        monkeypatch.setattr(runner.fcntl, "flock", real)
+        monkeypatch.setattr(guards.fcntl, "flock", real)
         assert len(calls) == 2 and lock.exists() and _held_elsewhere(lock)  # the file on disk is the locked one
     assert not lock.exists()

@@ -14,7 +14,7 @@ import pytest
 
 from bench import results
 from bench.config import BACKBONES, NO_BACKBONE, ImageInputs, RunConfig
-from bench.models import registry
+from bench import registry
 from bench.report import paper
 from bench.report.aggregate import Options, aggregate, verify
 from bench.report.collect import collect

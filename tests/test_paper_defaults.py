@@ -16,7 +16,7 @@ import torch
 
 from bench.config import RunConfig
 from bench.models.base import route
-from bench.models.registry import get
+from bench.registry import get
 
 # InCLAD Table 6 (App. D.4), and where a default comes from elsewhere, that source.
 PAPER = {

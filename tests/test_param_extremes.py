@@ -17,7 +17,7 @@ import torch
 from bench.errors import BenchError
 from bench.features import ImageSource
 from bench.models import create
-from bench.models.registry import get, specs
+from bench.registry import get, specs
 from conftest import model_extractor, task_split_pair
 
 pytestmark = pytest.mark.slow  # about 100 tiny fits

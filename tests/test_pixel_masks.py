@@ -14,7 +14,8 @@ import torch
 from PIL import Image
 
 from bench.config import MASK_THRESHOLD, RunConfig
-from bench.continual.runner import prepare, split_masks
+from bench.continual.runner import prepare
+from bench.image.track import split_masks
 from bench.data import read_index
 from bench.data.images import MaskWarning, header_size, load_image, load_mask
 from bench.data.tasks import task_splits

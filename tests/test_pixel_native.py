@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import roc_auc_score
 
-from bench.continual.runner import execute, prepare, update_pixel_metric
+from bench.continual.runner import execute, prepare
+from bench.image.track import update_pixel_metric
 from bench.metrics import PixelRocAuc
 from bench.models import create
 from conftest import model_extractor, task_split_pair

@@ -69,7 +69,7 @@ def test_the_docs_plugin_runs_through_bench_run_and_the_reader(plugin_site, tiny
 
 def test_the_cli_lists_the_plugin_without_importing_it_or_torch(plugin_site):
     probe = _bench(plugin_site, code=(
-        "import sys; from bench.models.registry import names; print(','.join(names())); "
+        "import sys; from bench.registry import names; print(','.join(names())); "
         "print(sorted(m for m in ('torch', 'meandist_bench') if m in sys.modules))"))
     assert probe.returncode == 0, probe.stderr
     listed, imported = probe.stdout.splitlines()

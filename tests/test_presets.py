@@ -87,7 +87,7 @@ def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
 
 
 def get_quick(model: str) -> dict:
-    from bench.models.registry import get
+    from bench.registry import get
 
     return get(model).quick
 
@@ -113,7 +113,7 @@ def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
     """V1 (`tv_in1k`) for PatchCore; torchvision's DEFAULT for InCLAD's RD4AD: V2 (`tv2_in1k`) on
     wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at once."""
     from bench.features import resolve_weights, staged_files, staged_weights_path
-    from bench.models.registry import get
+    from bench.registry import get
 
     monkeypatch.setenv("BENCH_WEIGHTS_DIR", str(tmp_path))
     assert staged_files() == [("resnet18", "tv_in1k"), ("wide_resnet50_2", "tv2_in1k"),

@@ -4,7 +4,7 @@ import pytest
 
 from bench.errors import ConfigError
 from bench.models import implemented, resolve_hparams
-from bench.models.registry import INCLAD_MODELS, get, specs
+from bench.registry import INCLAD_MODELS, get, specs
 
 
 def test_registered_detectors_come_in_inclad_order_then_by_name(monkeypatch):
@@ -55,7 +55,7 @@ def test_unknown_and_unimplemented_names_list_the_valid_ones():
 
 
 def _toy_spec(**presets):
-    from bench.models.registry import Float, Int, ModelSpec
+    from bench.registry import Float, Int, ModelSpec
 
     return ModelSpec(name="toy", label="Toy", factory=lambda **kw: None,
                      params={"sigma": Float(0.0, 0, 10), "epochs": Int(5, 1, 100)},
@@ -78,7 +78,7 @@ def test_unknown_presets_list_the_valid_ones_and_bad_presets_fail_at_registratio
         _toy_spec(code={"sigma": 11})
     with pytest.raises(ConfigError, match="unknown toy hyperparameter 'lr'"):
         _toy_spec(code={"lr": 0.1})
-    from bench.models.registry import Float, ModelSpec
+    from bench.registry import Float, ModelSpec
 
     with pytest.raises(RuntimeError, match="default preset 'paper' must be listed with no values"):
         ModelSpec(name="toy", label="Toy", factory=lambda **kw: None, params={"sigma": Float(0.0, 0, 10)},
@@ -86,7 +86,7 @@ def test_unknown_presets_list_the_valid_ones_and_bad_presets_fail_at_registratio
 
 
 def test_a_param_table_resolves_through_the_same_presets():
-    from bench.models.registry import Float, ParamTable
+    from bench.registry import Float, ParamTable
 
     table = ParamTable("filter", {"gamma": Float(0.5, 0, 1)}, presets={"suite": {}, "released": {"gamma": 0.25}},
                        default_preset="suite")
@@ -153,8 +153,8 @@ def test_every_protocol_surface_reads_the_one_image_list(tmp_path):
 
     from bench.cli import add_run_arguments
     from bench.config import IMAGE_PROTOCOLS
-    from bench.continual.protocols import make_protocol
     from bench.hpc.grid import load_grid
+    from bench.image.protocols import make_protocol
     from conftest import write_grid
 
     parser = argparse.ArgumentParser()
@@ -170,6 +170,6 @@ def test_every_protocol_surface_reads_the_one_image_list(tmp_path):
 
 def test_the_torch_free_names_are_the_registered_detectors():
     """The CLI's --model choices (module and entry-point names, nothing imported) are what the registry holds."""
-    from bench.models.registry import names
+    from bench.registry import names
 
     assert names() == tuple(specs())

@@ -177,7 +177,7 @@ def test_all_nine_detectors_run_as_an_array_and_aggregate_into_table_2(slurm, tm
     import yaml
 
     from bench.data.synthetic import generate
-    from bench.models.registry import get, specs
+    from bench.registry import get, specs
 
     root = generate(tmp_path / "nine", preset="tiny", seed=0, n_tasks=2, n_train=8, n_test=8)
     shipped = yaml.safe_load((Path(__file__).parents[1] / "jobs/synthetic.yaml").read_text())

@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from bench.errors import ConfigError
-from bench.models.registry import get, specs
+from bench.registry import get, specs
 from bench.testing import assert_pointwise
 
 TABULAR = list(specs("tabular"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.io import file_sha256
-from bench.models.registry import get
+from bench.registry import get
 from bench.results import read_run
 from bench.tabular.discovery import DiscoverySettings
 from bench.tabular.orderings import ORDERINGS

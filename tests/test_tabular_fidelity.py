@@ -84,7 +84,7 @@ RELEASED = {"autoencoder": {"hidden": "64,16", "epochs": 20},
 
 @pytest.mark.parametrize("model", sorted(RELEASED))
 def test_each_tabular_detector_has_the_released_preset(model):
-    from bench.models.registry import get
+    from bench.registry import get
 
     spec = get(model, "tabular")
     assert spec.default_preset == "suite" and set(spec.presets) == {"suite", "released"}
@@ -135,7 +135,7 @@ def test_filter_values_are_typed_false_is_false():
 
 def test_fresh_cumulative_trains_a_new_model_on_the_union_and_differs_from_the_warm_one():
     from bench.models.base import step_seed
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular import protocols as P
 
     rng = np.random.default_rng(0)

@@ -17,7 +17,7 @@ from bench.config import RunConfig, TabularInputs
 from bench.continual.runner import prepare
 from bench.errors import ConfigError
 from bench.hpc import grid as grids
-from bench.models.registry import get
+from bench.registry import get
 from bench.tabular.protocols import REPLAY_RECORDS
 
 # Run keys computed before replay_size existed (commit 8807219), from a fixed preimage: a tabular run of each protocol

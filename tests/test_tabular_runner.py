@@ -14,7 +14,7 @@ from bench.config import SCHEMA_VERSION, RunConfig, TabularInputs
 from bench.continual.runner import execute, prepare
 from bench.errors import ConfigError
 from bench.metrics import continual_roc_auc, forgetting, roc_auc, summarize
-from bench.models.registry import get
+from bench.registry import get
 from bench.report.collect import ProvenanceError, check_file, check_scores
 from bench.metrics import expected_random_ap
 

@@ -9,7 +9,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from bench.errors import ConfigError
-from bench.models.registry import ModelSpec, get
+from bench.registry import ModelSpec, get
 from bench.tabular import audit
 from bench.tabular.detectors.base import TabularDetector
 from bench.testing import assert_pointwise

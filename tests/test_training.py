@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from bench import results
-from bench.continual.protocols import Replay, make_protocol
 from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError
+from bench.image.protocols import Replay, make_protocol
 from bench.metrics import roc_auc, summarize
 from bench.models import create
-from bench.models.registry import get
+from bench.registry import get
 from bench.training.loop import NonFiniteLossError, TrainContext, record_losses
 from bench.training.replay import default_replay_size
 from conftest import Killed, model_extractor, task_split_pair

@@ -11,7 +11,7 @@ import pytest
 
 from bench import results
 from bench.continual.runner import execute, prepare
-from bench.models import registry
+from bench import registry
 
 TASKS = ["chip", "stripes"]
 

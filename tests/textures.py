@@ -121,7 +121,7 @@ def image_auroc(model: str, root: Path, task: str, size: int, seed: int = 0, **s
     from bench.features import FeatureExtractor, ImageSource
     from bench.metrics import roc_auc
     from bench.models import create
-    from bench.models.registry import get
+    from bench.registry import get
 
     spec = get(model)
     if spec.inputs == "images":
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="on top of the quick settings")
     args = p.parse_args(argv)
     from bench.config import parse_overrides
-    from bench.models.registry import get
+    from bench.registry import get
 
     root = generate(Path(tempfile.mkdtemp(prefix="textures-")), size=args.size)
     for model in args.models.split(","):

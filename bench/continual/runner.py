@@ -6,57 +6,34 @@ so progress is visible. The final file has status=complete; the checkpoint is th
 writes may be the last thing a killed job did: a rerun finds the checkpoint of the finished stream and writes
 the complete file from it, or finds the complete file and only removes the checkpoint.
 
-The result path belongs to one run: it must be absent, or hold this run's own (partial) result; other files are
-never replaced. An exclusive lock on `<out>.lock` (fcntl.flock) is held for the run's duration, so two
-processes cannot run into one file; the lock file is removed when the run ends. Checkpoints are plain data read
-without unpickling code (bench/checkpoint.py); an unreadable one, or one with this run's key whose content does
-not fit the run (steps, array shapes, missing entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run
-starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py). Temp
-files of writes that were killed are removed when the run starts again.
+The result path belongs to one run, one process at a time runs it, and SIGTERM stops it with its checkpoint kept
+(bench/continual/guards.py). Checkpoints are plain data read without unpickling code (bench/checkpoint.py); an
+unreadable one, or one with this run's key whose content does not fit the run (steps, array shapes, missing
+entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py).
 
-Both tracks go through this one loop. What differs is a small *track* object (`ImageTrack` here, the tabular one
-in bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
+Every track goes through this one loop. What differs is a small *track* object, prepared by the module its track
+registered in bench.tracks (bench/image/track.py, bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
 one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import glob
 import json
-import os
-import signal
 import sys
-import threading
 import time
-import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from tqdm import tqdm
 
 from bench import checkpoint, results, tracks
-from bench.config import BACKBONES, NO_BACKBONE, RunConfig, check_max_steps, check_memory
-from bench.continual.protocols import check_protocol, make_protocol
-from bench.data import generation_record, read_index
-from bench.data.digests import content_sha256
-from bench.data.images import MaskCounts
-from bench.data.index import index_sha256
-from bench.data.multi import split_roots
-from bench.data.tasks import task_splits, warn_non_square
-from bench.errors import BenchError, CheckpointError, ConfigError, NumericalError
-from bench.features import (FeatureExtractor, ImageSource, cache_budget, resolve_device, resolve_weights,
-                            scratch_dir, synchronize)
-from bench.io import tmp_path
-from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
-from bench.models import build_detector, model_layers, resolve_hparams
-from bench.models.registry import get as model_spec
+from bench.config import RunConfig, check_max_steps
+from bench.continual.guards import (check_output, check_terminated, output_lock, remove_stale_temps,
+                                   stop_on_sigterm)
+from bench.devices import resolve_device, synchronize
+from bench.errors import BenchError, CheckpointError
 from bench.training.loop import TrainContext, record_losses
 
 
@@ -65,11 +42,11 @@ class RunState:
     """Everything measured so far; saved in the checkpoint and written to the HDF5 file."""
 
     n: int
+    matrices: tuple  # the track's [n, n] arrays
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
     scores: list = field(default_factory=list)  # (step, task, label, value[, record[, order]]) per sample, evaluation
-    matrices: tuple = ("R/image", "R/pixel", "R/image_npr_auc")  # the track's [n, n] arrays
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
     def __post_init__(self):
@@ -86,57 +63,6 @@ class TaskData(NamedTuple):
     test: object
 
 
-class ImageTrack:
-    """Images through a frozen (or trained) backbone; levels image and pixel."""
-
-    name = "image"
-    levels = ("image", "pixel")
-    matrices = ("R/image", "R/pixel", "R/image_npr_auc")
-
-    def __init__(self, splits: dict):
-        self.splits = splits
-        self.extractor = None
-        self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
-
-    def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
-        image = cfg.image
-        if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
-            self.extractor = ImageSource(device, batch_size=image.batch_size, workers=image.workers,
-                                         progress=progress)
-            return
-        self.extractor = FeatureExtractor(image.backbone, image.weights, model_layers(cfg.model, cfg.hparams),
-                                          device, seed=cfg.seed, batch_size=image.batch_size, workers=image.workers,
-                                          progress=progress, cache_budget=cache_budget(image.cache_budget),
-                                          cache_dtype=image.feature_dtype, spill_dir=scratch_dir(out_dir),
-                                          generation=model_spec(cfg.model).imagenet_generation(cfg.preset))
-        self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
-        if image.weights == "none":
-            log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
-                "to ImageNet-pretrained results")
-
-    def protocol(self, cfg: RunConfig):
-        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image.image_size,
-                                                          cfg.hparams),
-                             cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
-
-    def drop_training(self, task: str) -> None:
-        """NCL's hint: this task's training images are never read again (its test images are)."""
-        self.extractor.drop(self.splits[task].train.keys)
-
-    def close(self) -> None:
-        if self.extractor is not None:
-            self.extractor.close()
-
-    def attrs(self) -> dict:
-        # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
-        cache = self.extractor.cache  # None for detectors that read raw images
-        return {"backbone_forward_images": self.extractor.forward_images,
-                **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
-
-    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
-        _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
-
-
 @dataclass
 class Run:
     """A prepared run: config resolved, data indexed, identity known. `execute()` does the work."""
@@ -147,7 +73,7 @@ class Run:
     index_sha: str
     weights_id: str
     run_key: str
-    track: object = None  # ImageTrack or bench.tabular.track.TabularTrack; None: the image track
+    track: object  # the track object its track's module prepared (bench.tracks)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -161,174 +87,21 @@ class Run:
 def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = None) -> Run:
     """Validate everything that can be validated before any work (bad input fails here, nothing written)."""
     config.validate()
-    if config.track != "image":  # a track of its own package (bench.tracks): the runner never imports it
-        track, index_sha = tracks.prepare(config)
-        return _planned(config, out, out_dir, track.splits, index_sha, "none", track)  # no pretrained weights
-    check_protocol(config.protocol, model_spec(config.model))
-    config.preset = model_spec(config.model).preset_name(config.preset)
-    config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
-    config.model_version = model_spec(config.model).version
-    image = config.image
-    # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
-    need = model_spec(config.model).memory_bytes(image.image_size, image.batch_size, config.hparams)
-    check_memory(config.model, image.image_size, image.batch_size, need)
-    if model_spec(config.model).inputs != "features":
-        image.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
-    elif image.backbone == NO_BACKBONE:
-        raise ConfigError(f"{config.model} runs on a pretrained backbone: --backbone {NO_BACKBONE} is only for "
-                          f"detectors that read raw images (valid: {', '.join(BACKBONES)})")
-    index = read_index(config.dataset, config.root)
-    index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
-    roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
-    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size, image.mask_threshold))
-              for t in config.tasks}
-    sizes = set()
-    for data in splits.values():  # unreadable files fail now, before any work or output
-        sizes |= data.train.check_files() | data.test.check_files()
-    warn_non_square(config.dataset, sizes, image.image_size)
-    weights_id = _inputs_id(config)
-    index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
-    return _planned(config, out, out_dir, splits, index_sha, weights_id, ImageTrack(splits))
-
-
-def _planned(config, out, out_dir, splits, index_sha, weights_id, track) -> Run:
-    key = config.run_key(index_sha, weights_id)
+    track, index_sha = tracks.prepare(config)  # by the track's registered name: the runner imports no track
+    key = config.run_key(index_sha, track.weights_id)
     if out is None:
         out = Path(out_dir or f"outputs/{config.result_set}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
-    return Run(config, out, splits, index_sha, weights_id, key, track)
-
-
-def check_output(out: Path, run_key: str, probe: bool = True) -> None:
-    """Refuse, before any work, a result path that is not this run's: only an absent file or one holding this
-    run key (complete, running or failed) may be written. The folder must take a file: `probe` creates it and
-    writes a small file there (a full disk fails now); without it (planning, dry runs) nothing is created and
-    only the nearest existing folder is checked."""
-    if out.exists() or out.is_symlink():
-        if not out.is_file():
-            raise ConfigError(f"{out}: --out exists and is not a regular file; refusing to replace it")
-        found = results.file_run_key(out)
-        if found is None:
-            raise ConfigError(f"{out}: --out exists and is not a result file; refusing to replace it")
-        if found != run_key:
-            raise ConfigError(f"{out}: --out holds another run (run key {found[:12]}, this run {run_key[:12]}); "
-                              "refusing to replace it: choose another --out or remove the file")
-    folder = out.parent
-    if not probe:
-        existing = next(p for p in (folder, *folder.parents) if p.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            raise BenchError(f"{existing}: output folder is not a writable directory")
-        return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe_file = tmp_path(out.with_name(out.name + ".probe"))
-        fd = os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, b"\0" * 4096)  # a full disk fails here, not after the first task
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe_file)
-    except OSError as e:
-        raise BenchError(f"{folder}: output folder is not writable ({e.strerror or e})") from None
-
-
-@contextmanager
-def output_lock(out: Path):
-    """Hold an exclusive lock on `<out>.lock` for a run's duration, and remove the lock file when the run ends.
-    flock works on local disks and on most cluster file systems (Lustre with flock mount option, NFSv4); on NFSv3
-    without lockd it may not exclude.
-
-    The file is unlinked while the lock is still held, so no process can lock it afterwards and believe it owns
-    the run; one that opened it just before (and then locks a file no longer on disk) sees that the path is not
-    the file it locked and starts over on the path's new file (`_lock_file`)."""
-    path = out.with_name(out.name + ".lock")
-    fd = _lock_file(path, out)
-    try:
-        yield
-    finally:
-        try:
-            os.unlink(path)  # ours: while we hold the lock nobody else can have replaced it
-        finally:
-            os.close(fd)  # closing releases the lock
-
-
-def _lock_file(path: Path, out: Path) -> int:
-    """An fd holding the exclusive lock of the file now at `path` (created if absent); BenchError if another
-    process holds it."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            raise BenchError(f"{out}: another process is running this run (lock {path} is held)") from None
-        try:
-            on_disk = os.stat(path)
-        except FileNotFoundError:
-            on_disk = None
-        locked = os.fstat(fd)
-        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (locked.st_dev, locked.st_ino):
-            return fd
-        os.close(fd)  # the previous holder finished and removed the file we opened: lock the current one
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (what SLURM sends before killing a job) or SIGINT: stop, keep the checkpoint, say so."""
-
-
-_terminated = threading.Event()
-
-
-@contextmanager
-def _stop_on_sigterm():
-    """Turn SIGTERM into Interrupted while a run executes, unless someone (submitit) already handles it."""
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def handler(signum, frame):
-        _terminated.set()
-        if frame is None or frame.f_code.co_name != "__del__" and not frame.f_code.co_filename.endswith(
-                ("weakref.py", "_weakrefset.py")):
-            raise Interrupted("SIGTERM")
-
-    _terminated.clear()
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def check_terminated() -> None:
-    """An exception raised by a signal handler inside a finaliser or weakref callback is swallowed by Python;
-    the flag it set is seen here, at the next batch."""
-    if _terminated.is_set():
-        raise Interrupted("SIGTERM")
-
-
-def _inputs_id(config: RunConfig) -> str:
-    """The run key's id of what the detector consumes: the backbone weights for feature detectors, plus the
-    content ids of the assets the detector names (missing ones fail here, fast)."""
-    spec = model_spec(config.model)
-    image = config.image
-    weights_id = (resolve_weights(image.backbone, image.weights, spec.imagenet_generation(config.preset))[1]
-                  if spec.inputs == "features" else "images")
-    assets = spec.asset_ids(config.hparams)
-    return weights_id + "".join(f";{name}={value}" for name, value in sorted(assets.items()))
+    return Run(config, out, track.splits, index_sha, track.weights_id, key, track)
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
     """Run (or resume) the stream; returns the result file. `max_steps` stops early (resumable)."""
     check_max_steps(max_steps)
     check_output(run.out, run.run_key)  # again: the file may have changed since planning
-    with output_lock(run.out), _stop_on_sigterm():
-        _remove_stale_temps(run, log)
+    with output_lock(run.out), stop_on_sigterm():
+        remove_stale_temps(run.out, (run.checkpoint_path, run.epoch_checkpoint_path), log)
         if results.is_complete(run.out, run.run_key):
             # a kill between the final write and removing the checkpoint leaves it: the run is done
             run.checkpoint_path.unlink(missing_ok=True)
@@ -337,27 +110,16 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         return _execute(run, progress, max_steps, log)
 
 
-def _remove_stale_temps(run: Run, log) -> None:
-    """Every write removes its temp file when it fails, but a process killed mid-write (SIGKILL, the OOM killer, a
-    node failure) cannot: its `<file>.tmp.<host>.<pid>` stays. Under the run's lock no other process writes this
-    run's files, so the temps of its result, checkpoints and probe are leftovers: remove them."""
-    names = (run.out.name, run.checkpoint_path.name, run.epoch_checkpoint_path.name, run.out.name + ".probe")
-    for name in names:
-        for stale in run.out.parent.glob(f"{glob.escape(name)}.tmp.*"):
-            stale.unlink(missing_ok=True)
-            log(f"note: removed {stale.name}, the temp file of a write that was killed")
-
-
 def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
     device = resolve_device(cfg.device)
-    track = run.track or ImageTrack(run.splits)
+    track = run.track
     track.start(cfg, device, progress, log, run.out.parent)
     protocol = track.protocol(cfg)
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
-        protocol, state = track.protocol(cfg), RunState(n, matrices=track.matrices)
+        protocol, state = track.protocol(cfg), RunState(n, track.matrices)
     provenance = results.provenance()
     commit = provenance["git_commit"]
     if state.commits and state.commits[-1] != commit:
@@ -378,7 +140,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             check_terminated()
             task = cfg.tasks[t]
             evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
-            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {_unit(track)}), then "
+            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {track.unit}), then "
                 f"evaluating {len(evaluated)} task{'s' if len(evaluated) > 1 else ''}")
             synchronize(device)
             t0 = time.perf_counter()
@@ -420,64 +182,6 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     finally:
         track.close()  # frees the feature cache and its spill file
     return run.out
-
-
-def split_masks(split, pixel_eval: str):
-    """Every mask of a test split for pixel ROC-AUC (resized array or native list), or None when some anomalous
-    image has no mask; either way what would bias or skip the pixel metric is said once (per task and run)."""
-    if not split.has_pixel_labels:
-        anomalous = split.rows["label"] == 1
-        missing = int((split.rows.loc[anomalous, "mask_path"] == "").sum())
-        warnings.warn(f"{split.name}: pixel ROC-AUC not computed (NaN): {missing} of {int(anomalous.sum())} "
-                      "anomalous test images have no mask", stacklevel=2)
-        return None
-    counts, every = MaskCounts(), np.arange(len(split))
-    masks = (split.load_native_masks(every, counts) if pixel_eval == "native" else split.load_masks(every, counts))
-    counts.warn(split.name, split.mask_threshold)
-    return masks
-
-
-def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
-    """Add a batch of maps [B, S, S]; `masks` is [B, S, S] (resized evaluation) or a list of native [H, W] masks,
-    each map then upsampled bilinearly to its mask's size and scored there."""
-    if isinstance(masks, np.ndarray):
-        pixel.update(maps, masks)
-        return
-    for m, mask in zip(maps, masks):
-        if m.shape != mask.shape:
-            m = F.interpolate(torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32))[None, None],
-                              size=mask.shape, mode="bilinear", align_corners=False)[0, 0].numpy()
-        pixel.update(m[None], mask[None])
-
-
-def _evaluate(run, protocol, state, routing, masks, t, j, progress):
-    cfg = run.config
-    split = run.splits[cfg.tasks[j]].test
-    if split.name not in masks:
-        masks[split.name] = split_masks(split, cfg.image.pixel_eval)
-    mask = masks[split.name]
-    pixel = PixelRocAuc() if mask is not None else None
-    scores = np.empty(len(split))
-    batches = list(split.batches(cfg.image.batch_size))
-    for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
-                    disable=not progress):
-        check_terminated()
-        with torch.no_grad():
-            pred = protocol.predict(split, idx)
-        scores[idx] = pred.scores
-        if not np.isfinite(scores[idx]).all() or (pred.maps is not None and not np.isfinite(pred.maps).all()):
-            raise NumericalError(f"{cfg.model}: non-finite image scores or anomaly maps on {split.name} at step "
-                                 f"{t + 1} (after learning {cfg.tasks[t]}); the model diverged or its settings "
-                                 f"are degenerate")
-        if pixel is not None and pred.maps is not None:
-            update_pixel_metric(pixel, pred.maps, mask[idx] if isinstance(mask, np.ndarray) else
-                                [mask[i] for i in idx])
-        if pred.routed is not None and routing is not None:
-            np.add.at(routing[t, j], pred.routed, 1)
-    state.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
-    state.arrays["R/pixel"][t, j] = pixel.compute() if pixel is not None else np.nan
-    state.arrays["R/image_npr_auc"][t, j] = normalized_pr_auc(split.labels, scores)[0]
-    state.scores.append((t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
 
 
 def _routing_array(state: RunState, n: int, protocol):
@@ -536,7 +240,7 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         if not isinstance(ckpt, dict) or ckpt.get("run_key") != run.run_key:
             log(f"{path}: checkpoint belongs to another run key; starting from scratch")
             return None
-        state = _checked_state(path, ckpt, n, (run.track or ImageTrack).matrices)
+        state = _checked_state(path, ckpt, n, run.track.matrices)
         protocol.load_state_dict(ckpt["protocol"])
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = checkpoint.move_aside(path)
@@ -558,7 +262,7 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
         raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
     if not isinstance(ckpt["started_at"], str):
         raise CheckpointError(f"{path}: started_at={ckpt['started_at']!r} is not a time")
-    arrays, expected = ckpt["arrays"], RunState(n, matrices=matrices).arrays
+    arrays, expected = ckpt["arrays"], RunState(n, matrices).arrays
     if not isinstance(arrays, dict) or not all(isinstance(a, np.ndarray) for a in arrays.values()):
         raise CheckpointError(f"{path}: arrays is not a set of named arrays")
     for name, array in expected.items():
@@ -571,7 +275,7 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     scores = ckpt["scores"]
     if not isinstance(scores, list) or not all(_score_ok(s, steps, n) for s in scores):
         raise CheckpointError(f"{path}: scores are not (step, task, labels, values) records of steps 1..{steps}")
-    return RunState(n, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], matrices, commits)
+    return RunState(n, matrices, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], commits)
 
 
 def _score_ok(record, steps: int, n: int) -> bool:
@@ -583,15 +287,11 @@ def _score_ok(record, steps: int, n: int) -> bool:
             and all(len(a) == len(values) for a in record[2:]))
 
 
-def _log_step(log, cfg, state, t, level="image", evaluated=None):
+def _log_step(log, cfg, state, t, level: str, evaluated) -> None:
     a = state.arrays
-    row = " ".join(f"{a[f'R/{level}'][t, j]:.3f}" for j in (evaluated or range(t + 1)))
+    row = " ".join(f"{a[f'R/{level}'][t, j]:.3f}" for j in evaluated)
     log(f"[step {t + 1}/{len(cfg.tasks)}] {cfg.tasks[t]:<14} train {a['timing/train_s'][t]:6.1f}s "
         f"eval {a['timing/eval_s'][t]:6.1f}s  {level} R[{t + 1},:] = {row}")
-
-
-def _unit(track) -> str:
-    return "records" if track.name == "tabular" else "images"
 
 
 def _device_name(device: torch.device) -> str:

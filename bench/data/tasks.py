@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -143,3 +143,22 @@ def task_splits(index: pd.DataFrame, root, task: str, image_size: int,
             raise DatasetError(f"{root}: image {sub.loc[dup, 'image_path'].iloc[0]} listed twice in {task}/{split}")
         splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size, mask_threshold))
     return splits[0], splits[1]
+
+
+def split_state(split: TaskSplit) -> dict:
+    """A TaskSplit as plain data for a checkpoint (its rows, not its images)."""
+    return {"dataset": split.dataset, "task": split.task, "split": split.split, "root": str(split.root),
+            "image_size": split.image_size, "rows": split.rows.to_dict("list")}
+
+
+def split_from_state(state: dict, root: Path | None = None) -> TaskSplit:
+    """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path)."""
+    return TaskSplit(state["dataset"], state["task"], state["split"], Path(root or state["root"]),
+                     pd.DataFrame(state["rows"]), state["image_size"])
+
+
+def rerooted(kept: list, split: TaskSplit) -> list:
+    """`kept` with the splits of `split`'s dataset moved to `split`'s root. Only that dataset's: in the
+    multi-dataset stream every member dataset has a root of its own."""
+    return [replace(s, root=split.root) if s.dataset == split.dataset and s.root != split.root else s
+            for s in kept]

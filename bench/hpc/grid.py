@@ -227,7 +227,7 @@ def _check_preset(model: str, overrides: dict, path: Path, track: str = "image")
     """A model's `preset` names one of its registry presets (checked at load, not when its runs are planned)."""
     if "preset" not in overrides:
         return
-    from bench.models.registry import get
+    from bench.registry import get
 
     try:
         if not isinstance(overrides["preset"], str):
@@ -409,7 +409,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     from bench.data.reuse import reuse_reads
     from bench.data.stream import build_run_config
     from bench.models import check_model, implemented
-    from bench.models.registry import get
+    from bench.registry import get
 
     models = _filter(list(grid.models), selection.models, "models", grid)
     if grid.track == "tabular":
@@ -453,7 +453,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
                     runs_dir: Path, log) -> list[PlannedRun]:
     from bench.config import RunConfig
     from bench.continual.runner import prepare
-    from bench.models.registry import get
+    from bench.registry import get
 
     if selection.backbones:
         raise ConfigError(f"{grid.path}: a tabular grid has no backbone axis (drop --backbones)")
@@ -541,7 +541,7 @@ def estimate_memory(run) -> MemoryEstimate:
     """A run's peak host memory from its tasks' image counts, backbone, image size and method (its largest batch
     pass: the detector's own `ModelSpec.memory_bytes`)."""
     from bench.models import model_layers
-    from bench.models.registry import get
+    from bench.registry import get
 
     cfg, image = run.config, run.config.image
     size, n = image.image_size, len(cfg.tasks)

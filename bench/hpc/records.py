@@ -27,7 +27,7 @@ def records_lock(outputs: Path, dataset: str):
     skips complete and queued runs, submits and records: a second submit started meanwhile then plans from the
     first one's record instead of sending every run again. Beside the records folder, not in it: a refused submit
     leaves no records folder. flock excludes on local disks and most cluster file systems (see
-    runner.output_lock for the NFSv3 caveat)."""
+    guards.output_lock for the NFSv3 caveat)."""
     import fcntl
 
     folder = records_dir(outputs, dataset)

@@ -1,8 +1,8 @@
-"""Detectors: one file per detector, each registering a `ModelSpec` (bench.models.registry); one factory."""
+"""Detectors: one file per detector, each registering a `ModelSpec` (bench.registry); one factory."""
 
 from __future__ import annotations
 
-from bench.models.registry import get, specs
+from bench.registry import get, specs
 
 
 def implemented() -> tuple[str, ...]:

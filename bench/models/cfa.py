@@ -20,12 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.data.tasks import rerooted, split_from_state, split_state
 from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
                                tensor_bytes)
 from bench.models.ops.blur import MAX_SIGMA
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, register
+from bench.registry import Choice, Float, Int, Layers, ModelSpec, register
 from bench.training.loop import TrainContext, descend, sample_features, train
-from bench.training.replay import ReplayBuffer, rerooted, split_from_state, split_state
+from bench.training.replay import ReplayBuffer
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν

@@ -20,7 +20,7 @@ from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.models.registry import Float, Int, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Float, Int, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import seeded
 
 SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp

@@ -28,7 +28,7 @@ from torch import nn
 from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.models.registry import Choice, Float, Int, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, Int, ModelSpec, pixel_memory, register
 from bench.training.loop import descend, seeded
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (Akcay et al.'s released code)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from bench.models.base import Detector, Prediction
-from bench.models.registry import Int
+from bench.registry import Int
 from bench.training.loop import TrainContext, descend, sample_features, sample_images, train
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from bench.errors import ConfigError
 from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
 from bench.models.ops.blur import MAX_SIGMA
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
+from bench.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
 
 
 class GaussianMoments:

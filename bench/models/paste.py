@@ -18,7 +18,7 @@ from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.models.registry import Bool, Float, Int, ModelSpec, pixel_memory, register
+from bench.registry import Bool, Float, Int, ModelSpec, pixel_memory, register
 from bench.models.stfpm import feature_distances, map_prediction, product_map, pyramid_loss, sgd
 from bench.training.loop import seeded
 

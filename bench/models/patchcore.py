@@ -23,7 +23,7 @@ from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, loc
 from bench.models.ops.blur import MAX_SIGMA
 from bench.models.ops.coreset import greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.models.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
 
 EMBEDDINGS = ("released", "concat")
 

@@ -28,7 +28,7 @@ from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.ops.blur import MAX_SIGMA, gaussian_blur
-from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import seeded
 
 # backbone → (block kind, width per group, blocks per decoder stage deepest-first, OCE blocks): official RD4AD

@@ -18,7 +18,7 @@ from torch import nn
 from bench.features import LAYERS
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.models.registry import Float, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import seeded
 
 

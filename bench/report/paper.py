@@ -28,7 +28,7 @@ import pandas as pd
 
 from bench.config import BACKBONES, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
-from bench.models.registry import INCLAD_MODELS
+from bench.registry import INCLAD_MODELS
 from bench.report.render import COLUMNS, MULTI, PAPER_DIR, label, markdown_table, sort_frame
 from bench.report.table2 import table2
 from bench.report.timing import format_duration, timing_table
@@ -94,7 +94,7 @@ def published_timing() -> pd.DataFrame:
 # ------------------------------------------------------------------ why a run or a cell is not comparable
 
 def _spec(model: str):
-    from bench.models.registry import get  # late: the detectors import torch, which only this check needs
+    from bench.registry import get  # late: the detectors import torch, which only this check needs
 
     return get(model)
 

@@ -35,7 +35,7 @@ PAPER_MODEL_TABLES = ("inclad_table4.csv", "inclad_table5.csv")
 def model_labels() -> dict[str, str]:
     """Each image detector's table label (ModelSpec.label). The registry imports the detectors, hence torch: the
     first table that names a model pays for it."""
-    from bench.models.registry import specs
+    from bench.registry import specs
 
     return {name: spec.label for name, spec in specs().items()}
 

@@ -27,7 +27,7 @@ from scipy.stats import ConstantInputWarning, rankdata, spearmanr
 
 from bench.config import NO_BACKBONE
 from bench.errors import ConfigError
-from bench.models.registry import names
+from bench.registry import names
 from bench.report import render
 from bench.report.render import markdown_table
 

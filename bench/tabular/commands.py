@@ -179,7 +179,7 @@ def cmd_index(args) -> int:
 
 
 def cmd_ste(args) -> int:
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.ste import ste_run
 
     spec = get(args.model, "tabular")
@@ -195,7 +195,7 @@ def cmd_run(args) -> int:
     from bench.results import summary_lines
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.ste import index_meta
 
     spec = get(args.model, "tabular")
@@ -212,7 +212,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_scenarios(args) -> int:
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.discovery import DISCOVERY
     from bench.tabular.filtering import FilterSettings
     from bench.tabular.scenario import construct

@@ -27,7 +27,7 @@ import pandas as pd
 
 from bench.config import check_file_name
 from bench.errors import ConfigError, choice_error
-from bench.models.registry import Int, ParamTable
+from bench.registry import Int, ParamTable
 from bench.tabular.cic import FEATURES
 
 METHODS = ("natural", "kmeans", "spectral", "gmm")

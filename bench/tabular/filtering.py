@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from bench.errors import ConfigError
-from bench.models.registry import Bool, Choice, Float, Int, ParamTable
+from bench.registry import Bool, Choice, Float, Int, ParamTable
 
 CRITERIA = ("fc1", "fc2", "fc3", "fc4", "fc5")
 TIES = ("weakest", "last", "first", "priority")

@@ -1,6 +1,6 @@
 """Continual protocols over record tasks (CAD framework, scenario validation): Naive, Replay, Cumulative, MSTE.
 
-Shaped like bench.continual.protocols (the same `Protocol` base, `learn(split, step)`, `predict(split, idx)`,
+Shaped like bench.image.protocols (the same `Protocol` base, `learn(split, step)`, `predict(split, idx)`,
 state_dict, `record`), so one runner drives both tracks; a split here is a `RecordSplit` (a task's feature rows).
 
 - ncl (Naive): the detector learns each task as it comes, continuing from its current state (the torch detectors

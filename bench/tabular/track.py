@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import tracks
-from bench.continual.runner import TaskData, check_terminated
+from bench.continual.guards import check_terminated
+from bench.continual.runner import TaskData
 from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.tabular.protocols import REPLAY_RECORDS, RecordSplit
@@ -39,6 +40,8 @@ class TabularTrack:
     name = "tabular"
     levels = ("record",)
     matrices = MATRICES
+    unit = "records"
+    weights_id = "none"  # no pretrained weights
 
     def __init__(self, spec, splits: dict):
         self.spec, self.splits = spec, splits
@@ -90,7 +93,7 @@ class TabularTrack:
 def prepare_tabular(config) -> tuple[TabularTrack, str]:
     """(track, index_sha256) of a tabular run: read the record index at `config.root`, resolve the model's
     hyperparameters, split every task; bad input fails here, before any work."""
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")

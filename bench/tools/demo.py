@@ -22,7 +22,7 @@ from bench.data import read_index
 from bench.data.reuse import reuse_reads
 from bench.data.stream import resolve_tasks
 from bench.data.synthetic import PRESETS, generate
-from bench.models.registry import get, specs
+from bench.registry import get, specs
 from bench.report import paper
 from bench.report.aggregate import aggregate
 

@@ -31,9 +31,10 @@ from bench import results
 from bench.config import ImageInputs, RunConfig
 from bench.continual.runner import execute, prepare
 from bench.errors import BenchError, ConfigError
-from bench.features import create_backbone, resolve_device, synchronize
+from bench.devices import resolve_device, synchronize
+from bench.features import create_backbone
 from bench.io import write_text_atomic
-from bench.models.registry import specs
+from bench.registry import specs
 from bench.tools.perf import best_of, figure_line
 
 TASKS = ["chip", "disc", "checker"]

@@ -1,6 +1,6 @@
-"""Replay of past tasks: the size rule, a bounded, seeded, task-balanced buffer, and the (de)serialisation of the
-task splits it points into. Shared by CFA's task banks (InCLAD App. C.3) and the generic Replay and Cumulative
-protocols of gradient-trained detectors (bench.continual.protocols).
+"""Replay of past tasks: the size rule and a bounded, seeded, task-balanced buffer. Shared by CFA's task banks
+(InCLAD App. C.3), the generic Replay and Cumulative protocols of gradient-trained detectors (bench.image.protocols;
+the task splits they keep are (de)serialised by bench.data.tasks) and the tabular track's replay.
 
 The buffer stores opaque items (row indices, paths, tensors...) under a task name. At most `capacity` items are
 kept over all tasks; when a new task arrives every task is cut back to an equal share (a task with fewer items
@@ -11,14 +11,10 @@ ever drops items and its content depends on nothing but (seed per task, stream o
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from bench.data.tasks import TaskSplit
 from bench.errors import ConfigError
 
 
@@ -82,22 +78,3 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict) -> None:
         self.capacity = state["capacity"]
         self.items_ = {task: list(kept) for task, kept in state["items"].items()}
-
-
-def split_state(split: TaskSplit) -> dict:
-    """A TaskSplit as plain data for a checkpoint (its rows, not its images)."""
-    return {"dataset": split.dataset, "task": split.task, "split": split.split, "root": str(split.root),
-            "image_size": split.image_size, "rows": split.rows.to_dict("list")}
-
-
-def split_from_state(state: dict, root: Path | None = None) -> TaskSplit:
-    """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path)."""
-    return TaskSplit(state["dataset"], state["task"], state["split"], Path(root or state["root"]),
-                     pd.DataFrame(state["rows"]), state["image_size"])
-
-
-def rerooted(kept: list, split: TaskSplit) -> list:
-    """`kept` with the splits of `split`'s dataset moved to `split`'s root. Only that dataset's: in the
-    multi-dataset stream every member dataset has a root of its own."""
-    return [dataclasses.replace(s, root=split.root) if s.dataset == split.dataset and s.root != split.root else s
-            for s in kept]

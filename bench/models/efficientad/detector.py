@@ -39,7 +39,7 @@ from bench.io import file_sha256
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.efficientad.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
-from bench.models.registry import Bool, Float, Int, ModelSpec, Param, pixel_memory, register
+from bench.registry import Bool, Float, Int, ModelSpec, Param, pixel_memory, register
 from bench.training.loop import descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.data.images import IMAGENET_MEAN, IMAGENET_STD, load_image
-from bench.features import create_backbone, resolve_device
+from bench.devices import resolve_device
+from bench.features import create_backbone
 from bench.models.base import local_patch_features
 from bench.models.efficientad.detector import image_files
 from bench.models.efficientad.pdn import pdn_output_size, pdn_small, save_teacher

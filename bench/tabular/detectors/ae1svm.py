@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.registry import Bool, Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors.base import (TabularDetector, hidden_sizes, load_torch_state, quiet,
                                           reconstruction_distance, torch_state)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.registry import Bool, Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors._gradient import TorchTabular
 from bench.tabular.detectors.base import hidden_sizes
 

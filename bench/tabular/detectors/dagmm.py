@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.errors import NumericalError
-from bench.models.registry import Float, Int, ModelSpec, Param, register
+from bench.registry import Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors._gradient import TorchTabular, mlp
 from bench.tabular.detectors.base import hidden_sizes
 

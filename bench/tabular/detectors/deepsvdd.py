@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from bench.errors import ConfigError
-from bench.models.registry import Bool, Float, Int, ModelSpec, Param, register
+from bench.registry import Bool, Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors._gradient import TorchTabular
 from bench.tabular.detectors.base import hidden_sizes
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.models.registry import Bool, Float, Int, ModelSpec, register
+from bench.registry import Bool, Float, Int, ModelSpec, register
 from bench.tabular.detectors.base import TabularDetector
 
 

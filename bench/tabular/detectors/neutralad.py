@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.models.registry import Choice, Float, Int, ModelSpec, Param, register
+from bench.registry import Choice, Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors._gradient import TorchTabular, mlp
 from bench.tabular.detectors.base import hidden_sizes
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.models.registry import Bool, Choice, Float, Int, ModelSpec, Param, register
+from bench.registry import Bool, Choice, Float, Int, ModelSpec, Param, register
 from bench.tabular.detectors._gradient import TorchTabular
 from bench.tabular.detectors.base import hidden_sizes
 

@@ -106,7 +106,7 @@ def cpu_extractor(layers, batch_size: int = 32):
 
 
 def cpu_detector(name: str, image_size: int, *, batch_size: int = 32, **hparams):
-    """Detector `name` with its registry defaults (bench.models.registry) overridden by `hparams`, on a
+    """Detector `name` with its registry defaults (bench.registry) overridden by `hparams`, on a
     `cpu_extractor` of the layers it uses."""
     from bench.models import build_detector, model_layers, resolve_hparams
 

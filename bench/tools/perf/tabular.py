@@ -33,7 +33,7 @@ def _tabular_data(n: int, d: int, seed: int = 0):
 def _detector_rates(names: list[str], n: int, d: int) -> dict:
     import torch
 
-    from bench.models.registry import get
+    from bench.registry import get
 
     torch.set_num_threads(2)
     train, test, _ = _tabular_data(n, d)
@@ -54,7 +54,7 @@ def _detector_rates(names: list[str], n: int, d: int) -> dict:
 @benchmark("tabular_detectors")
 def tabular_detectors(args) -> dict:
     """Fit and score throughput of every tabular detector on n records of 77 features (CICIDS2017's width)."""
-    from bench.models.registry import specs
+    from bench.registry import specs
 
     n, d = (500, 77) if args.quick else (50_000, 77)
     out: dict = {"records": n, "features": d, "threads": 2}
@@ -115,7 +115,7 @@ def held_karp_bench(args) -> dict:
 def _ste_child(n_per_task: int, quick: bool, models: tuple) -> dict:
     import pandas as pd
 
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.cic import FEATURES, RawTable
     from bench.tabular.discovery import DiscoverySettings, discover
     from bench.tabular.preprocess import PrepSettings, build_index
@@ -156,7 +156,7 @@ def tabular_ste(args) -> dict:
 
 
 def _chain_child(quick: bool) -> dict:
-    from bench.models.registry import get
+    from bench.registry import get
     from bench.tabular.scenario import construct
     from bench.tabular.synthetic import PLANTED, generate
 

@@ -1,4 +1,4 @@
-"""Continual protocols: how a detector meets a stream of tasks.
+"""The image track's continual protocols: how a detector meets a stream of tasks.
 
 NCL (naive): train on the current task only, continuing from the current state (gradient detectors: warm-start
 fine-tuning with a fresh optimizer per task, as InCLAD's code does). CL: the detector's own continual adaptation
@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from bench.config import IMAGE_PROTOCOLS
+from bench.data.tasks import rerooted, split_from_state, split_state
 from bench.errors import ConfigError, choice_error
 from bench.models.base import Protocol, tensor_bytes
 from bench.models.gradient import GradientDetector
-from bench.training.replay import ReplayBuffer, default_replay_size, rerooted, split_from_state, split_state
+from bench.training.replay import ReplayBuffer, default_replay_size
 
 
 class Naive(Protocol):

@@ -34,7 +34,7 @@ INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "
 ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 # modules of the detector packages that are not detectors
-_INFRASTRUCTURE = {"base", "gradient", "registry", "ops"}
+_INFRASTRUCTURE = {"base", "gradient", "ops"}
 TRACKS = ("image", "tabular")
 IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
 
@@ -313,16 +313,15 @@ def _load_plugin(entry) -> None:
         raise BenchError(f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")) from None
     if entry.name not in _SPECS:
         raise BenchError(f"{where} registered no detector named {entry.name!r}: its module must call "
-                         f"bench.models.registry.register(ModelSpec(name={entry.name!r}, ...))")
+                         f"bench.registry.register(ModelSpec(name={entry.name!r}, ...))")
 
 
 def names() -> tuple[str, ...]:
     """The image detectors' names without importing any detector (no torch; the CLI's --model choices): the
     modules of bench.models and the plugins' entry-point names, in specs()' order. A plugin's track is known only
     once it is loaded, so a tabular plugin is listed too; `get` then refuses it, listing the valid names."""
-    import bench.models as pkg
-
-    found = set(_module_names(pkg)) | {entry.name for entry in _entry_points()}
+    package = importlib.import_module(DETECTOR_PACKAGES["image"])  # by name: the registry imports no track
+    found = set(_module_names(package)) | {entry.name for entry in _entry_points()}
     return tuple(m for m in INCLAD_MODELS if m in found) + tuple(sorted(found - set(INCLAD_MODELS)))
 
 
