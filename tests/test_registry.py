@@ -10,7 +10,7 @@ from bench.registry import INCLAD_MODELS, get, specs
 def test_registered_detectors_come_in_inclad_order_then_by_name(monkeypatch):
     import dataclasses
 
-    from bench.models import registry
+    from bench import registry
 
     spec = get("padim")
     for name in ("zz_late", "aa_early"):  # registered in this order, listed by name after InCLAD's nine

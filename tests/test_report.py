@@ -681,7 +681,7 @@ def test_results_load_reports_both_bwts(tmp_path):
 def test_model_rows_keep_the_papers_order_and_a_new_detector_follows_with_its_registry_label(monkeypatch):
     import dataclasses
 
-    from bench.models import registry
+    from bench import registry
     from bench.report.render import label, sort_frame
 
     spec = registry.get("padim")
