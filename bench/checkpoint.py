@@ -75,7 +75,9 @@ def _encode(obj, where: str):
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in "biuf":
             raise TypeError(f"checkpoint: array {where or '<root>'} has dtype {obj.dtype} (numbers only)")
-        return {_NDARRAY: torch.from_numpy(np.ascontiguousarray(obj))}
+        # ascontiguousarray returns at least 1-d: a 0-d array (Isolation Forest's fitted offset) would come back as
+        # shape (1,), so the state would no longer equal what was saved and a resume would be refused
+        return {_NDARRAY: torch.from_numpy(np.ascontiguousarray(obj).reshape(obj.shape))}
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, torch.Tensor):

@@ -201,9 +201,11 @@ def test_checkpoint_module_round_trips_plain_data_and_refuses_code(tmp_path):
     from bench.errors import CheckpointError
 
     obj = {"a": np.arange(4, dtype=np.int16), "s": [(1, 0, np.zeros(3, np.int8), np.ones(3))], "t": torch.eye(2),
-           "n": None, "f": 0.5}
+           "n": None, "f": 0.5, "z": np.array(-0.5), "e": np.zeros((0, 3), np.float32),
+           "v": np.arange(12.0).reshape(3, 4)[:, ::2]}  # 0-d, empty, and a non-contiguous view
     checkpoint.save(tmp_path / "c.ckpt", obj)
     back = checkpoint.load(tmp_path / "c.ckpt")
+    assert all(back[k].shape == obj[k].shape and np.array_equal(back[k], obj[k]) for k in ("z", "e", "v"))
     assert back["a"].dtype == np.int16 and np.array_equal(back["a"], obj["a"]) and torch.equal(back["t"], obj["t"])
     assert back["s"][0][2].dtype == np.int8 and back["n"] is None and back["f"] == 0.5
     assert list(tmp_path.iterdir()) == [tmp_path / "c.ckpt"]  # no temp file left
