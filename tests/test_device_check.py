@@ -19,6 +19,7 @@ from bench import device_check
 CHECKED = ["patchcore", "cfa", "stfpm", "ganomaly"]
 
 
+@pytest.mark.slow
 def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
     out = tmp_path / "check.json"
     assert device_check.main(["--device", "cpu", "--quick", "--models", ",".join(CHECKED), "--out", str(out)]) == 0

@@ -76,6 +76,7 @@ def fitted(tiny_root):
     return out
 
 
+@pytest.mark.slow
 def test_learns_synthetic_tasks_alone(fitted):
     aucs = {task: roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
             for task, (model, test) in fitted.items()}
@@ -83,6 +84,7 @@ def test_learns_synthetic_tasks_alone(fitted):
     assert min(aucs.values()) >= 0.75, aucs
 
 
+@pytest.mark.slow
 def test_latent_score_is_weak_on_checker_while_its_map_separates_it(tiny_root):
     """The method's, not a bug (docs/models.md): on the periodic checker the latent distance stays near chance
     (measured 0.531 with the inclad losses, quick settings, 32 px; stripes 0.672) while the reconstruction map's
@@ -93,6 +95,7 @@ def test_latent_score_is_weak_on_checker_while_its_map_separates_it(tiny_root):
     assert roc_auc(test.labels, pred.maps.reshape(len(test), -1).max(1)) >= 0.9
 
 
+@pytest.mark.slow
 def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
     """A buffer of 16 images (the rule, 0.2 × 16, would keep 3: too few to measure on 16-image tasks); half the
     quick epochs keep the suite short (measured BWT: NCL −0.583, Replay +0.109)."""
