@@ -36,8 +36,13 @@ def test_every_built_in_image_detector_is_checked():
         set(MODELS)
 
 
-@pytest.mark.parametrize("name,check", [pytest.param(n, c, id=f"{n}-{c.__name__[6:]}") for c in CHECKS
-                                        for n in MODELS])
+# a second fit of every detector: slow beside the other checks, which share one fit per detector
+SLOW = {testing.check_seed_determinism}
+
+
+@pytest.mark.parametrize("name,check", [pytest.param(n, c, id=f"{n}-{c.__name__[6:]}",
+                                                     marks=[pytest.mark.slow] if c in SLOW else [])
+                                        for c in CHECKS for n in MODELS])
 def test_contract(subject, name, check):
     check(subject(name))
 
