@@ -11,7 +11,7 @@ import pytest
 
 from bench import testing
 from bench.models import registry
-from bench.models.registry import ModelSpec, get, specs
+from bench.models.registry import ModelSpec, specs
 from bench.tabular.detectors.base import TabularDetector
 from bench.testing import TabularSubject
 
