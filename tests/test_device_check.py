@@ -21,6 +21,7 @@ from conftest import _one_error_line
 CHECKED = ["patchcore", "cfa", "stfpm", "ganomaly"]
 
 
+@pytest.mark.slow
 def test_cpu_against_itself_agrees_exactly(tmp_path, capsys):
     out = tmp_path / "check.json"
     assert main(["device-check", "--device", "cpu", "--quick", "--models", ",".join(CHECKED), "--out", str(out)]) == 0

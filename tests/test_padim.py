@@ -1,7 +1,7 @@
 """PaDiM: the batched Gaussian fit and Mahalanobis distance equal a per-location loop; the detector learns each
-synthetic task; scores are pointwise; the feature subset is seeded and shared by every task model; the CL
-variant keeps one Gaussian per task and routes by the image score (InCLAD App. C.2) or the mean; a killed run
-resumes to the same R."""
+synthetic task; the feature subset is seeded and shared by every task model; the CL variant keeps one Gaussian per
+task and routes by the image score (InCLAD App. C.2) or the mean. The detector contract (pointwise scores, state,
+a killed run resuming to the same R with the CL task banks): tests/test_contract.py."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from bench import results
-from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.errors import ConfigError
 from bench.metrics import roc_auc
 from bench.models.padim import mahalanobis
 from bench.tools.perf.models import padim_batched, padim_reference
 from bench.models import create
-from conftest import assert_scores_pointwise, model_extractor, task_split_pair
+from conftest import model_extractor, task_split_pair
 
 @pytest.mark.parametrize("batch_size", [4, 64])
 def test_batched_mahalanobis_equals_per_location_loop(batch_size):
@@ -53,12 +51,6 @@ def test_learns_every_synthetic_task(tiny_root):
         model = create("padim", extractor, 64).fit(train, seed=0)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.85, aucs
-
-
-def test_scores_are_pointwise(tiny_root):
-    train, test = task_split_pair(tiny_root, "chip")
-    model = create("padim", model_extractor(), 64).fit(train, seed=0)
-    assert_scores_pointwise(model, test, (0, 7, len(test) - 1))
 
 
 def test_feature_subset_is_seeded_and_kept_across_tasks(tiny_root):
@@ -116,26 +108,3 @@ def test_cl_keeps_one_gaussian_per_task_and_routes_by_its_rule(tiny_root, route_
     one = protocol.predict(splits["disc"][1], np.array([4]))
     np.testing.assert_allclose(one.scores[0], both.scores[4], rtol=1e-5)
     assert one.routed[0] == both.routed[4]
-
-
-def test_cl_state_round_trips(tiny_root):
-    train, test = task_split_pair(tiny_root, "chip")
-    protocol = create("padim", model_extractor(), 64).continual(seed=0)
-    protocol.learn(train, 0)
-    expected = protocol.predict(test, np.arange(len(test))).scores
-    fresh = create("padim", model_extractor(), 64).continual(seed=0)
-    fresh.load_state_dict(protocol.state_dict())
-    np.testing.assert_array_equal(fresh.predict(test, np.arange(len(test))).scores, expected)
-
-
-def test_kill_and_resume_gives_the_same_r(tiny_root, tmp_path, make_config):
-    tasks = ["chip", "disc", "checker"]
-    whole = execute(prepare(make_config(tiny_root, tasks, model="padim"), out=tmp_path / "whole.h5"),
-                    progress=False, log=lambda *_: None)
-    run = prepare(make_config(tiny_root, tasks, model="padim"), out=tmp_path / "killed.h5")
-    execute(run, progress=False, max_steps=2, log=lambda *_: None)
-    assert run.checkpoint_path.is_file() and not results.is_complete(run.out)
-    execute(run, progress=False, log=lambda *_: None)
-    a, b = results.read_run(whole), results.read_run(run.out)
-    for key in ("R/image", "R/pixel", "memory/state_bytes", "scores/value"):
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -1,5 +1,6 @@
-"""PatchCore and its ops: vectorised pieces equal plain references; the detector learns each synthetic task;
-scores are pointwise; the CL adaptation follows InCLAD App. C.1 (budgets, weighted compression, routing)."""
+"""PatchCore and its ops: vectorised pieces equal plain references; the detector learns each synthetic task; the CL
+adaptation follows InCLAD App. C.1 (budgets, weighted compression, routing). The detector contract (pointwise
+scores, state, resume): tests/test_contract.py."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from bench.models.ops.knn import nn_distance
 from bench.models import create
 from bench.models.base import local_patch_features
 from bench.models.patchcore import released_patch_features
-from conftest import assert_scores_pointwise, model_extractor, task_split_pair
+from conftest import model_extractor, task_split_pair
 
 
 def reference_greedy(x, k, starts=None, weights=None):
@@ -107,11 +108,6 @@ def test_learns_every_synthetic_task(demo_root):
         model, _, test = _fit(demo_root, task, 96)
         aucs[task] = roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
     assert min(aucs.values()) >= 0.9, aucs
-
-
-def test_scores_are_pointwise(tiny_root):
-    model, _, test = _fit(tiny_root, "disc", 64)
-    assert_scores_pointwise(model, test, (0, 5, len(test) - 1))
 
 
 def test_cl_banks_follow_the_budget_and_route_to_their_task(tiny_root):

@@ -19,12 +19,14 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_every_benchmark_reports(quick):
     assert quick["quick"] is True
     assert list(quick["results"]) == list(perf.BENCHMARKS)
     assert all(quick["results"][name] for name in perf.BENCHMARKS)
 
 
+@pytest.mark.slow
 def test_correctness_figures_hold(quick):
     res = quick["results"]
     assert res["pixel_auc"]["matches_reference"] is True
@@ -33,6 +35,7 @@ def test_correctness_figures_hold(quick):
     assert res["patchcore_task"]["image_auc"] >= 0.9
 
 
+@pytest.mark.slow
 def test_cl_growth_memory_is_one_model_per_task(quick):
     growth = quick["results"]["cl_growth"]
     n = growth["tasks"]

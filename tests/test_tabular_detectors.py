@@ -1,9 +1,8 @@
-"""The tabular detector contract over every registered tabular detector: learns, pointwise, repeatable, state
-round-trip through plain arrays (saved with allow_pickle=False)."""
+"""Tabular detectors: the tracks are separate; every registered one learns a shifted-records task; PyOD
+equivalences; settings and edge cases of single detectors. The contract (pointwise, repeatable, state round trip,
+seed, resume): tests/test_tabular_contract.py."""
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ from sklearn.metrics import roc_auc_score
 
 from bench.errors import ConfigError
 from bench.registry import get, specs
-from bench.testing import assert_pointwise
 
 TABULAR = list(specs("tabular"))
 
@@ -37,25 +35,13 @@ def test_the_tracks_are_separate():
 
 
 @pytest.mark.parametrize("name", TABULAR)
-def test_contract(name):
+def test_learns_the_shifted_records_and_its_seed_matters(name):
+    """Quick settings: every detector ranks the shifted records higher (ROC-AUC ≥ 0.8); another seed gives another
+    model (so the contract's same-seed check is not vacuous)."""
     train, test, y = tabular_task()
-    det = build(name).fit(train, seed=0)
-    s = det.score(test)
-    assert s.shape == (len(test),) and np.isfinite(s).all()
-    assert roc_auc_score(y, s) >= 0.8  # the shifted records score higher (every detector ≥ 0.8)
-    alone = np.array([det.score(test[i:i + 1])[0] for i in (0, 57, 139)])
-    assert_pointwise(alone, s[[0, 57, 139]], f"{name} scores")
-    again = build(name).fit(train, seed=0).score(test)
-    assert np.allclose(again, s, rtol=1e-5, atol=1e-6)  # repeatable from the seed
-    other = build(name).fit(train, seed=1).score(test)
-    assert not np.allclose(other, s)  # ... and the seed matters
-    buf = io.BytesIO()
-    np.savez(buf, **det.state_dict())
-    buf.seek(0)
-    with np.load(buf, allow_pickle=False) as z:
-        state = {k: z[k] for k in z.files}
-    restored = build(name).load_state_dict(state)
-    assert np.allclose(restored.score(test), s, rtol=1e-5, atol=1e-6)
+    s = build(name).fit(train, seed=0).score(test)
+    assert roc_auc_score(y, s) >= 0.8
+    assert not np.allclose(build(name).fit(train, seed=1).score(test), s)
 
 
 def test_ae1svm_scores_equal_pyods_own():

@@ -122,6 +122,7 @@ def test_a_run_killed_at_each_write_boundary_of_its_last_step_resumes_to_identic
     _same_results(whole, replay)
 
 
+@pytest.mark.slow
 def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
     import signal
     import subprocess

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.errors import ConfigError
-from bench.testing import POINTWISE_RTOL, pointwise_gap
+from bench.metrics import POINTWISE_RTOL, pointwise_gap
 
 _CACHE: dict[tuple[str, int], tuple[float, bool]] = {}
 
@@ -29,7 +29,7 @@ def _records(seed: int = 0, n_train: int = 300, d: int = 8):
 
 def pointwise_audit(spec) -> tuple[float, bool]:
     """(largest change of a probed record's score between its batch, alone, and other batches; whether every
-    change is within float noise: bench.testing's pointwise tolerance, the one the contract tests use)."""
+    change is within float noise: bench.metrics' pointwise tolerance, the one the contract tests use)."""
     key = (spec.name, spec.version)
     if key not in _CACHE:
         train, batch, other = _records()
