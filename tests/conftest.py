@@ -12,11 +12,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-
-from bench.testing import assert_pointwise
 
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -109,16 +106,6 @@ def scen_dir(tmp_path, monkeypatch):
     path.mkdir()
     monkeypatch.setenv("BENCH_SCENARIOS_DIR", str(path))
     return path
-
-
-def assert_scores_pointwise(model, test, rows) -> None:
-    """An image's score and map are the same scored alone as in a batch of the whole test split (up to the
-    float rounding bench.testing allows)."""
-    rows = list(rows)
-    batch = model.predict(test, np.arange(len(test)))
-    alone = [model.predict(test, np.array([i])) for i in rows]
-    assert_pointwise([a.scores[0] for a in alone], batch.scores[rows], "image scores")
-    assert_pointwise(np.stack([a.maps[0] for a in alone]), batch.maps[rows], "anomaly maps")
 
 
 def _one_error_line(capsys) -> str:

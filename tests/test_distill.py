@@ -17,6 +17,7 @@ from bench.models.efficientad.pdn import load_teacher
 from conftest import _one_error_line, cli_stdout, task_split_pair
 
 
+@pytest.mark.slow
 def test_distilled_teacher_loads_in_teacher_path_mode(tiny_root, tmp_path):
     out = tmp_path / "teacher.safetensors"
     text = cli_stdout("distill-teacher", "--images", tiny_root / "grain" / "train", "--out", out, "--weights",

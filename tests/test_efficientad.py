@@ -1,7 +1,7 @@
 """EfficientAD-S: the paper's PDN-S layer list and output grid, the hard-feature loss against a reference, the
 detector learns each synthetic task alone (quick settings, 48 px), its map quantiles are fitted on held-out
-training normals only (never a test image), scores are pointwise, the state round-trips, missing teacher files
-fail fast naming the command that makes them, and Replay forgets less than NCL."""
+training normals only (never a test image), missing teacher files fail fast naming the command that makes them,
+and Replay forgets less than NCL. Pointwise scores and the state round trip: tests/test_contract.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from bench.metrics import bwt, roc_auc
 from bench.models import create, get
 from bench.models.efficientad.detector import hard_feature_loss, quantile
 from bench.models.efficientad.pdn import Autoencoder, pdn_output_size, pdn_small
-from conftest import assert_scores_pointwise, task_split_pair
+from conftest import task_split_pair
 
 SIZE = 48
 QUICK = get("efficientad").quick
@@ -99,6 +99,7 @@ def fitted(tiny_root):
     return out
 
 
+@pytest.mark.slow  # the fixture fits five tasks: minutes on 2 busy cores
 def test_learns_each_synthetic_task_alone(fitted):
     aucs = {task: roc_auc(test.labels, model.predict(test, np.arange(len(test))).scores)
             for task, (model, _, test, _) in fitted.items()}
@@ -106,6 +107,7 @@ def test_learns_each_synthetic_task_alone(fitted):
     assert min(aucs.values()) >= 0.75, aucs
 
 
+@pytest.mark.slow
 def test_map_quantiles_never_see_a_test_image(fitted):
     """Quantiles come from training normals (preset inclad: all of them, as InCLAD's code): no test image is loaded
     while fitting, and refitting on the recorded images alone gives the same values."""
@@ -141,15 +143,7 @@ def test_original_preset_names_the_files_it_needs():
         create("efficientad", ImageSource(torch.device("cpu")), SIZE, **{**QUICK, "teacher": "required"})
 
 
-def test_scores_pointwise_and_state_round_trip(fitted):
-    model, _, test, _ = fitted["disc"]
-    assert_scores_pointwise(model, test, rows=[0, 5])
-    clone = create("efficientad", ImageSource(torch.device("cpu")), SIZE, **QUICK)
-    clone.load_state_dict(model.state_dict())
-    idx = np.arange(4)
-    np.testing.assert_array_equal(clone.predict(test, idx).scores, model.predict(test, idx).scores)
-
-
+@pytest.mark.slow
 def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
     """A buffer of 16 images (the rule, 0.2 × 16, would keep 3: too few to measure on 16-image tasks); two tasks
     keep the suite short (measured BWT: NCL −0.375, Replay 0.0)."""
