@@ -18,7 +18,7 @@ strict a test of that: a float32 kernel (BLAS GEMM, convolutions) picks its bloc
 matrix shape, so the same record scored alone and inside a batch of 200 differs in the last bits (measured with the
 locked packages: 2.4e-7 on the VAE's scores). A transductive scorer (ECOD's batch-wide empirical CDFs, a min-max or rank
 normalisation over the scoring batch) moves scores by a sizeable fraction of their range instead, so one
-tolerance separates the two by orders of magnitude (tests/test_contract.py shows it on a min-max scorer).
+tolerance separates the two by orders of magnitude (tests/models/test_contract.py shows it on a min-max scorer).
 Every other property is exact: the same computation on the same inputs must give the same bits.
 """
 

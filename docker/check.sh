@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make container-check`, inside the job image, the way jobs run (docker/job-exec.sh, the checkout bound):
 # the Python/torch/CUDA versions, the tiny synthetic benchmark, one PatchCore run and the metric tests.
-# The SLURM job in the image is tests/test_container.py, which make runs next.
+# The SLURM job in the image is tests/hpc/test_container.py, which make runs next.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 engine=$(bash "$REPO/docker/image.sh" engine)
@@ -21,4 +21,4 @@ echo "== one PatchCore run (CL, 32 px, weights none)"
 in_image -m bench run --dataset synthetic --root "$scratch/tiny" --model patchcore --weights none \
     --protocol cl --ordering easy_to_hard --image-size 32 --no-progress --out "$scratch/patchcore.h5"
 echo "== metric tests"
-in_image -m pytest -q -p no:cacheprovider tests/test_metrics.py
+in_image -m pytest -q -p no:cacheprovider tests/core/test_metrics.py

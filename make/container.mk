@@ -18,4 +18,4 @@ sif: image ## export the image as an OCI archive and convert it to bench.sif (SI
 
 container-check: $(STAMP) image ## smoke test inside the image (versions, data, a PatchCore run, metric tests) + a SLURM job in it
 	bash docker/check.sh
-	BENCH_REQUIRE_CONTAINER=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_container.py
+	BENCH_REQUIRE_CONTAINER=1 $(PY) -m pytest -q -p no:cacheprovider tests/hpc/test_container.py

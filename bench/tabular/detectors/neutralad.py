@@ -10,7 +10,7 @@ original while the views remain distinguishable from one another.
 Defaults: K = 11, τ = 0.1, Adam lr 1e-3, batch 64, 100 epochs (the tabular values of public re-implementations;
 the paper's appendix is not in papers/), layer sizes chosen here (each mask network one hidden layer of 64, the
 encoder 64-64 to a 32-dimensional z). Residual is the default: on the mean-shifted task of
-tests/test_tabular_detectors.py the multiplicative masks rank the shifted records as the MOST normal (ROC-AUC
+tests/tabular/test_tabular_detectors.py the multiplicative masks rank the shifted records as the MOST normal (ROC-AUC
 0.11 after 30 epochs at the quick sizes, residual 0.97; docs/tabular.md).
 """
 

@@ -1,0 +1,132 @@
+"""Image detector presets reach every entry point: `bench run --preset`, a grid's per-model `preset` key and the
+demo; the chosen name is recorded in the result file's config and its values in the run key. `bench run` without
+--image-size runs at the model's paper input size; another size prints one note. `--weights imagenet` resolves
+through the preset to torchvision's V1 or V2 file (offline: naming and ids only)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import results
+from bench.cli import build_parser, config_from_args, main, paper_image_size
+from bench.continual.runner import prepare
+from bench.errors import ConfigError, WeightsError
+from helpers import write_grid
+
+RUN = ["run", "--dataset", "synthetic", "--weights", "none", "--device", "cpu", "--batch-size", "8", "--workers",
+       "0", "--no-progress", "--tasks", "disc"]
+
+
+def _config(root, *extra):
+    return config_from_args(build_parser().parse_args([*RUN, "--root", str(root), *extra]))
+
+
+def test_cli_preset_sets_values_and_is_recorded_in_the_result_file(tiny_root, tmp_path):
+    out = tmp_path / "g.h5"
+    quick = ["--model", "ganomaly", "--image-size", "32", "--set", "epochs=1", "--set", "n_features=8",
+             "--set", "latent=8"]
+    assert main([*RUN, "--root", str(tiny_root), *quick, "--preset", "original", "--out", str(out)]) == 0
+    config = results.run_config(results.read_run(out))
+    assert config.preset == "original" and config.hparams["losses"] == "akcay"
+    default = prepare(_config(tiny_root, *quick), out_dir=tmp_path)
+    assert default.config.preset == "inclad" and default.config.hparams["losses"] == "anomalib"
+    assert default.run_key != results.file_run_key(out)  # the values differ, so the run does
+
+
+def test_an_unknown_preset_is_one_line(tiny_root, tmp_path, capsys):
+    code = main([*RUN, "--root", str(tiny_root), "--model", "patchcore", "--image-size", "64", "--preset", "original",
+                 "--out", str(tmp_path / "x.h5")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "unknown patchcore preset 'original' (valid: inclad)" in err and "\n" not in err
+
+
+def test_grid_preset_reaches_the_run_config_and_is_checked_at_load(tiny_root, tmp_path):
+    from bench.hpc import grid as grids
+
+    path = write_grid(tmp_path / "g.yaml", models={"rd4ad": {"preset": "original", "hparams": {"epochs": 1}},
+                                                    "patchcore": {}})
+    grid = grids.load_grid("synthetic", path)
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), tiny_root, tmp_path)
+    presets = {(p.run.config.model, p.run.config.preset, p.run.config.hparams.get("blur_sigma")) for p in planned}
+    assert presets == {("rd4ad", "original", 4.0), ("patchcore", "inclad", 4.0)}
+    for bad, message in ((1, "expected a preset name"), ("paper", "unknown rd4ad preset 'paper'")):
+        path = write_grid(tmp_path / "bad.yaml", models={"rd4ad": {"preset": bad}})
+        with pytest.raises(ConfigError, match=message) as info:
+            grids.load_grid("synthetic", path)
+        assert str(path) in str(info.value) and "preset of model 'rd4ad'" in str(info.value)
+
+
+def test_grid_without_an_image_size_runs_each_model_at_its_paper_size(tiny_root, tmp_path):
+    from bench.hpc import grid as grids
+
+    data = json.loads(write_grid(tmp_path / "g.yaml").read_text())
+    del data["image_size"]
+    data["models"] = {"patchcore": {}, "stfpm": {}, "fastflow": {"image_size": 64}}
+    path = tmp_path / "paper.yaml"
+    path.write_text(json.dumps(data))
+    grid = grids.load_grid("synthetic", path)
+    planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), tiny_root, tmp_path)
+    sizes = {p.run.config.model: p.run.config.image.image_size for p in planned}
+    assert sizes == {"patchcore": 224, "stfpm": 256, "fastflow": 64}
+
+
+def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
+    import bench.tools.demo as demo
+
+    assert {c.preset for c in demo.demo_configs(demo_root)} == {"inclad"}
+    assert {c.preset for c in demo.demo_configs(demo_root, model_preset="inclad")} == {"inclad"}
+    with pytest.raises(ConfigError, match="unknown patchcore preset 'original'"):  # no silent fallback
+        demo.demo_configs(demo_root, model_preset="original")
+    monkeypatch.setattr(demo, "DEMO_MODELS", ("rd4ad",))
+    configs = demo.demo_configs(demo_root, model_preset="original")
+    assert {c.preset for c in configs} == {"original"}
+    run = prepare(configs[0])
+    assert run.config.hparams["blur_sigma"] == 4.0 and run.config.hparams["epochs"] == get_quick("rd4ad")["epochs"]
+
+
+def get_quick(model: str) -> dict:
+    from bench.registry import get
+
+    return get(model).quick
+
+
+def test_paper_image_size_is_the_default_and_another_size_prints_one_note():
+    notes = []
+    assert paper_image_size("rd4ad", None, notes.append) == 224 and notes == []
+    assert paper_image_size("stfpm", 256, notes.append) == 256 and notes == []
+    assert paper_image_size("rd4ad", 128, notes.append) == 128
+    assert notes == ["note: --image-size 128 differs from RD4AD's paper input size 224 (InCLAD Tables 6-7); the "
+                     "run is not comparable with the paper's tables"]
+
+
+def test_cli_without_image_size_takes_the_models_paper_size(tiny_root, capsys):
+    assert _config(tiny_root, "--model", "fastflow").image.image_size == 256
+    assert _config(tiny_root, "--model", "paste").image.image_size == 224
+    assert "note:" not in capsys.readouterr().out
+    assert _config(tiny_root, "--model", "paste", "--image-size", "64").image.image_size == 64
+    assert "differs from PaSTe's paper input size 224" in capsys.readouterr().out
+
+
+def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
+    """V1 (`tv_in1k`) for PatchCore; torchvision's DEFAULT for InCLAD's RD4AD: V2 (`tv2_in1k`) on
+    wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at once."""
+    from bench.features import resolve_weights, staged_files, staged_weights_path
+    from bench.registry import get
+
+    monkeypatch.setenv("BENCH_WEIGHTS_DIR", str(tmp_path))
+    assert staged_files() == [("resnet18", "tv_in1k"), ("wide_resnet50_2", "tv2_in1k"),
+                              ("wide_resnet50_2", "tv_in1k")]
+    for backbone, tag in staged_files():
+        staged_weights_path(backbone, tag).write_bytes(tag.encode())  # content only feeds the id's hash
+    ids = {(m, p, b): resolve_weights(b, "imagenet", get(m).imagenet_generation(p))[1]
+           for m, p in (("patchcore", None), ("rd4ad", None), ("rd4ad", "original"))
+           for b in ("resnet18", "wide_resnet50_2")}
+    assert ids[("patchcore", None, "wide_resnet50_2")].startswith("wide_resnet50_2.tv_in1k:")
+    assert ids[("rd4ad", None, "wide_resnet50_2")].startswith("wide_resnet50_2.tv2_in1k:")
+    assert ids[("rd4ad", "original", "wide_resnet50_2")] == ids[("patchcore", None, "wide_resnet50_2")]
+    assert len({ids[(m, p, "resnet18")] for m, p in (("patchcore", None), ("rd4ad", None))}) == 1
+    staged_weights_path("wide_resnet50_2", "tv2_in1k").unlink()
+    with pytest.raises(WeightsError, match=r"wide_resnet50_2\.tv2_in1k \(DEFAULT\) are not staged.*make weights"):
+        resolve_weights("wide_resnet50_2", "imagenet", "DEFAULT")

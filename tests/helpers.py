@@ -1,0 +1,121 @@
+"""Helpers the test files share (fixtures are in conftest.py): run configs, the CLI in-process, extractors and
+splits of the synthetic benchmark, grids, SLURM queries, and simulated kills."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def make_run_config(root, tasks, protocol="cl", image_size=64, **kw):
+    """Core settings as keywords; image inputs (batch_size, pixel_eval, …) too, routed into ImageInputs."""
+    from dataclasses import fields
+
+    from bench.config import ImageInputs, RunConfig
+
+    image = {f.name: kw.pop(f.name) for f in fields(ImageInputs) if f.name in kw}
+    inputs = ImageInputs(**{"backbone": "resnet18", "weights": "none", "batch_size": 8, **image},
+                         image_size=image_size)
+    return RunConfig(dataset="synthetic", root=str(root), model=kw.pop("model", "patchcore"), tasks=list(tasks),
+                     ordering=kw.pop("ordering", "custom"), protocol=protocol, seed=kw.pop("seed", 0), device="cpu",
+                     inputs=inputs, **kw)
+
+
+def cli_stdout(*argv) -> str:
+    """`python -m bench ...` in this process; returns its stdout, fails the test on a non-zero exit."""
+    from bench.cli import main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main([str(a) for a in argv])
+    assert code == 0, buffer.getvalue()
+    return buffer.getvalue()
+
+
+def one_error_line(capsys) -> str:
+    """The CLI's stderr: a single `error: ...` line, no traceback; returned for the test to inspect."""
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+MODEL_LAYERS = ("layer1", "layer2", "layer3")
+
+
+def model_extractor(layers=MODEL_LAYERS, batch_size: int | None = 8):
+    """A FeatureExtractor on CPU with a random-init resnet18 and no progress bar; batch_size=None keeps
+    FeatureExtractor's own default."""
+    from bench.features import FeatureExtractor
+
+    kw = {} if batch_size is None else {"batch_size": batch_size}
+    return FeatureExtractor("resnet18", "none", layers, torch.device("cpu"), progress=False, **kw)
+
+
+def task_split_pair(root, task, size=64):
+    """(train, test) splits of one task of a synthetic benchmark at `root`."""
+    from bench.data import read_index
+    from bench.data.tasks import task_splits
+
+    return task_splits(read_index("synthetic", root), root, task, size)
+
+
+def write_grid(path: Path, **overrides) -> Path:
+    """A small synthetic submission grid (patchcore, resnet18, two orderings, NCL and CL); `overrides` replace
+    top-level keys in place, so the key order stays the same."""
+    data = {"dataset": "synthetic", "weights": "none", "image_size": 64, "batch_size": 16, "workers": 0,
+            "backbones": ["resnet18"], "orderings": ["easy_to_hard", "hard_to_easy"], "protocols": ["ncl", "cl"],
+            "seeds": [0], "resources": {"gpus": 1, "cpus": 1, "mem_gb": 2, "time_min": 10},
+            "models": {"patchcore": {}}}
+    data.update(overrides)
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return path
+
+
+def cancel_recorded_jobs(outputs: Path, dataset: str) -> None:
+    """scancel every job in the submission records of `dataset` under `outputs` (cleanup; errors ignored)."""
+    from bench.hpc import records
+
+    jobs = {e["job_id"].split("_")[0] for r in records.load_records(outputs, dataset) for e in r["runs"]}
+    if jobs:
+        subprocess.run(["scancel", *sorted(jobs)], capture_output=True)
+
+
+def squeue_state(job_id: str) -> str:
+    """A job's SLURM state as squeue prints it (%T), including finished states; empty once SLURM forgot it."""
+    out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", job_id, "-o", "%T"], capture_output=True,
+                         text=True)
+    return out.stdout.strip()
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL or preemption: the process dies here, nothing after this point may reach the disk (not
+    an Exception, so nothing swallows it)."""
+
+
+def kill_at(monkeypatch, boundary: str):
+    """Make the next write at `boundary` ("checkpoint write", "result write", "checkpoint removal") die; once dead,
+    every later replace or unlink dies too. Patches os.replace and Path.unlink: the runner's atomic writes."""
+    dead = []
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(src, dst):
+        if dead or (boundary == "checkpoint write" and str(dst).endswith(".ckpt")) or (
+                boundary == "result write" and str(dst).endswith(".h5")):
+            dead.append(dst)
+            raise Killed(boundary)
+        return real_replace(src, dst)
+
+    def unlink(self, missing_ok=False):
+        if dead or (boundary == "checkpoint removal" and self.name.endswith(".ckpt")):
+            dead.append(self)
+            raise Killed(boundary)
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "unlink", unlink)
