@@ -127,7 +127,6 @@ WEB_ATTACK_DASH = re.compile("^Web Attack\\s*(?:\u2013|\ufffd|\u00ef\u00bf\u00bd
 # Timestamp texts the readers parse (tried in this order; each file may mix them)
 TIMESTAMP_FORMATS = ("%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y %I:%M:%S %p", "%Y-%m-%d %H:%M:%S.%f",
                      "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
-DATASETS = ("cicids2017", "cicids2018", "cicunsw")
 PATTERNS = {"cicids2017": "*.pcap_ISCX.csv", "cicids2018": "*_TrafficForML_CICFlowMeter.csv", "cicunsw": "*.csv"}
 
 

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.config import TABULAR_REPLAY_RECORDS
+from bench.config import TABULAR_PROTOCOLS, TABULAR_REPLAY_RECORDS
 from bench.errors import ConfigError, choice_error
 from bench.models.base import Protocol
 from bench.tabular.audit import require_pointwise
 from bench.training.replay import ReplayBuffer
 
-PROTOCOLS = ("ncl", "cl", "cumulative", "cumulative_fresh", "mste")
+# what make_protocol builds; ste (one expert per task, for scenario construction) is bench.tabular.ste's Expert
+PROTOCOLS = tuple(p for p in TABULAR_PROTOCOLS if p != "ste")
 REPLAY_RECORDS = TABULAR_REPLAY_RECORDS  # the released CAD framework's replay buffer (a run's replay_size)
 
 
