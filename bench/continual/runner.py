@@ -37,6 +37,11 @@ from bench.errors import BenchError, CheckpointError
 from bench.training.loop import TrainContext, record_losses
 
 
+# Per-score columns a track may append after (step, task, label, value), in this order: the row of each score in the
+# track's record index, then its position in the stream (the tabular track records both, the image track neither).
+EXTRA_SCORE_COLUMNS = ("record", "order")
+
+
 @dataclass
 class RunState:
     """Everything measured so far; saved in the checkpoint and written to the HDF5 file."""
@@ -46,7 +51,7 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value[, record[, order]]) per sample, evaluation
+    scores: list = field(default_factory=list)  # (step, task, label, value, *EXTRA_SCORE_COLUMNS) per sample
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
 
     def __post_init__(self):
@@ -214,10 +219,9 @@ def _write(run, state, routing, tasks_info, attrs):
             "scores/label": np.concatenate([lab for _, _, lab, *_ in state.scores]),
             "scores/value": np.concatenate([v for _, _, _, v, *_ in state.scores]),
         }
-        if len(state.scores[0]) > 4:  # tabular: each score's row in the record index (index.csv)
-            scores["scores/record"] = np.concatenate([s[4] for s in state.scores])
-        if all(len(s) > 5 for s in state.scores):  # tabular with timestamps: each record's stream position
-            scores["scores/order"] = np.concatenate([s[5] for s in state.scores])
+        for k, name in enumerate(EXTRA_SCORE_COLUMNS, start=4):
+            if all(len(s) > k for s in state.scores):
+                scores[f"scores/{name}"] = np.concatenate([s[k] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
@@ -279,7 +283,7 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
 
 
 def _score_ok(record, steps: int, n: int) -> bool:
-    if not isinstance(record, (list, tuple)) or not 4 <= len(record) <= 6:
+    if not isinstance(record, (list, tuple)) or not 4 <= len(record) <= 4 + len(EXTRA_SCORE_COLUMNS):
         return False
     t, j, labels, values = record[:4]
     return (isinstance(t, int) and isinstance(j, int) and 0 <= t < steps and 0 <= j < n
