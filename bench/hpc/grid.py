@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.config import DEVICES, NO_BACKBONE, ImageInputs, TabularInputs, setting_default
+from bench.config import DEVICES, NO_BACKBONE, TABULAR_REPLAY_RECORDS, ImageInputs, TabularInputs, setting_default
 from bench.errors import BenchError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -329,12 +329,30 @@ def _check_validation_models(path: Path, data: dict, models: dict) -> None:
                           f"(construction_check: true, e.g. jobs/tabular-synthetic-construction-check.yaml)")
 
 
-def tabular_mem_gb(features_bytes: int, protocol: str) -> float:
+def tabular_mem_gb(features_bytes: int, protocol: str, n_records: int = 0, replay_size: int | None = None) -> float:
     """GiB a tabular run needs: the record features (float32, all loaded), the training rows the protocol
-    concatenates (Cumulative: every task's, Replay: at most the current task and its buffer; taken as all of them
-    for Cumulative, else half) and a copy made while scoring, plus 1 GiB for the interpreter and the detector."""
+    concatenates and a copy made while scoring, plus 1 GiB for the interpreter and the detector. The training rows
+    are taken as all records for Cumulative, half for the others (one task), and for Replay half plus its buffer
+    (`replay_size` records of `n_records`, the default buffer when None), at most all of them: a buffer larger than
+    the stream holds every past record, as Cumulative does."""
     held = 1.0 if protocol in ("cumulative", "cumulative_fresh") else 0.5
+    if protocol == "cl" and n_records:
+        held = min(1.0, held + (replay_size or TABULAR_REPLAY_RECORDS) / n_records)
     return round((features_bytes * (2 + held)) / 2**30 + 1, 1)
+
+
+def _features_size(path: Path) -> tuple[int, int]:
+    """(bytes, records) of a record index's features.npy, from its header (nothing loaded); (0, 0) when absent."""
+    if not path.is_file():
+        return 0, 0
+    import numpy as np
+
+    try:
+        records = np.load(path, mmap_mode="r").shape[0]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a readable record feature array ({e}); rebuild the scenario folder with "
+                          f"`bench tabular scenarios`") from None
+    return path.stat().st_size, int(records)
 
 
 def tabular_source(root: Path) -> tuple[Path, dict]:
@@ -458,7 +476,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
     if selection.backbones:
         raise ConfigError(f"{grid.path}: a tabular grid has no backbone axis (drop --backbones)")
     index, orderings = tabular_source(root)
-    features = (index / "features.npy").stat().st_size if (index / "features.npy").is_file() else 0
+    features, n_records = _features_size(index / "features.npy")
     planned, said = [], set()
     for model in models:
         get(model, "tabular")  # an unknown model names the registered ones
@@ -469,9 +487,10 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
                 for a in ("orderings", "protocols", "seeds")]
         axes[0] = _distinct_orderings(axes[0], orderings, root, said, log)
         for ordering, protocol, seed in itertools.product(*axes):
-            resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol)))
+            replay = grid.replay(model) if protocol == "cl" else None
+            resources = replace(base, mem_gb=max(base.mem_gb, tabular_mem_gb(features, protocol, n_records, replay)))
             inputs = TabularInputs(**grid.index_settings,  # prepare replaces, never edits, them
-                                   replay_size=grid.replay(model) if protocol == "cl" else None)
+                                   replay_size=replay)
             config = RunConfig(dataset=grid.data, root=str(index), model=model, tasks=list(orderings[ordering]),
                                ordering=ordering, protocol=protocol, seed=seed, inputs=inputs,
                                device=run_device(profile, resources), preset=grid.models[model].get("preset"),

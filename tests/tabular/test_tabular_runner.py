@@ -333,6 +333,9 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     size = (scenario_folder / "candidates" / "natural-day" / "index" / "features.npy").stat().st_size
     assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
     assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
+    replay = [p for p in planned if p.run.config.protocol == "cl"][0]
+    n = len(np.load(scenario_folder / "candidates" / "natural-day" / "index" / "features.npy", mmap_mode="r"))
+    assert replay.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cl", n))
     args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
             "--models", "deepsvdd", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
             "--cluster", "debug", "--profile", "cpu"]
@@ -464,3 +467,26 @@ def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, ca
     assert codes == [0, 0]
     sent = [e["run_key"] for r in records.load_records(tmp_path, "tabular-synthetic") for e in r["runs"]]
     assert len(sent) == 2 and len(set(sent)) == 2  # each run once (this process's pid: queued, skipped)
+
+
+def test_a_replay_runs_memory_request_counts_its_buffer_up_to_every_record():
+    """Replay holds one task and its buffer: the default 25,000 records add little to 12 million, a buffer as large
+    as the stream asks for what Cumulative asks for, never more."""
+    from bench.hpc import grid as grids
+
+    size, n = 12_000_000 * 80 * 4, 12_000_000
+    ncl, cum = grids.tabular_mem_gb(size, "ncl", n), grids.tabular_mem_gb(size, "cumulative", n)
+    default, half = grids.tabular_mem_gb(size, "cl", n), grids.tabular_mem_gb(size, "cl", n, replay_size=n // 4)
+    assert ncl <= default < half < cum
+    assert grids.tabular_mem_gb(size, "cl", n, replay_size=10 * n) == cum
+    assert grids.tabular_mem_gb(size, "cl", 3_000) == grids.tabular_mem_gb(size, "cumulative", 3_000)  # small stream
+
+
+def test_an_unreadable_feature_array_is_one_line_at_submit(tmp_path):
+    from bench.errors import ConfigError
+    from bench.hpc import grid as grids
+
+    bad = tmp_path / "features.npy"
+    bad.write_bytes(b"not an array")
+    with pytest.raises(ConfigError, match="features.npy: not a readable record feature array"):
+        grids._features_size(bad)
