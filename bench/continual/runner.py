@@ -136,7 +136,10 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
                   "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
                   "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
                   "device": _device_name(device), "track": track.name, "levels": json.dumps(list(track.levels)),
-                  "evaluation": cfg.evaluation}
+                  "evaluation": cfg.evaluation,
+                  # a float32 training run sums in another order with another thread count, so on CPU a trained
+                  # detector's R is reproducible at the same count (a job's: its SLURM cpus, OMP_NUM_THREADS)
+                  "cpu_threads": torch.get_num_threads()}
     tasks_info = _tasks_info(run)
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)

@@ -52,6 +52,10 @@ def test_result_file_schema_and_provenance(ncl_cl_runs):
     for key in ("run_key", "config", "config_sha256", "index_sha256", "git_commit", "git_dirty", "packages",
                 "host", "seed", "started_at", "finished_at", "weights_id", "slurm_job_id"):
         assert key in a, key
+    import torch
+
+    assert a["cpu_threads"] == torch.get_num_threads()  # R of a trained detector depends on it on CPU
+    assert results.summary_row(run, ncl_cl_runs["cl"])["cpu_threads"] == a["cpu_threads"]
     for level in ("image", "pixel"):
         r = run[f"R/{level}"]
         assert r.shape == (n, n)
