@@ -145,6 +145,23 @@ def test_equal_shares_fill_the_capacity_fairly():
     assert equal_shares([3, 4], 10) == [3, 4]
 
 
+def test_floor_shares_are_the_released_rule_without_redistribution():
+    """pyCLAD v0.3.0 `strategies/replay/buffers/adaptive_balanced.py:20`: ⌊capacity / tasks⌋ each, the rest unused."""
+    assert equal_shares([50, 50, 50], 10, "floor") == [3, 3, 3]
+    assert equal_shares([2, 50, 50], 10, "floor") == [2, 3, 3]  # the small task's spare share is not handed on
+    assert equal_shares([60, 200, 391, 10], 48, "floor") == [12, 12, 12, 10]  # 46 kept, water filling keeps 48
+    assert sum(equal_shares([60, 200, 391, 10], 48)) == 48
+    buffer = ReplayBuffer(capacity=3, share="floor")
+    buffer.add("a", list(range(10)), seed=0)
+    buffer.add("b", list(range(10)), seed=1)
+    assert [len(v) for v in buffer.items_.values()] == [1, 1]  # capacity 3 after two tasks keeps 1 + 1
+    restored = ReplayBuffer(capacity=0)
+    restored.load_state_dict(buffer.state_dict())
+    assert restored.share == "floor" and restored.items() == buffer.items()
+    with pytest.raises(ConfigError, match="share rule"):
+        ReplayBuffer(capacity=3, share="fair")
+
+
 def test_replay_buffer_is_bounded_balanced_seeded_and_only_drops():
     buffer = ReplayBuffer(capacity=9)
     buffer.add("a", list(range(100)), seed=1)
