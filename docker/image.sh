@@ -88,7 +88,8 @@ base() {
     command -v mmdebstrap >/dev/null || {
         [ "$(id -u)" = 0 ] || die "mmdebstrap is not installed: apt-get install mmdebstrap"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null; }
-    tar=$(mktemp --suffix .tar); trap 'rm -f "$tar"' RETURN
+    # The RETURN trap outlives this function: it clears itself, or a later return trips `set -u` on the local $tar.
+    tar=$(mktemp --suffix .tar); trap 'rm -f -- "${tar:-}"; trap - RETURN' RETURN
     mmdebstrap --variant=minbase --include=python3.11,python3.11-venv,ca-certificates \
         --customize-hook='chroot "$1" python3.11 -m venv /opt/venv' bookworm "$tar"
     podman import --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
