@@ -270,6 +270,28 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+def expected_loading(spec) -> dict:
+    """{setting: value} of how the registry's `inclad` preset of `spec` loads images (`ModelSpec.loading`: input
+    normalisation, resize mode); empty in a suite without those settings."""
+    loading = getattr(spec, "loading", None)
+    return loading(PRESET) if loading else {}
+
+
+def _loading_reason(config: RunConfig, spec) -> str | None:
+    """The image-loading settings that differ from `inclad`'s; a file that predates a setting (None) ran the
+    suite's earlier default (`config.IMAGE_LOADING_DEFAULTS`: normalised input, float resize)."""
+    from bench import config as settings
+
+    earlier = getattr(settings, "IMAGE_LOADING_DEFAULTS", {})
+    differ = []
+    for name, want in sorted(expected_loading(spec).items()):
+        ran = getattr(config.image, name, None)
+        ran = earlier.get(name) if ran is None else ran
+        if ran != want:
+            differ.append(f"{name}={json.dumps(ran)}, inclad: {json.dumps(want)}")
+    return f"{config.model}: {'; '.join(differ)}" if differ else None
+
+
 def run_reasons(config: RunConfig, weights_id: str, attrs: dict | None = None) -> list[tuple[str, str]]:
     """(category, detail) of every way this run differs from the paper's setting (empty: it matches).
     `attrs`: the result file's provenance attributes (commit, dirty tree)."""
@@ -287,6 +309,9 @@ def run_reasons(config: RunConfig, weights_id: str, attrs: dict | None = None) -
     hparams = _hparam_reason(config, spec)
     if hparams:
         out.append(("hyperparameters", hparams))
+    loading = _loading_reason(config, spec)
+    if loading:
+        out.append(("image loading", loading))
     if (image.pixel_eval or PIXEL_EVAL) != PIXEL_EVAL:  # None: a file from before the setting, evaluated resized
         out.append(("pixel evaluation", image.pixel_eval))
     if config.model_version is None or config.model_version < spec.version:
@@ -302,6 +327,7 @@ def run_reasons(config: RunConfig, weights_id: str, attrs: dict | None = None) -
 
 REASON_TEXT = {"stream": "stream not the published one ({})", "weights": "{}", "feature dtype": "feature dtype {}",
                "image size": "image size {}", "hyperparameters": "hyperparameters differ from the inclad preset ({})",
+               "image loading": "image loading differs from the inclad preset ({})",
                "pixel evaluation": "pixel evaluation {}", "model version": "older model_version ({})",
                "tree": "made from {}", "commits": "a run {}"}
 

@@ -178,7 +178,8 @@ def write(outputs: Path, model: str, backbone: str, protocol: str, *, dataset="b
                     hparams=spec.resolve(preset=preset) if hparams is None else hparams,
                     model_version=spec.version if version is None else version,
                     inputs=ImageInputs(backbone=backbone, weights=weights, image_size=image_size or spec.image_size,
-                                       feature_dtype=feature_dtype, pixel_eval=pixel_eval))
+                                       feature_dtype=feature_dtype, pixel_eval=pixel_eval,
+                                       **paper.expected_loading(spec)))
     weights_id = weights_id or ("images" if backbone == NO_BACKBONE else
                                 f"{backbone}.{paper._inclad_tag(model, backbone)}:{'0' * 16}" if weights == "imagenet"
                                 else weights)
@@ -372,6 +373,28 @@ def test_every_setting_that_moves_a_number_under_inclad_is_a_named_reason(tmp_pa
                  "made from a dirty tree (1 of 16 runs)", "a run resumed under another commit (1 of 16 runs)",
                  "runs of 2 commits"):
         assert text in reason
+
+
+def test_image_loading_is_judged_against_the_registrys_inclad_values(tmp_path, inclad_presets, monkeypatch):
+    """Input normalisation and the resize mode (I1, I12: the released PatchCore/PaDiM configs feed raw [0, 1]
+    pixels, InCLAD's `_load_image` resizes in 8 bits) are judged against what the registry's inclad preset gives
+    (`ModelSpec.loading`), so the rule follows a preset that changes; a file that predates the settings ran the
+    suite's earlier defaults (normalised, float resize)."""
+    from bench import config as settings
+
+    write(tmp_path, "padim", "resnet18", "cl")  # before the patch below: with today's registry's loading
+    attrs = next(iter(collect(tmp_path, "btad").details.values()))["attrs"]
+    cfg = RunConfig.from_json(attrs["config"])
+    released = {"normalize": False, "resize": "8bit"}
+    for name in released:  # a file made before the settings existed: they read back None
+        if hasattr(cfg.image, name):
+            setattr(cfg.image, name, None)
+    monkeypatch.setattr(settings, "IMAGE_LOADING_DEFAULTS", {"normalize": True, "resize": "float"}, raising=False)
+    monkeypatch.setattr(registry.ModelSpec, "loading", lambda self, preset: dict(released) if self.name == "padim"
+                        else dict(settings.IMAGE_LOADING_DEFAULTS), raising=False)
+    assert paper.run_reasons(cfg, attrs["weights_id"]) == [
+        ("image loading", 'padim: normalize=true, inclad: false; resize="float", inclad: "8bit"')]
+    assert paper._loading_reason(dataclasses.replace(cfg, model="cfa"), registry.get("cfa")) is None
 
 
 def test_the_preset_is_judged_by_its_values_not_its_name(tmp_path, inclad_presets):
