@@ -254,7 +254,8 @@ def cmd_multi(args) -> int:
     released = _released_stream(args, frame)
     streams = multi_stream.orderings(selected, f"{args.criterion}_" if released else "")
     selection = {"rule": multi_stream.RULE, "criterion": args.criterion,
-                 "max_per_dataset": multi_stream.MAX_PER_DATASET, "roles": dict(zip(selected["task"], selected["role"]))}
+                 "max_per_dataset": multi_stream.MAX_PER_DATASET,
+                 "roles": dict(zip(selected["task"], selected["role"]))}
     if released:
         streams = {**released, **streams}
         selection["released"] = {"orderings": list(released), "reference": multi_stream.RELEASED}
@@ -275,8 +276,9 @@ def cmd_multi(args) -> int:
                                                 f"easy_to_hard is the reverse)\n\n" + markdown(table) + "\n")
     counts = selected.groupby("dataset").size()
     if released:
+        alternative = ", ".join(o for o in streams if o not in released)
         print(f"released InCLAD-MD stream ({len(released['easy_to_hard']['tasks'])} tasks): easy_to_hard, "
-              f"hard_to_easy; the {args.criterion}-selected stream: {', '.join(o for o in streams if o not in released)}")
+              f"hard_to_easy; the {args.criterion}-selected stream: {alternative}")
     print(f"{args.criterion}-selected stream: {len(selected)} tasks "
           f"({', '.join(f'{d} {n}' for d, n in counts.items())})")
     print(markdown(table))

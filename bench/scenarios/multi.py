@@ -26,7 +26,7 @@ RULE = ("per dataset with more than six concepts: the two hardest, the two easie
         "all; orderings by average ROC-AUC, ties by name")
 
 
-# Where the released InCLAD-MD stream comes from, and how it is built (it differs from the rule above: docs/scenarios.md)
+# Where the released InCLAD-MD stream comes from and how it is built (not by the rule above: docs/scenarios.md)
 RELEASED = ("InCLAD-benchmark docs/inclad-md-dataset.md (LukaszMarcjan/InCLAD-benchmark@7901579): per dataset the 2 "
             "easiest, 2 median and 2 hardest concepts by single-task-expert rank, BTAD all 3; dataset blocks BTAD, "
             "MPDD, DAGM, VisA, MVTec AD, easiest first inside each block; hard_to_easy is the exact reverse")

@@ -298,10 +298,11 @@ def test_a_stream_other_than_the_published_one_is_not_comparable(tmp_path, incla
     assert len(frame) == 8 and not frame["comparable"].any()
     reason = {"another task list": "2 tasks, not the published easy_to_hard list of 3",
               "another order": "easy_to_hard in another order",
-              "random permutation": "random: the paper's permutation is not imported",
+              "random permutation": "random: the paper's permutation is not imported "
+                                    "(data/paper/inclad_random_orderings.csv)",
               "3-task multi": "3 tasks, not the published easy_to_hard list of 27"}[case]
     n = len(paper.required_methods(dataset))
-    assert set(frame["reason"]) == {f"stream not the published one ({reason}{')' if case != 'random permutation' else ' (data/paper/inclad_random_orderings.csv))'} ({n} of {n} runs)"}
+    assert set(frame["reason"]) == {f"stream not the published one ({reason}) ({n} of {n} runs)"}
 
 
 def test_an_imported_random_permutation_makes_random_cells_comparable(tmp_path, inclad_presets, monkeypatch):

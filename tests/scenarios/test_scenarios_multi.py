@@ -66,7 +66,8 @@ def test_rank_criterion_selects_by_the_datasets_hard_to_easy_ordering():
 # selection" (each block's categories, easiest first) and "Orderings" (blocks BTech → MPDD → DAGM → VisA → MVTec)
 RELEASED_EASY_TO_HARD = [
     "btad/03", "btad/01", "btad/02",
-    "mpdd/connector", "mpdd/bracket_brown", "mpdd/metal_plate", "mpdd/bracket_white", "mpdd/tubes", "mpdd/bracket_black",
+    "mpdd/connector", "mpdd/bracket_brown", "mpdd/metal_plate", "mpdd/bracket_white", "mpdd/tubes",
+    "mpdd/bracket_black",
     "dagm/Class4", "dagm/Class9", "dagm/Class7", "dagm/Class3", "dagm/Class5", "dagm/Class8",
     "visa/pcb4", "visa/chewinggum", "visa/fryum", "visa/pcb2", "visa/macaroni2", "visa/capsules",
     "mvtec/bottle", "mvtec/leather", "mvtec/toothbrush", "mvtec/carpet", "mvtec/screw", "mvtec/pill"]
