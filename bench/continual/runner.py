@@ -53,6 +53,7 @@ class RunState:
     arrays: dict = field(default_factory=dict)
     scores: list = field(default_factory=list)  # (step, task, label, value, *EXTRA_SCORE_COLUMNS) per sample
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
+    dirty: int = 0  # git_dirty over every step so far: 1 if any ran from a dirty tree, else -1 if any outside git
 
     def __post_init__(self):
         if not self.arrays:
@@ -132,7 +133,9 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
     if commit not in state.commits[-1:]:
         state.commits.append(commit)
-    base_attrs = {**provenance, "git_commits": json.dumps(state.commits), "run_key": run.run_key,
+    state.dirty = _dirtier(state.dirty, int(provenance["git_dirty"]))  # a resumed run is dirty if a step was
+    base_attrs = {**provenance, "git_dirty": state.dirty, "git_commits": json.dumps(state.commits),
+                  "run_key": run.run_key,
                   "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
                   "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
                   "device": _device_name(device), "track": track.name, "levels": json.dumps(list(track.levels)),
@@ -234,7 +237,12 @@ def _save_checkpoint(run: Run, protocol, state: RunState) -> None:
     checkpoint.save(run.checkpoint_path, {
         "run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
         "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores,
-        "git_commits": list(state.commits)})
+        "git_commits": list(state.commits), "git_dirty": state.dirty})
+
+
+def _dirtier(a: int, b: int) -> int:
+    """The git_dirty of two stretches of one run: dirty (1) if either was, else unknown (-1) if either was."""
+    return 1 if 1 in (a, b) else -1 if -1 in (a, b) else 0
 
 
 def _resume(run: Run, protocol, log) -> RunState | None:
@@ -267,6 +275,9 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     commits = ckpt["git_commits"]
     if not isinstance(commits, list) or not all(isinstance(c, str) for c in commits):
         raise CheckpointError(f"{path}: git_commits={commits!r} is not a list of commits")
+    dirty = ckpt.get("git_dirty", -1)  # a checkpoint from before it was recorded: its steps' tree is unknown
+    if dirty not in (-1, 0, 1) or isinstance(dirty, bool):
+        raise CheckpointError(f"{path}: git_dirty={dirty!r} is not -1, 0 or 1")
     if not isinstance(ckpt["started_at"], str):
         raise CheckpointError(f"{path}: started_at={ckpt['started_at']!r} is not a time")
     arrays, expected = ckpt["arrays"], RunState(n, matrices).arrays
@@ -282,7 +293,7 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     scores = ckpt["scores"]
     if not isinstance(scores, list) or not all(_score_ok(s, steps, n) for s in scores):
         raise CheckpointError(f"{path}: scores are not (step, task, labels, values) records of steps 1..{steps}")
-    return RunState(n, matrices, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], commits)
+    return RunState(n, matrices, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], commits, dirty)
 
 
 def _score_ok(record, steps: int, n: int) -> bool:

@@ -5,7 +5,9 @@ A manifest is what a user needs to rebuild the benchmark's task streams from the
   schema       1
   dataset      dataset name (`multi` for the multi-dataset stream)
   tasks        concept names as the readers discover them (`<dataset>/<concept>` in the multi stream)
-  orderings    {name: {"tasks": [...], "seed": int}}: each a permutation of `tasks`; `random` records its seed
+  orderings    {name: {"tasks": [...], "seed": int}}: each a permutation of `tasks`; `random` records its seed.
+               In `multi`, an ordering may take a subset (the released InCLAD-MD stream and the suite's
+               ROC-AUC-selected one share 23 of their 27 tasks): then `tasks` is the union of the orderings
   source       {"kind": "publication" | "ste" | "manifests", ...}: where the orderings come from
   difficulty   optional [{"task", "avg_roc_auc", "avg_rank", "roc_auc": {method: value}}], hardest first
   selection    optional (multi stream): the selection rule and each task's role
@@ -102,7 +104,7 @@ def validate(m, where: str) -> dict:
             fail(f"task {task!r} is not {form}")
     if len(set(tasks)) != len(tasks):
         fail(f"tasks repeat a name: {tasks}")
-    _validate_orderings(m["orderings"], tasks, fail)
+    _validate_orderings(m["orderings"], tasks, fail, subsets=dataset == MULTI)
     source = m["source"]
     if not isinstance(source, dict) or source.get("kind") not in SOURCE_KINDS:
         fail(f"source must be an object with kind one of {SOURCE_KINDS}")
@@ -122,7 +124,7 @@ def _valid_task(dataset: str, task) -> bool:
     return len(parts) == 1 and bool(_NAME.match(task))
 
 
-def _validate_orderings(orderings, tasks, fail) -> None:
+def _validate_orderings(orderings, tasks, fail, subsets: bool = False) -> None:
     if not isinstance(orderings, dict) or not orderings:
         fail("orderings must be a non-empty object {name: {\"tasks\": [...]}}")
     for name, value in orderings.items():
@@ -133,12 +135,18 @@ def _validate_orderings(orderings, tasks, fail) -> None:
         if set(value) - {"tasks", "seed"}:
             fail(f"orderings.{name}: unknown keys {sorted(set(value) - {'tasks', 'seed'})} (expected tasks, seed)")
         order = value["tasks"]
+        if "seed" in value and (not isinstance(value["seed"], int) or isinstance(value["seed"], bool)):
+            fail(f"orderings.{name}.seed must be an integer")
+        if (subsets and order and all(isinstance(t, str) for t in order) and len(set(order)) == len(order)
+                and set(order) <= set(tasks)):
+            continue  # a multi-dataset stream: its own selection of the tasks (their union is checked below)
         if sorted(order) != sorted(tasks):
             missing, extra = sorted(set(tasks) - set(order)), sorted(set(order) - set(tasks))
             fail(f"orderings.{name}.tasks is not a permutation of tasks (missing {missing}, extra {extra}, "
                  f"or repeated names)")
-        if "seed" in value and (not isinstance(value["seed"], int) or isinstance(value["seed"], bool)):
-            fail(f"orderings.{name}.seed must be an integer")
+    unused = sorted(set(tasks) - {t for value in orderings.values() for t in value["tasks"]})
+    if unused:
+        fail(f"tasks {unused} are in no ordering")
     if "random" in orderings and "seed" not in orderings["random"]:
         fail("orderings.random must record the seed it was drawn with")
 

@@ -68,6 +68,8 @@ class Options:
     select_top: int = 3
     per_method_heatmaps: bool = False
     figure_formats: tuple = ("png", "pdf")  # empty: heatmap values (heatmaps.csv) only, no drawing
+    pool: str = "entries"  # the paper comparison's reading of Table 2's pooling judged (bench.report.paper.POOLS)
+    own_paper_tables: bool = False  # edited data/paper tables are the user's: accept them (their digests recorded)
 
 
 @dataclass
@@ -139,7 +141,9 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
               Item("tables/timing.tex", timing_latex(tm, footer))]
 
-    pc, pt = paper.comparison(runs, c.details), paper.timing_comparison(runs, c.details)
+    paper_tables = paper.table_digests(options.own_paper_tables)  # an edited published table stops here
+    pc = paper.comparison(runs, c.details, options.pool, options.own_paper_tables)
+    pt = paper.timing_comparison(runs, c.details, options.own_paper_tables)
     items += [Item("tables/paper_comparison.csv", _csv(pc)), Item("tables/paper_timing.csv", _csv(pt)),
               Item("tables/paper_comparison.md", paper.to_markdown(pc, pt, footer))]
 
@@ -152,7 +156,7 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     maps = hm.heatmaps(runs, c.details, multi_models, options.per_method_heatmaps)
     items.append(Item("tables/heatmaps.csv", _csv(hm.heatmap_frame(maps))))
     items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
-    return items, {"multi_selection": selection_record}
+    return items, {"multi_selection": selection_record, "paper_tables": paper_tables}
 
 
 def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missing: int) -> list[Item]:

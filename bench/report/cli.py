@@ -11,7 +11,8 @@ def cmd_aggregate(args) -> int:
 
     options = Options(bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed, select_by=args.select_by,
                       select_top=args.select_top, per_method_heatmaps=args.per_method_heatmaps,
-                      figure_formats=_formats(args.figures))
+                      figure_formats=_formats(args.figures), pool=args.pool,
+                      own_paper_tables=args.own_paper_tables)
     manifest = aggregate(args.outputs, args.dataset, options)
     tables = manifest.parent  # the md tables this result set has (image: table2.md...; tabular: tabular_table2.md...)
     print(f"manifest: {manifest}\ntables:   {', '.join(str(p) for p in sorted(tables.glob('*.md')))}")
@@ -42,6 +43,7 @@ def cmd_verify(args) -> int:
 
 
 def register(sub) -> None:
+    from bench.report.paper import POOLS
     from bench.report.table2 import SELECT_BY
 
     p = sub.add_parser("aggregate", help="Table 2, per-method, timing and routing tables, the comparison with the "
@@ -57,6 +59,12 @@ def register(sub) -> None:
     p.add_argument("--per-method-heatmaps", action="store_true", help="also one heatmap per model × backbone")
     p.add_argument("--figures", default="png,pdf", help="heatmap formats, comma-separated: png,pdf or none "
                    "(none: the values in heatmaps.csv only)")
+    p.add_argument("--pool", default="entries", choices=POOLS,
+                   help="the paper comparison's reading of Table 2's pooling that is judged (the other is shown): "
+                        "entries (16 method × backbone results) or methods (9 methods) (default: entries)")
+    p.add_argument("--own-paper-tables", action="store_true",
+                   help="accept edited data/paper tables as yours (default: refuse a table whose SHA-256 is not "
+                        "the shipped one)")
     p.set_defaults(func=cmd_aggregate)
 
     p = sub.add_parser("verify", help="recompute every published cell from the run files; exit 1 on a mismatch")

@@ -251,25 +251,49 @@ def cmd_multi(args) -> int:
 
     frame, source = _difficulty_from_ste(args) if args.ste else _difficulty_from_manifests(args)
     selected = multi_stream.select(frame, args.criterion)
-    m = {"schema": manifest.SCHEMA_VERSION, "dataset": manifest.MULTI, "tasks": sorted(selected["task"]),
-         "orderings": multi_stream.orderings(selected), "source": source,
-         "selection": {"rule": multi_stream.RULE, "criterion": args.criterion,
-                       "max_per_dataset": multi_stream.MAX_PER_DATASET,
-                       "roles": dict(zip(selected["task"], selected["role"]))},
+    released = _released_stream(args, frame)
+    streams = multi_stream.orderings(selected, f"{args.criterion}_" if released else "")
+    selection = {"rule": multi_stream.RULE, "criterion": args.criterion,
+                 "max_per_dataset": multi_stream.MAX_PER_DATASET,
+                 "roles": dict(zip(selected["task"], selected["role"]))}
+    if released:
+        streams = {**released, **streams}
+        selection["released"] = {"orderings": list(released), "reference": multi_stream.RELEASED}
+    tasks = sorted({t for o in streams.values() for t in o["tasks"]})
+    frame = frame.assign(task=frame["dataset"] + "/" + frame["concept"])
+    rows = frame[frame["task"].isin(tasks)].sort_values(["avg_roc_auc", "task"], kind="stable")
+    m = {"schema": manifest.SCHEMA_VERSION, "dataset": manifest.MULTI, "tasks": tasks, "orderings": streams,
+         "source": source, "selection": selection,
          "difficulty": [{"task": r.task, "avg_roc_auc": r.avg_roc_auc, "avg_rank": r.avg_rank, "roc_auc": r.roc_auc}
-                        for r in selected.itertuples()]}
+                        for r in rows.itertuples()]}
     path = install(m, args.force)
     table = pd.DataFrame({"Rank": range(1, len(selected) + 1), "Task": selected["task"], "Role": selected["role"],
                           "Avg. ROC-AUC": selected["avg_roc_auc"].astype(float)})
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "multi_ordering.csv", index=False)
-    (args.out / "multi_ordering.md").write_text("Multi-dataset stream, hard-to-easy (easy-to-hard is its reverse)\n\n"
-                                                + markdown(table) + "\n")
+    name = f"{args.criterion}_hard_to_easy" if released else "hard_to_easy"
+    (args.out / "multi_ordering.md").write_text(f"Multi-dataset stream selected by {args.criterion}, {name} (its "
+                                                f"easy_to_hard is the reverse)\n\n" + markdown(table) + "\n")
     counts = selected.groupby("dataset").size()
-    print(f"multi-dataset stream: {len(selected)} tasks ({', '.join(f'{d} {n}' for d, n in counts.items())})")
+    if released:
+        alternative = ", ".join(o for o in streams if o not in released)
+        print(f"released InCLAD-MD stream ({len(released['easy_to_hard']['tasks'])} tasks): easy_to_hard, "
+              f"hard_to_easy; the {args.criterion}-selected stream: {alternative}")
+    print(f"{args.criterion}-selected stream: {len(selected)} tasks "
+          f"({', '.join(f'{d} {n}' for d, n in counts.items())})")
     print(markdown(table))
     print(f"manifest: {path}\ntable: {args.out / 'multi_ordering.md'}")
     return 0
+
+
+def _released_stream(args, frame: pd.DataFrame) -> dict:
+    """The released InCLAD-MD orderings (data/paper/inclad_streams.csv) when the stream is built from the five
+    InCLAD datasets' shipped difficulty tables; else none (another STE table or dataset set is another stream)."""
+    from bench.report.paper import published_streams
+
+    if args.ste or sorted(set(frame["dataset"])) != sorted(INCLAD_DATASETS):
+        return {}
+    return {o: {"tasks": tasks} for (d, o), tasks in published_streams().items() if d == manifest.MULTI}
 
 
 def _indexed_files(args) -> tuple[dict, dict, Path, int]:

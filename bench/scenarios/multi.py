@@ -6,6 +6,11 @@ positions 0, 1 (the two hardest), n-2, n-1 (the two easiest) and floor(n/2)-1, f
 middle concepts when n is even, the median concept and its next-harder neighbour when n is odd. Smaller datasets
 keep every concept. The retained tasks, named `<dataset>/<concept>`, are then sorted by average ROC-AUC
 (ties by name) into hard_to_easy; easy_to_hard is its exact reverse.
+
+The shipped data/scenarios/multi.json carries two streams: the released InCLAD-MD stream as `easy_to_hard` /
+`hard_to_easy` (what InCLAD's Table 2 MultiDataset rows ran; transcribed in data/paper/inclad_streams.csv, not
+derivable by this rule: see RELEASED) and the stream of this rule as `<criterion>_easy_to_hard` /
+`<criterion>_hard_to_easy` (e.g. `roc_auc_easy_to_hard`), the named alternative.
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ CRITERIA = ("roc_auc", "rank")
 RULE = ("per dataset with more than six concepts: the two hardest, the two easiest and the two median-difficulty "
         "concepts (0-based positions floor(n/2)-1 and floor(n/2) of the hardest-first list); smaller datasets: "
         "all; orderings by average ROC-AUC, ties by name")
+
+
+# Where the released InCLAD-MD stream comes from and how it is built (not by the rule above: docs/scenarios.md)
+RELEASED = ("InCLAD-benchmark docs/inclad-md-dataset.md (LukaszMarcjan/InCLAD-benchmark@7901579): per dataset the 2 "
+            "easiest, 2 median and 2 hardest concepts by single-task-expert rank, BTAD all 3; dataset blocks BTAD, "
+            "MPDD, DAGM, VisA, MVTec AD, easiest first inside each block; hard_to_easy is the exact reverse")
 
 
 def select(difficulty: pd.DataFrame, criterion: str = "roc_auc") -> pd.DataFrame:
@@ -45,6 +56,8 @@ def select(difficulty: pd.DataFrame, criterion: str = "roc_auc") -> pd.DataFrame
     return out.sort_values(["avg_roc_auc", "task"], kind="stable").reset_index(drop=True)
 
 
-def orderings(selected: pd.DataFrame) -> dict:
+def orderings(selected: pd.DataFrame, prefix: str = "") -> dict:
+    """`easy_to_hard` and `hard_to_easy` of the selected stream, their names prefixed (`roc_auc_` beside the
+    released stream)."""
     hard_to_easy = list(selected["task"])
-    return {"easy_to_hard": {"tasks": hard_to_easy[::-1]}, "hard_to_easy": {"tasks": hard_to_easy}}
+    return {f"{prefix}easy_to_hard": {"tasks": hard_to_easy[::-1]}, f"{prefix}hard_to_easy": {"tasks": hard_to_easy}}

@@ -103,7 +103,9 @@ def test_shipped_manifests_validate_and_name_tasks_as_the_readers_do():
         assert m["dataset"] == path.stem
         if m["dataset"] == "multi":
             assert all(t.split("/")[1] in KNOWN_CONCEPTS[t.split("/")[0]] for t in m["tasks"])
-            assert set(m["orderings"]) == {"easy_to_hard", "hard_to_easy"}
+            # the released InCLAD-MD stream and the ROC-AUC-selected alternative
+            assert set(m["orderings"]) == {"easy_to_hard", "hard_to_easy", "roc_auc_easy_to_hard",
+                                           "roc_auc_hard_to_easy"}
         else:
             assert sorted(m["tasks"]) == sorted(KNOWN_CONCEPTS[m["dataset"]])
             assert m["orderings"]["random"]["seed"] == 0

@@ -62,18 +62,49 @@ def test_rank_criterion_selects_by_the_datasets_hard_to_easy_ordering():
         select(frame, "median")
 
 
-def test_the_inclad_stream_has_27_tasks_and_the_shipped_manifest_is_reproducible(scen_dir, tmp_path):
+# The released InCLAD-MD stream, easy to hard: InCLAD-benchmark docs/inclad-md-dataset.md @7901579, "Category
+# selection" (each block's categories, easiest first) and "Orderings" (blocks BTech → MPDD → DAGM → VisA → MVTec)
+RELEASED_EASY_TO_HARD = [
+    "btad/03", "btad/01", "btad/02",
+    "mpdd/connector", "mpdd/bracket_brown", "mpdd/metal_plate", "mpdd/bracket_white", "mpdd/tubes",
+    "mpdd/bracket_black",
+    "dagm/Class4", "dagm/Class9", "dagm/Class7", "dagm/Class3", "dagm/Class5", "dagm/Class8",
+    "visa/pcb4", "visa/chewinggum", "visa/fryum", "visa/pcb2", "visa/macaroni2", "visa/capsules",
+    "mvtec/bottle", "mvtec/leather", "mvtec/toothbrush", "mvtec/carpet", "mvtec/screw", "mvtec/pill"]
+
+
+def test_the_shipped_multi_stream_is_the_released_inclad_md_stream():
+    """data/scenarios/multi.json's easy_to_hard / hard_to_easy are the released InCLAD-MD list and order
+    (InCLAD-benchmark docs/inclad-md-dataset.md @7901579: 27 categories, "hard_to_easy: exact reverse"), and the
+    published-stream table the paper comparison checks runs against (data/paper/inclad_streams.csv) holds the same."""
+    from bench.report.paper import published_streams
+
+    shipped = manifest.read(manifest.DEFAULT_DIR / "multi.json")
+    assert len(RELEASED_EASY_TO_HARD) == 27
+    assert shipped["orderings"]["easy_to_hard"]["tasks"] == RELEASED_EASY_TO_HARD
+    assert shipped["orderings"]["hard_to_easy"]["tasks"] == RELEASED_EASY_TO_HARD[::-1]
+    streams = published_streams()
+    assert streams[("multi", "easy_to_hard")] == RELEASED_EASY_TO_HARD
+    assert streams[("multi", "hard_to_easy")] == RELEASED_EASY_TO_HARD[::-1]
+
+
+def test_the_roc_auc_stream_stays_a_named_alternative_and_the_manifest_is_reproducible(scen_dir, tmp_path):
     for name in ("btad", "dagm", "mpdd", "mvtec", "visa"):
         (scen_dir / f"{name}.json").write_text((manifest.DEFAULT_DIR / f"{name}.json").read_text())
     assert main(["scenarios", "multi", "--out", str(tmp_path / "out")]) == 0
     m = manifest.load("multi")
-    counts = pd.Series([t.split("/")[0] for t in m["tasks"]]).value_counts().to_dict()
+    assert list(m["orderings"]) == ["easy_to_hard", "hard_to_easy", "roc_auc_easy_to_hard", "roc_auc_hard_to_easy"]
+    roc = m["orderings"]["roc_auc_hard_to_easy"]["tasks"]
+    counts = pd.Series([t.split("/")[0] for t in roc]).value_counts().to_dict()
     assert counts == {"btad": 3, "dagm": 6, "mpdd": 6, "mvtec": 6, "visa": 6}
-    assert {t for t in m["tasks"] if t.startswith("dagm/")} == \
-        {f"dagm/Class{i}" for i in (8, 5, 3, 7, 9, 4)}
-    assert {t for t in m["tasks"] if t.startswith("mvtec/")} == \
+    assert {t for t in roc if t.startswith("dagm/")} == {f"dagm/Class{i}" for i in (8, 5, 3, 7, 9, 4)}
+    assert {t for t in roc if t.startswith("mvtec/")} == \
         {f"mvtec/{c}" for c in ("screw", "pill", "hazelnut", "cable", "wood", "bottle")}
-    assert m["orderings"]["hard_to_easy"]["tasks"][:3] == ["visa/macaroni2", "visa/capsules", "dagm/Class8"]
+    assert roc[:3] == ["visa/macaroni2", "visa/capsules", "dagm/Class8"]
+    assert m["orderings"]["roc_auc_easy_to_hard"]["tasks"] == roc[::-1]
+    assert m["orderings"]["easy_to_hard"]["tasks"] == RELEASED_EASY_TO_HARD
+    # the two streams share 23 tasks: the manifest's task set is their union, 31
+    assert m["tasks"] == sorted(set(roc) | set(RELEASED_EASY_TO_HARD)) and len(m["tasks"]) == 31
     assert m["source"]["kind"] == "publication"
     shipped = manifest.read(manifest.DEFAULT_DIR / "multi.json")
     for key in ("tasks", "orderings", "selection", "difficulty"):
@@ -81,8 +112,23 @@ def test_the_inclad_stream_has_27_tasks_and_the_shipped_manifest_is_reproducible
     assert (tmp_path / "out" / "multi_ordering.md").is_file()
     # by average rank, MVTec AD keeps the concepts of the released InCLAD-MD stream (docs/scenarios.md)
     assert main(["scenarios", "multi", "--criterion", "rank", "--out", str(tmp_path / "out")]) == 0
-    assert {t for t in manifest.load("multi")["tasks"] if t.startswith("mvtec/")} == \
+    rank = manifest.load("multi")["orderings"]["rank_hard_to_easy"]["tasks"]
+    assert {t for t in rank if t.startswith("mvtec/")} == \
         {f"mvtec/{c}" for c in ("pill", "screw", "carpet", "toothbrush", "leather", "bottle")}
+
+
+def test_a_multi_manifest_ordering_may_select_tasks_but_each_task_is_in_one(tmp_path):
+    """Only the multi-dataset manifest may hold orderings over different task selections (two streams); a task in
+    no ordering, or a single-dataset ordering that is not a permutation, stays refused."""
+    m = {"schema": 1, "dataset": "multi", "tasks": ["a/x", "a/y", "b/z"], "source": {"kind": "publication"},
+         "orderings": {"one": {"tasks": ["a/x", "b/z"]}, "two": {"tasks": ["a/y", "a/x"]}}}
+    assert manifest.validate(m, "m.json") is m
+    m["orderings"]["two"]["tasks"] = ["a/x"]
+    with pytest.raises(ConfigError, match=r"m.json: tasks \['a/y'\] are in no ordering"):
+        manifest.validate(m, "m.json")
+    single = {**m, "dataset": "mvtec", "tasks": ["x", "y"], "orderings": {"one": {"tasks": ["x"]}}}
+    with pytest.raises(ConfigError, match="not a permutation"):
+        manifest.validate(single, "s.json")
 
 
 def test_roots_resolve_from_environment_then_roots_file_then_data_raw(tmp_path, monkeypatch):
