@@ -470,7 +470,8 @@ def test_make_targets_map_to_the_cli():
                           "CONTAINER_RUNTIME=apptainer"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert re.search(r"-m bench submit --dataset visa --profile h100 --cluster slurm --models patchcore,padim "
-                     r"+--orderings random .*--outputs outputs +--container img.sif +--container-runtime apptainer +--dry-run",
+                     r'+--orderings random .*--outputs "outputs" +--container "img.sif" +--container-runtime apptainer +'
+                     r'--dry-run',
                      out), out
     out = subprocess.run(["make", "-n", "-o", ".venv/.installed", "resubmit", "DATASET=visa"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
