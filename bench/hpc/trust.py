@@ -44,9 +44,12 @@ def writable_by_others(path: Path) -> Path | None:
 def private_folder(path: Path, what: str) -> Path:
     """Create `path` (mode 0700; parents as usual) and return it; refuse it in one line when someone else could
     replace what is put there (see the module doc)."""
-    path = Path(path)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    unsafe = writable_by_others(path)
+    path = Path(path).resolve()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    unsafe = writable_by_others(existing)  # checked before creating anything, so a refusal leaves nothing
+    if unsafe is None:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        unsafe = writable_by_others(path)
     if unsafe is not None:
         info = unsafe.stat()
         who = (f"owned by uid {info.st_uid}" if info.st_uid not in (os.geteuid(), 0)
