@@ -52,10 +52,10 @@ def private_folder(path: Path, what: str) -> Path:
         unsafe = writable_by_others(path)
     if unsafe is not None:
         info = unsafe.stat()
+        writers = [w for bit, w in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "every user")) if info.st_mode & bit]
         who = (f"owned by uid {info.st_uid}" if info.st_uid not in (os.geteuid(), 0)
-               else f"writable by its {'group' if info.st_mode & stat.S_IWGRP else 'other users'} "
-                    f"(mode {stat.S_IMODE(info.st_mode):04o})")
+               else f"writable by {' and '.join(writers)} (mode {stat.S_IMODE(info.st_mode):04o})")
         raise ConfigError(f"{unsafe}: {who}, so someone else could replace the {what} in {path} before a job "
-                          f"loads it (and run code as you): use a folder only you can write (chmod go-w "
+                          f"loads them (and run code as you): use a folder only you can write (chmod go-w "
                           f"{unsafe}, or --jobs-dir / JOBS_DIR=<private folder>; see docs/cluster.md, Shared outputs)")
     return path
