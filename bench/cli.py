@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 from bench.config import DATASETS
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, WeightsError
 
 # Modules that add their own subcommands through register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("bench.tools.commands", "bench.report.cli", "bench.hpc.commands",
@@ -120,7 +120,7 @@ def cmd_data(args) -> int:
 
 
 def cmd_weights(args) -> int:
-    from bench.features import stage_weights, staged_files, staged_weights_path
+    from bench.features import check_torchvision_file, stage_weights, staged_files, staged_weights_path
 
     if args.stage:
         for path in stage_weights():
@@ -128,7 +128,14 @@ def cmd_weights(args) -> int:
         return 0
     for name, tag in staged_files():
         path = staged_weights_path(name, tag)
-        print(f"{name + '.' + tag:<26} {'staged' if path.is_file() else 'missing'}  {path}")
+        state = "missing"
+        if path.is_file():
+            try:
+                check_torchvision_file(path, name, tag)
+                state = "staged"
+            except WeightsError:  # there, but not shown to be torchvision's: runs refuse it
+                state = "unverified"
+        print(f"{name + '.' + tag:<26} {state:<10}  {path}")
     return 0
 
 

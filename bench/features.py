@@ -2,15 +2,21 @@
 
 Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision's ImageNet weights, as
 timm's `*.tv_in1k` (IMAGENET1K_V1) and `*.tv2_in1k` (IMAGENET1K_V2) files staged by `make weights` into
-data/weights/), or a path to a state-dict file. Which ImageNet generation `imagenet` means is the detector
-preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM code asks torchvision for DEFAULT, which is V2
-for wide_resnet50_2 and V1 for resnet18; PatchCore/PaDiM/CFA use their papers' V1. The hub is never contacted
-while running: missing weights fail in milliseconds with the staging command.
+data/weights/), or a path to a state-dict file. A staged file counts as ImageNet only by content: `make weights`
+checks each download against the digest torchvision publishes in its file name (`resnet18-f37072fd.pth`: the first
+hex digits of its SHA-256) and records the staged file's own SHA-256 beside it (`<file>.source.json`); a run checks
+the file against that record, so random weights saved under the staged name are refused. Which ImageNet
+generation `imagenet` means is the detector preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM
+code asks torchvision for DEFAULT, which is V2 for wide_resnet50_2 and V1 for resnet18; PatchCore/PaDiM/CFA use
+their papers' V1. The hub is never contacted while running: missing weights fail in milliseconds with the staging
+command.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -20,7 +26,7 @@ from tqdm import tqdm
 
 from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
-from bench.io import atomic_path, file_sha256
+from bench.io import atomic_path, file_sha256, write_text_atomic
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights
@@ -29,6 +35,8 @@ IMAGENET_TAGS = {
     "IMAGENET1K_V1": {"resnet18": "tv_in1k", "wide_resnet50_2": "tv_in1k"},
     "DEFAULT": {"resnet18": "tv_in1k", "wide_resnet50_2": "tv2_in1k"},  # resnet18 has no V2
 }
+# timm tag -> torchvision's weights enum member (its `.url` ends in the published digest prefix)
+TORCHVISION_WEIGHTS = {"tv_in1k": "IMAGENET1K_V1", "tv2_in1k": "IMAGENET1K_V2"}
 FLOAT16_MAX = 65504.0
 # share of the job's memory the feature cache may fill before spilling: the rest holds the backbone's batches, the
 # model's state (PatchCore's bank, CFA's replay) and the evaluation's pixel scores
@@ -50,6 +58,50 @@ def imagenet_tag(backbone: str, generation: str = "IMAGENET1K_V1") -> str:
 
 def staged_weights_path(backbone: str, tag: str = IMAGENET_TAG) -> Path:
     return weights_dir() / f"{backbone}.{tag}.safetensors"
+
+
+def source_record_path(path: Path) -> Path:
+    """Beside a staged file: where it came from and the digests checked (`resnet18.tv_in1k.source.json`)."""
+    return path.with_name(path.name.removesuffix(".safetensors") + ".source.json")
+
+
+def torchvision_url(backbone: str, tag: str) -> str:
+    """torchvision's download address of `backbone`'s `tag` weights; its file name ends in the digest prefix."""
+    from torchvision.models import get_model_weights
+
+    return get_model_weights(backbone)[TORCHVISION_WEIGHTS[tag]].url
+
+
+def published_prefix(url: str) -> str:
+    """The SHA-256 prefix torch.hub's naming puts in a weights file name (`resnet18-f37072fd.pth` -> f37072fd)."""
+    return re.fullmatch(r".*-([0-9a-f]{6,})\.pth", url).group(1)
+
+
+def write_source_record(path: Path, url: str, source_sha256: str) -> None:
+    """Record that staged file `path` was made from `url`, whose download had SHA-256 `source_sha256`."""
+    record = {"url": url, "source_sha256": source_sha256, "sha256": file_sha256(path)}
+    write_text_atomic(source_record_path(path), json.dumps(record, indent=1) + "\n")
+
+
+def check_torchvision_file(path: Path, backbone: str, tag: str) -> None:
+    """WeightsError unless `path` is the file `make weights` staged from torchvision's published `tag` weights of
+    `backbone`: its source record names torchvision's address, the download matched the digest published there,
+    and the file's SHA-256 is the one recorded when it was written."""
+    record_path = source_record_path(path)
+    restage = "stage them with `make weights` (it checks them against torchvision's published digest)"
+    try:
+        record = json.loads(record_path.read_text())
+        url, source, sha = record["url"], record["source_sha256"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise WeightsError(f"{path}: nothing shows these are torchvision's weights ({record_path}: "
+                           f"{getattr(e, 'strerror', None) or 'not a source record'}): {restage}") from None
+    expected = torchvision_url(backbone, tag)
+    if url != expected or not str(source).startswith(published_prefix(expected)):
+        raise WeightsError(f"{record_path}: not torchvision's {backbone} {TORCHVISION_WEIGHTS[tag]} weights "
+                           f"(expected {expected}, whose SHA-256 starts {published_prefix(expected)}): {restage}")
+    if _weights_sha256(path) != sha:
+        raise WeightsError(f"{path}: SHA-256 {_weights_sha256(path)[:16]}… is not that of the file staged from "
+                           f"{expected} ({str(sha)[:16]}…): the file was replaced; {restage}")
 
 
 def staged_files() -> list[tuple[str, str]]:
@@ -75,6 +127,7 @@ def resolve_weights(backbone: str, weights: str, generation: str = "IMAGENET1K_V
                 f"downloads them at run time). On a machine with internet run `make weights` and copy "
                 f"data/weights/ here, or pass --weights none / --weights PATH"
             )
+        check_torchvision_file(path, backbone, tag)
         return path, f"{backbone}.{tag}:{_weights_sha256(path)[:16]}"
     path = Path(weights)
     if not path.is_file():
@@ -144,18 +197,31 @@ def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int 
 
 
 def stage_weights(files=None) -> list[Path]:
-    """Download torchvision's ImageNet weights through timm (needs internet) into data/weights/: every
-    (backbone, tag) of `staged_files()` unless `files` names some."""
+    """Download torchvision's ImageNet weights (needs internet), checked against the digest torchvision publishes
+    in the file name, into data/weights/ as timm state dicts, each with its source record: every (backbone, tag)
+    of `staged_files()` unless `files` names some."""
     import timm
     from safetensors.torch import save_file
 
     out = []
     weights_dir().mkdir(parents=True, exist_ok=True)
     for name, tag in files or staged_files():
-        model = timm.create_model(f"{name}.{tag}", pretrained=True)
+        url = torchvision_url(name, tag)
+        # torch.hub's cache, where timm downloads it too: a machine that staged before restages offline
+        download = Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[-1]
+        if not download.is_file():
+            download.parent.mkdir(parents=True, exist_ok=True)
+            torch.hub.download_url_to_file(url, str(download))
+        source = file_sha256(download)
+        if not source.startswith(published_prefix(url)):
+            raise WeightsError(f"{download}: SHA-256 {source[:16]}… is not the {published_prefix(url)}… "
+                               f"torchvision publishes for {url}: delete it and stage again")
+        model = timm.create_model(f"{name}.{tag}", pretrained=False)
+        model.load_state_dict(torch.load(download, map_location="cpu", weights_only=True))  # strict: every tensor
         path = staged_weights_path(name, tag)
         with atomic_path(path) as tmp:
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
+        write_source_record(path, url, source)
         out.append(path)
     return out
 

@@ -25,6 +25,9 @@ engine() {
     if [ -n "${ENGINE:-}" ]; then
         case "$ENGINE" in podman|docker) ;; *) die "ENGINE=$ENGINE: expected podman or docker";; esac
         command -v "$ENGINE" >/dev/null || die "ENGINE=$ENGINE: $ENGINE is not installed (apt-get install podman runc)"
+        # else every later step reads the missing daemon as "no such image"
+        [ "$ENGINE" = podman ] || docker info >/dev/null 2>&1 ||
+            die "ENGINE=docker: no docker daemon answers (\`docker info\` fails): start it, or use ENGINE=podman"
         echo "$ENGINE"; return
     fi
     if command -v podman >/dev/null; then echo podman; return; fi

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
-from bench.hpc import containers, executors, grid as grids, records as recs, status as st
+from bench.hpc import containers, executors, grid as grids, records as recs, status as st, trust
 
 DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
 TODO = ("failed", "not submitted")  # what submit and resubmit send; complete, queued and running runs are skipped
@@ -44,6 +45,8 @@ def _add_submit(p: argparse.ArgumentParser, resubmit: bool) -> None:
                    help="array tasks running at once (SLURM %%N; local: processes); default: the profile's")
     p.add_argument("--max-array-size", type=int, help="largest array (default: SLURM's MaxArraySize, or 1000)")
     p.add_argument("--python", help="interpreter the jobs run (default: the repo's .venv/bin/python)")
+    p.add_argument("--jobs-dir", help=f"submitit's job files and the job logs, a folder only you can write "
+                                      f"(default OUTPUTS/<dataset>/logs){again}")
     p.add_argument("--dry-run", action="store_true", help="print the sbatch parameters and the runs; submit nothing")
 
 
@@ -83,7 +86,7 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     from bench.data.multi import default_root
 
     last = records[-1] if records and reuse else {}
-    grid = grids.load_grid(args.dataset, args.grid or last.get("grid"))
+    grid = grids.load_grid(args.dataset, args.grid or (_recorded(last, "grid") if last else None))
     profile = grids.load_profile(profile_name)
     root = Path(args.root or last.get("root") or default_root(args.dataset)).resolve()
     selection = _selection(args, records if reuse else [])
@@ -91,9 +94,21 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     return grid, profile, root, selection, planned, plan_status(planned, records)
 
 
+def _recorded(record: dict, key: str):
+    """A setting of a submission record as `resubmit` and `status` reuse it. Records lie in outputs/, which
+    others may write: a profile is a plain name in jobs/profiles/ (its `setup` lines run in every job), a grid a
+    path string; a record naming `../../elsewhere/evil` is refused in one line naming the record."""
+    value = record.get(key)
+    if key == "profile" and value is not None:
+        trust.plain_name(value, "profile", record["path"])
+    if key in ("grid", "jobs_dir") and value is not None and not isinstance(value, str):
+        raise ConfigError(f"{record['path']}: {key} {value!r} is not a path")
+    return value
+
+
 def cmd_status(args) -> int:
     records = recs.load_records(args.outputs, args.dataset)
-    profile = records[-1].get("profile", DEFAULT_PROFILE) if records else DEFAULT_PROFILE
+    profile = (_recorded(records[-1], "profile") if records else None) or DEFAULT_PROFILE
     *_, statuses = _plan(args, records, profile, reuse=True)
     print(st.format_status(statuses))
     return 0
@@ -119,14 +134,24 @@ def _resubmit(args) -> int:
         raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; "
                          f"run `make submit DATASET={args.dataset}` first")
     last = records[-1]
-    for key in ("profile", "cluster", "container", "container_runtime", "parallelism"):
+    for key in ("profile", "cluster", "container", "container_runtime", "parallelism", "jobs_dir"):
         if getattr(args, key) is None:
-            setattr(args, key, last.get(key))
+            setattr(args, key, _recorded(last, key))
     return _submit(args, records, resubmit=True)
 
 
+def _check_counts(args) -> None:
+    """--parallelism and --max-array-size are integers >= 1 (also a record's parallelism, reused by resubmit):
+    0 is not "the default", a negative one never reaches sbatch, -1 does not submit nothing."""
+    for option in ("parallelism", "max_array_size"):
+        value = getattr(args, option)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"--{option.replace('_', '-')} must be an integer >= 1, got {value!r}")
+
+
 def _submit(args, records: list[dict], resubmit: bool) -> int:
-    profile_name = args.profile or DEFAULT_PROFILE
+    _check_counts(args)
+    profile_name = trust.plain_name(args.profile, "profile", "--profile") if args.profile else DEFAULT_PROFILE
     cluster = args.cluster or DEFAULT_CLUSTER
     grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
     grids.check_memory_requests(planned, grid)
@@ -136,11 +161,13 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
         print("nothing to submit")
         return 0
 
+    jobs_dir = Path(args.jobs_dir).resolve() if args.jobs_dir else outputs / grid.dataset / "logs"
     meta = {"command": "resubmit" if resubmit else "submit", "dataset": grid.dataset, "grid": str(grid.path),
             "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
+            "jobs_dir": str(jobs_dir) if args.jobs_dir else None,
             "selection": selection.as_dict(), "argv": sys.argv}
     submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
-                             logs=outputs / grid.dataset / "logs", name=f"bench-{grid.dataset}", cluster=cluster,
+                             logs=jobs_dir, name=f"bench-{grid.dataset}", cluster=cluster,
                              profile=profile, root=root, outputs=outputs, meta=meta, container=args.container,
                              container_runtime=args.container_runtime, python=args.python,
                              parallelism=args.parallelism, max_array_size=args.max_array_size, dry_run=args.dry_run)
@@ -186,7 +213,10 @@ def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs:
     workdir = grids.REPO
     box = containers.resolve(str(container), container_runtime, workdir) if container else None
     binds = [workdir, root, weights_dir(), outputs, *_data_roots(dataset, root)]
-    python = box.python(binds, workdir, executors.JOB_ENV) if box else (python or executors.default_python())
+    # submitit puts `python` into a shell line as it is (the container prefix comes quoted): quote a plain path,
+    # so a checkout under "my projects/" does not run "my"
+    python = box.python(binds, workdir, executors.JOB_ENV) if box else shlex.quote(python or
+                                                                                    executors.default_python())
     slots = parallelism or profile.array_parallelism
     # Absolute weights dir: jobs start in the repo root; the commit and dirty flag: a container has no git to ask.
     prov = provenance()
@@ -201,6 +231,7 @@ def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs:
     if cluster == "slurm" and profile.placeholders():
         raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
                           f"your site's values (see docs/cluster.md, Profiles)")
+    trust.private_folder(logs, "pickled job files")  # a job unpickles its file there when it starts
     submitted, debug_jobs, record = [], [], None
     meta = {**meta, "profile": profile.name, "cluster": cluster, "container": box.image if box else None,
             "container_runtime": box.runtime if box else None, "container_digest": box.digest if box else None,

@@ -45,7 +45,7 @@ class Container:
 
     def python(self, binds: list[Path], workdir: Path, job_env: dict[str, str]) -> str:
         """The command prefix submitit puts before `-u -m submitit.core._submit <folder>`."""
-        paths = ",".join(map(str, covering(binds)))
+        paths = ",".join(map(str, bind_paths(binds)))
         if self.runtime == "apptainer":  # apptainer passes the job's environment through; set what must differ
             env = ",".join([f"PYTHONPATH={workdir}", *(f"{k}={v}" for k, v in job_env.items())])
             return (f"apptainer exec --nv -B {shlex.quote(paths)} --pwd {shlex.quote(str(workdir))} "
@@ -53,6 +53,19 @@ class Container:
         # podman/docker pass nothing through: docker/job-exec.sh forwards the job's variables when the job starts
         return " ".join(map(shlex.quote, ["bash", str(Path(workdir) / JOB_EXEC), self.runtime, self.digest,
                                           str(workdir), paths]))
+
+
+def bind_paths(binds: list[Path]) -> list[Path]:
+    """`covering(binds)`, refusing a path with a ',' or ':' in one line: apptainer's `-B a,b` list and podman's
+    `-v src:dst` have no escape for them (the job would silently lose that folder, or bind a wrong one)."""
+    kept = covering(binds)
+    for path in kept:
+        bad = sorted(set(",:") & set(str(path)))
+        if bad:
+            raise ConfigError(f"{path}: a container cannot bind a path containing {' or '.join(map(repr, bad))} "
+                              f"(apptainer -B / podman -v separators): rename the folder (a symlink to it is "
+                              f"resolved, so it does not help)")
+    return kept
 
 
 def covering(binds: list[Path]) -> list[Path]:
@@ -66,6 +79,9 @@ def covering(binds: list[Path]) -> list[Path]:
 
 def resolve(image: str, runtime: str | None, repo: Path) -> Container:
     """Check the image and its runtime (ConfigError, one line, naming what to run) and return the container."""
+    if Path(image).is_dir():  # not "no docker daemon" or "no such image": the name is a folder here
+        raise ConfigError(f"CONTAINER={image}: is a folder, not a container image (expected an Apptainer .sif file, "
+                          f"or a podman/docker image name such as $(docker/image.sh tag))")
     runtime = runtime or default_runtime(image)
     if runtime not in RUNTIMES:
         raise ConfigError(f"CONTAINER_RUNTIME={runtime}: unknown runtime (valid: {', '.join(RUNTIMES)})")

@@ -22,6 +22,7 @@ import submitit
 from bench.config import RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
+from bench.hpc.status import KEY_CHANGED
 
 CLUSTERS = ("slurm", "local", "debug")
 DEFAULT_MAX_ARRAY_SIZE = 1000
@@ -42,7 +43,7 @@ class RunJob(submitit.helpers.Checkpointable):
         os.chdir(self.workdir)
         run = prepare(RunConfig.from_json(self.config_json), out=Path(self.out))
         if run.run_key != self.run_key:
-            raise BenchError(f"{run.out}: the run key changed since submission ({self.run_key[:12]} -> "
+            raise BenchError(f"{run.out}: {KEY_CHANGED} ({self.run_key[:12]} -> "
                              f"{run.run_key[:12]}): the dataset or weights were modified; submit again")
         slurm = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", ""))
         task = os.environ.get("SLURM_ARRAY_TASK_ID")

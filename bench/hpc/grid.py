@@ -22,6 +22,7 @@ construction models (bench.tabular.scenario.MODELS) are refused in it, except in
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -160,10 +161,10 @@ def _resources(data: dict, base: Resources, path: Path, where: str) -> Resources
     _check_keys(data, ("gpus", "cpus", "mem_gb", "time_min"), path, f"resources of {where}")
     res = replace(base, **data)
     ok = (isinstance(res.gpus, int) and res.gpus >= 0 and isinstance(res.cpus, int) and res.cpus >= 1
-          and isinstance(res.mem_gb, (int, float)) and res.mem_gb > 0 and isinstance(res.time_min, int)
+          and isinstance(res.mem_gb, (int, float)) and 0 < res.mem_gb < math.inf and isinstance(res.time_min, int)
           and res.time_min >= 1)
     if not ok:
-        raise ConfigError(f"{path}: resources of {where} need gpus >= 0, cpus >= 1, mem_gb > 0, time_min >= 1 "
+        raise ConfigError(f"{path}: resources of {where} need gpus >= 0, cpus >= 1, finite mem_gb > 0, time_min >= 1 "
                           f"(integers except mem_gb), got {res}")
     return res
 

@@ -1,7 +1,10 @@
 """Submission records: which job runs which run, so status and resubmit work without SLURM accounting.
 
-One JSON file per `submit`/`resubmit` under outputs/<dataset>/submissions/, named by UTC time so they sort in
-submission order; the latest entry of a run key wins.
+One JSON file per `submit`/`resubmit` under outputs/<dataset>/submissions/. Records are ordered by their `seq`,
+one more than the largest before it (written under the submission lock), not by the submitting host's clock: a
+login node whose clock runs ahead would otherwise make its old record the latest, and `status` would report a
+running job as failed. Records of earlier versions (no `seq`) come first, in file-name (time) order. The latest
+entry of a run key wins.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ def records_lock(outputs: Path, dataset: str):
 
 
 def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
-    """Write the record of one submission (a list of executors.Submitted) atomically; returns its path."""
+    """Write the record of one submission (a list of executors.Submitted) atomically; returns its path. Called
+    under `records_lock`, so its `seq` is unique."""
     stamp = datetime.now(timezone.utc)
+    seq = max((r.get("seq", 0) for r in load_records(outputs, dataset)), default=0) + 1
     entries = []
     for s in submitted:
         array_id, _, task_id = s.job_id.partition("_")
@@ -51,8 +56,8 @@ def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Pa
             "job_id": s.job_id, "array_job_id": array_id if task_id else "", "array_task_id": task_id,
             "log_out": str(s.log_out), "log_err": str(s.log_err), "resources": asdict(s.planned.resources),
         })
-    record = {**meta, "created_at": stamp.isoformat(timespec="seconds"), "runs": entries}
-    path = records_dir(outputs, dataset) / f"{stamp:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
+    record = {**meta, "seq": seq, "created_at": stamp.isoformat(timespec="seconds"), "runs": entries}
+    path = records_dir(outputs, dataset) / f"{seq:06d}-{stamp:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
     write_text_atomic(path, json.dumps(record, indent=1) + "\n")
     return path
 
@@ -63,20 +68,23 @@ def load_records(outputs: Path, dataset: str) -> list[dict]:
     for path in sorted(records_dir(outputs, dataset).glob("*.json")):
         try:
             record = json.loads(path.read_text())
-            if not isinstance(record.get("runs"), list):
+            if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
                 raise ValueError("no 'runs' list")
+            seq = record.get("seq", 0)
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+                raise ValueError(f"seq {seq!r} is not a count")
         except (OSError, ValueError) as e:
             raise BenchError(f"{path}: not a submission record ({e}); move it away to continue") from None
         record["path"] = str(path)
         out.append(record)
-    return out
+    return sorted(out, key=lambda r: r.get("seq", 0))  # stable: records without seq keep their time order
 
 
 def latest_entries(records: list[dict]) -> dict[str, dict]:
-    """run key -> its latest entry, with the submission's cluster and record path attached."""
+    """run key -> its latest entry, with the submission's cluster, record path and position (`seq`) attached."""
     latest = {}
-    for record in records:
+    for seq, record in enumerate(records):
         for entry in record["runs"]:
             latest[entry["run_key"]] = {**entry, "cluster": record.get("cluster", "slurm"),
-                                        "record": record["path"]}
+                                        "record": record["path"], "seq": seq}
     return latest

@@ -27,6 +27,7 @@ _ERRORS = (re.compile(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b|^Killed\b|\*\*
                       r"|oom-kill|out of memory", re.IGNORECASE),
            re.compile(r"error:", re.IGNORECASE))
 _GENERIC = ("Submitted job triggered an exception", "Job not requeued because")
+KEY_CHANGED = "the run key changed since submission"  # a job's refusal (executors.RunJob), recognised in its log
 
 
 @dataclass
@@ -135,7 +136,40 @@ def classify(planned, entry: dict | None, queue: dict | None) -> RunStatus:
 
 
 def collect(planned: list, entries: dict, queue: dict | None) -> list[RunStatus]:
-    return [classify(p, entries.get(p.key), queue) for p in planned]
+    earlier = _by_slot(entries)
+    out = []
+    for p in planned:
+        status = classify(p, entries.get(p.key), queue)
+        old = earlier.get(_slot(p.name))
+        if status.state == "not submitted" and old is not None and old["run_key"] != p.key:
+            status = _refused(status, old)
+        out.append(status)
+    return out
+
+
+def _slot(run_name: str) -> str:
+    """A run's name without its key: the same grid cell under another key (the data changed since)."""
+    return run_name.rsplit("_", 1)[0]
+
+
+def _by_slot(entries: dict) -> dict[str, dict]:
+    """name without key -> the latest submitted entry of that grid cell (entries carry their record's `seq`)."""
+    out: dict = {}
+    for entry in sorted(entries.values(), key=lambda e: e.get("seq", 0)):
+        out[_slot(entry["run_name"])] = entry
+    return out
+
+
+def _refused(status: RunStatus, old: dict) -> RunStatus:
+    """A run never submitted under its current key whose cell was submitted under another one: when that job
+    refused to run because the key changed (its dataset or weights were edited after submission), the run is
+    failed, with the job's own reason and log, so `resubmit` sends it again; any other earlier job (a finished
+    run of other settings) leaves it "not submitted"."""
+    error = last_error(old["log_err"], old["log_out"])
+    if KEY_CHANGED not in error:
+        return status
+    return RunStatus(status.name, status.key, "failed", f"job {old['job_id']} refused to run: {error}",
+                     old["job_id"], old["log_err"])
 
 
 def needs_queue(planned: list, entries: dict) -> bool:

@@ -235,6 +235,10 @@ def cmd_scenarios(args) -> int:
     roots = _roots(args.multi) if args.multi else None
     dataset = "multi" if roots else args.dataset
     out = args.out or Path("outputs") / dataset / "tabular"
+    released = out / "release" / "manifest.json"
+    if released.exists():  # runs made from it name its orderings: another release there would change what they mean
+        raise ConfigError(f"{released}: this scenario folder already holds a release, and runs made from it name its "
+                          f"orderings; build the new one into another --out (or move this folder away first)")
     manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
                          seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
     print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],

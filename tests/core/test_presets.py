@@ -112,7 +112,8 @@ def test_cli_without_image_size_takes_the_models_paper_size(tiny_root, capsys):
 def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
     """V1 (`tv_in1k`) for PatchCore; torchvision's DEFAULT for InCLAD's RD4AD: V2 (`tv2_in1k`) on
     wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at once."""
-    from bench.features import resolve_weights, staged_files, staged_weights_path
+    from bench.features import (published_prefix, resolve_weights, staged_files, staged_weights_path,
+                                torchvision_url, write_source_record)
     from bench.registry import get
 
     monkeypatch.setenv("BENCH_WEIGHTS_DIR", str(tmp_path))
@@ -120,6 +121,8 @@ def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
                               ("wide_resnet50_2", "tv_in1k")]
     for backbone, tag in staged_files():
         staged_weights_path(backbone, tag).write_bytes(tag.encode())  # content only feeds the id's hash
+        url = torchvision_url(backbone, tag)  # and the record `make weights` writes after checking the download
+        write_source_record(staged_weights_path(backbone, tag), url, published_prefix(url).ljust(64, "0"))
     ids = {(m, p, b): resolve_weights(b, "imagenet", get(m).imagenet_generation(p))[1]
            for m, p in (("patchcore", None), ("rd4ad", None), ("rd4ad", "original"))
            for b in ("resnet18", "wide_resnet50_2")}

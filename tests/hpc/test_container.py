@@ -211,6 +211,61 @@ def test_a_base_without_python_3_11_is_refused_before_building(empty_image):
                                                    "choose a base that has it (`make image-base` makes one)")
 
 
+def test_a_folder_given_as_the_container_is_named_as_a_folder(refused, tmp_path, monkeypatch):
+    """Issue 31 §6: a folder as CONTAINER was reported as "no docker daemon" (the engine check came first)."""
+    fake_command(tmp_path / "bin", "docker", "exit 1")  # a client without a daemon: what the old message blamed
+    monkeypatch.setenv("PATH", tools_only(tmp_path / "bin", "cat"))
+    for folder in (tmp_path / "images", tmp_path / "images.sif"):
+        folder.mkdir()
+        err = refused("--container", folder)
+        assert f"CONTAINER={folder}: is a folder, not a container image" in err and "daemon" not in err
+
+
+def test_image_script_with_engine_docker_and_no_daemon_says_so(tmp_path):
+    """Issue 31 §6: ENGINE=docker with a client but no daemon was reported later as a missing image."""
+    path = tools_only(tmp_path / "bin", "cat", "sha256sum", "cut", "dirname", "id")
+    fake_command(tmp_path / "bin", "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
+    out = subprocess.run([shutil.which("bash"), IMAGE_SH, "sif"], capture_output=True, text=True,
+                         env={"PATH": path, "HOME": str(tmp_path), "ENGINE": "docker"})
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "ENGINE=docker: no docker daemon answers (`docker info` fails): start it, or use ENGINE=podman"]
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "podman"])
+@pytest.mark.parametrize("char", [",", ":"])
+def test_a_bound_path_with_a_list_separator_is_refused(tmp_path, runtime, char):
+    """Issue 31 §6: a dataset root with a comma went unescaped into apptainer's -B list and job-exec.sh's split
+    (the job silently lost its data); ':' separates podman's -v src:dst. Refused, naming the path."""
+    root = tmp_path / f"data{char}set"
+    root.mkdir()
+    box = containers.Container(str(tmp_path / "bench.sif") if runtime == "apptainer" else "bench:lock-0", runtime,
+                               "sha256:0")
+    with pytest.raises(containers.ConfigError, match=re.escape(f"{root}: a container cannot bind a path")):
+        box.python([REPO, root], REPO, executors.JOB_ENV)
+
+
+def test_a_container_path_with_a_space_is_one_argument(tmp_path, capsys, small_grid, tiny_root, monkeypatch):
+    """Issue 31 §6: `make submit CONTAINER='a dir/bench.sif'` broke on the space: make passes it quoted, and the
+    job's python prefix holds it as one shell word."""
+    import shlex
+
+    make = subprocess.run(["make", "-n", "-o", ".venv/.installed", "submit", "DATASET=synthetic",
+                           "CONTAINER=a dir/bench.sif", "JOBS_DIR=my jobs"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout
+    assert '--container "a dir/bench.sif"' in make and '--jobs-dir "my jobs"' in make
+    fake_command(tmp_path / "bin", "apptainer", "exit 0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    image = tmp_path / "a dir" / "bench.sif"
+    image.parent.mkdir()
+    image.write_bytes(b"sif")
+    code, out, err = cli(capsys, *submit_args(small_grid, tiny_root, tmp_path / "out", "--container", image,
+                                              "--dry-run"))
+    assert code == 0, err
+    python = re.search(r"python: (.*)", out).group(1)
+    words = shlex.split(python)
+    assert words[0:2] == ["apptainer", "exec"] and str(image) in words and words[-1] == "python"
+
+
 # --- what a job gets ---------------------------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ local and debug executors run a grid end to end."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -258,6 +259,88 @@ def test_dry_run_prints_sbatch_parameters_and_runs(grid_file, small_root, tmp_pa
     assert not (tmp_path / "synthetic").exists()  # nothing submitted, nothing recorded
 
 
+@pytest.mark.parametrize("option", [("--max-array-size", "-1"), ("--max-array-size", "0"), ("--parallelism", "0"),
+                                    ("--parallelism", "-3")])
+def test_submit_count_options_out_of_range_are_one_line(grid_file, small_root, tmp_path, capsys, option):
+    """Issue 32: `--max-array-size -1` submitted nothing with rc 0 (no chunk), `--parallelism 0` silently meant the
+    profile's default and `--parallelism -3` reached sbatch. Each is one line and exit 2, before SLURM is asked."""
+    code, out, err = cli(capsys, *_submit_args(grid_file, small_root, tmp_path, "--cluster", "slurm", *option))
+    assert code == 2 and err.strip() == f"error: {option[0]} must be an integer >= 1, got {int(option[1])}", out + err
+    assert not (tmp_path / "synthetic" / "submissions").exists() and not (tmp_path / "synthetic" / "logs").exists()
+
+
+def test_a_resubmit_refuses_a_record_parallelism_out_of_range(planned_one, tmp_path, capsys):
+    """The parallelism resubmit reuses comes from a record others may edit: range-checked like the option."""
+    log = Path("x.err")
+    path = records.write_record(tmp_path, "synthetic", {"cluster": "slurm", "parallelism": -3},
+                                [executors.Submitted(planned_one, "5_0", log, log)])
+    code, _, err = cli(capsys, "resubmit", "--dataset", "synthetic", "--outputs", tmp_path)
+    assert code == 2 and "--parallelism must be an integer >= 1, got -3" in err
+    assert records.load_records(tmp_path, "synthetic")[-1]["path"] == str(path)
+
+
+@pytest.mark.parametrize("mem", [".inf", "-.inf", ".nan"])
+def test_a_grid_memory_request_must_be_finite(tmp_path, mem):
+    """Issue 32: a grid's `mem_gb: .inf` passed the check (inf > 0) and tracebacks at submit (int(inf))."""
+    path = tmp_path / "grid.yaml"
+    path.write_text(write_grid(tmp_path / "base.yaml").read_text().replace('"mem_gb": 2', f'"mem_gb": {mem}'))
+    with pytest.raises(ConfigError, match=r"grid\.yaml: resources of the grid need .*finite mem_gb > 0"):
+        grids.load_grid("synthetic", path)
+
+
+def test_records_are_ordered_by_sequence_not_by_the_clock(planned_one, tmp_path):
+    """A record named by a fast clock (file name sorting last) is still older than one written after it; records
+    of earlier versions (no seq) come first, in name order."""
+    log = Path("x.err")
+    folder = records.records_dir(tmp_path, "synthetic")
+    folder.mkdir(parents=True)
+    legacy = {"cluster": "slurm", "runs": [{"run_key": planned_one.key, "run_name": planned_one.name,
+                                            "job_id": "1", "log_err": "a", "log_out": "a"}]}
+    (folder / "20250101T000000000000Z-1.json").write_text(json.dumps(legacy))
+    ahead = records.write_record(tmp_path, "synthetic", {"cluster": "slurm"},
+                                 [executors.Submitted(planned_one, "2", log, log)])
+    ahead.rename(folder / "20990101T000000000000Z-2.json")
+    records.write_record(tmp_path, "synthetic", {"cluster": "slurm"}, [executors.Submitted(planned_one, "3", log, log)])
+    loaded = records.load_records(tmp_path, "synthetic")
+    assert [r["runs"][0]["job_id"] for r in loaded] == ["1", "2", "3"] and [r.get("seq") for r in loaded] == [
+        None, 1, 2]
+    assert records.latest_entries(loaded)[planned_one.key]["job_id"] == "3"
+
+
+def test_a_record_profile_or_grid_that_is_not_a_plain_name_is_refused(planned_one, tmp_path, capsys):
+    """Without SLURM: `status` refuses a record whose profile traverses out of jobs/profiles/ or whose grid is not
+    a path string, naming the record (the SLURM test runs `resubmit` too)."""
+    log = Path("x.err")
+    cases = ((("profile", "../../tmp/evil"), "profile '../../tmp/evil' is not a plain name"),
+             (("profile", "/abs/evil"), "profile '/abs/evil' is not a plain name"),
+             (("grid", ["x"]), "grid ['x'] is not a path"))
+    for i, ((key, value), expected) in enumerate(cases):
+        path = records.write_record(tmp_path / f"case{i}", "synthetic", {"cluster": "slurm", key: value},
+                                    [executors.Submitted(planned_one, "5_0", log, log)])
+        code, _, err = cli(capsys, "status", "--dataset", "synthetic", "--outputs", tmp_path / f"case{i}")
+        assert code == 2 and f"{path}: {expected}" in err, err
+
+
+def test_the_job_folder_must_be_private(tmp_path):
+    """The pickled job files' folder is created 0700; one others can write, or under a folder others can write
+    (they could rename it away and plant their own), is refused before anything is created."""
+    from bench.hpc import trust
+
+    made = trust.private_folder(tmp_path / "a" / "logs", "pickled job files")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(ConfigError, match=re.escape(f"{shared}: writable by its group and every user (mode 0777)")):
+        trust.private_folder(shared / "out" / "logs", "pickled job files")
+    assert not (shared / "out").exists()
+    shared.chmod(0o1777)  # sticky, as /tmp: nobody renames another's entries
+    assert trust.private_folder(shared / "out" / "logs", "pickled job files").is_dir()
+    made.chmod(0o770)
+    with pytest.raises(ConfigError, match="writable by its group"):
+        trust.private_folder(made, "pickled job files")
+
+
 def test_placeholders_are_refused_before_anything_is_submitted(grid_file, small_root, tmp_path, capsys):
     code, _, err = cli(capsys, "submit", "--dataset", "synthetic", "--grid", grid_file, "--root", small_root,
                        "--outputs", tmp_path, "--profile", "h100", "--cluster", "slurm")
@@ -470,7 +553,8 @@ def test_make_targets_map_to_the_cli():
                           "CONTAINER_RUNTIME=apptainer"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert re.search(r"-m bench submit --dataset visa --profile h100 --cluster slurm --models patchcore,padim "
-                     r"+--orderings random .*--outputs outputs +--container img.sif +--container-runtime apptainer +--dry-run",
+                     r'+--orderings random .*--outputs "outputs" +--container "img.sif" '
+                     r'+--container-runtime apptainer +--dry-run',
                      out), out
     out = subprocess.run(["make", "-n", "-o", ".venv/.installed", "resubmit", "DATASET=visa"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
