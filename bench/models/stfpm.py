@@ -53,9 +53,9 @@ class Stfpm(GradientDetector):
     name = "stfpm"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 lr: float, momentum: float, weight_decay: float):
+                 replay_share: str, lr: float, momentum: float, weight_decay: float):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.layers = tuple(layers)
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.student_: nn.Module | None = None
@@ -88,7 +88,7 @@ register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     version=2,  # 2: channels-last training (float rounding differs from version 1)
-    presets={"inclad": {}},
+    presets={"inclad": {}, "original": {"replay_share": "water"}},  # the suite's replay shares
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},
     params={

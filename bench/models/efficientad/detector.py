@@ -142,14 +142,15 @@ class EfficientAd(GradientDetector):
 
     def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
-                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
+                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int,
+                 replay_share: str):
         check_required({"teacher": teacher, "penalty": penalty})
         if pdn_output_size(image_size, pdn_padding) < 1:  # the unpadded PDN's 4×4 kernels outgrow a small input
             smallest = next(s for s in range(image_size, 4097) if pdn_output_size(s, pdn_padding) >= 1)
             raise ConfigError(f"efficientad at --image-size {image_size}: its {'' if pdn_padding else 'un'}padded "
                               f"PDN needs at least {smallest} px (or --set pdn_padding=true)")
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.teacher_spec, self.penalty = teacher, penalty
         self.out_channels, self.pdn_padding = out_channels, pdn_padding
         self.lr, self.weight_decay = lr, weight_decay
@@ -350,7 +351,8 @@ register(ModelSpec(
     # (unpadded PDN, quantiles over all training images; version 2 used the paper's padding and a 10 % hold-out)
     version=3,
     presets={"inclad": {},
-             "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1}},
+             "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1,
+                          "replay_share": "water"}},
     default_preset="inclad",
     quick={"epochs": 3, "out_channels": 64},
     params={
