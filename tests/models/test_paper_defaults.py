@@ -73,7 +73,7 @@ PRESETS = {
     # Lee et al.'s descriptor over layers 1–3 and scipy's 4σ filter; App. C.3's rebuilt bank; the suite's water filling
     "cfa": {"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,
                                        "ncl_bank": "after", "replay_share": "water"}},
-    "stfpm": {"inclad": {}, "original": {"replay_share": "water"}},
+    "stfpm": {"inclad": {}, "original": {"product_at": "input", "replay_share": "water"}},  # Wang et al.'s map
     # Deng & Li's code: gaussian_filter σ = 4
     "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
     "efficientad": {"inclad": {}, "original": {"teacher": "required", "penalty": "required", "pdn_padding": True,
@@ -94,7 +94,7 @@ INCLAD_CODE = {
     "cfa": {"layers": ["layer2", "layer3"], "blur_kernel": 3, "blur_sigma": 4.0, "ncl_bank": "before",
             "bank_mean": "batches", "replay_share": "floor"},
     "fastflow": {"global_affine": True, "replay_share": "floor"},  # routing-cad-icdm@6fc5a98 standard/flow.py:49-82
-    "stfpm": {"replay_share": "floor"},
+    "stfpm": {"product_at": "layer", "replay_share": "floor"},  # routing-cad-icdm stfpm.py `_batch_score_maps`
     "rd4ad": {"blur_sigma": 0.0, "replay_share": "floor"},
     "paste": {"normalize_first": False, "replay_share": "floor"},  # the first student layer's loss un-normalised
     "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0,
