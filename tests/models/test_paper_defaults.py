@@ -77,7 +77,8 @@ PRESETS = {
     # Deng & Li's code: gaussian_filter σ = 4
     "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
     "efficientad": {"inclad": {}, "original": {"teacher": "required", "penalty": "required", "pdn_padding": True,
-                                               "holdout_fraction": 0.1, "replay_share": "water"}},
+                                               "holdout_fraction": 0.1, "image_score": "map",
+                                               "replay_share": "water"}},
     "paste": {"inclad": {}, "original": {"replay_share": "water"}},
     "fastflow": {"inclad": {}, "original": {"replay_share": "water"}},
     "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
@@ -97,8 +98,9 @@ INCLAD_CODE = {
     "stfpm": {"product_at": "layer", "replay_share": "floor"},  # routing-cad-icdm stfpm.py `_batch_score_maps`
     "rd4ad": {"blur_sigma": 0.0, "replay_share": "floor"},
     "paste": {"normalize_first": False, "replay_share": "floor"},  # the first student layer's loss un-normalised
+    # image_score: InCLAD-benchmark src/pyclad/models/efficientad/efficientad.py `score_data` (apply_padding=False)
     "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0,
-                    "replay_share": "floor"},
+                    "image_score": "grid", "replay_share": "floor"},
     "ganomaly": {"losses": "anomalib", "replay_share": "floor"},
 }
 
