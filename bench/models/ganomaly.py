@@ -14,8 +14,8 @@ N(1, 0.02) BatchNorm scales).
 
 Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
 test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
-no map). BatchNorm runs in eval mode while scoring (the released code scores in train mode, so a test image's
-score depends on its batch).
+no map). BatchNorm runs in eval mode while scoring, as InCLAD's released code (Akcay et al.'s scores in train
+mode, so a test image's score depends on its batch).
 """
 
 from __future__ import annotations
