@@ -47,6 +47,9 @@ TABULAR_RUN_KEY_SCHEMA = 3
 # Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
 # left out of its run key, so such a file keeps (and is checked against) the key it was written with.
 LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype", "mask_threshold")
+# Hyperparameters only a replay buffer reads (the image track's cl protocols: Replay, CFA's task banks). They are
+# left out of the key of ncl and cumulative runs, whose results they cannot change, so those keep their keys.
+REPLAY_HPARAMS = ("replay_share",)
 # Mask pixels above this 8-bit value are defect (bench/data/images.py). Files recorded before the setting existed
 # read back mask_threshold=None: their rule, any nonzero pixel, and their run key without it.
 MASK_THRESHOLD = 127
@@ -186,7 +189,9 @@ class ImageInputs:
         """An image run's key preimage: the one schema 1 defined (RUN_KEY_SCHEMA), so its key survived the schema
         changes; the weights enter by their content id (`weights_id`), not their path."""
         return {"dataset": core.dataset, "index_sha256": index_sha256, "tasks": list(core.tasks),
-                "model": core.model, "protocol": core.protocol, "seed": core.seed, "hparams": core.hparams,
+                "model": core.model, "protocol": core.protocol, "seed": core.seed,
+                "hparams": {k: v for k, v in core.hparams.items()
+                            if core.protocol == "cl" or k not in REPLAY_HPARAMS},
                 "schema": RUN_KEY_SCHEMA, "backbone": self.backbone, "weights": weights_id,
                 "image_size": self.image_size, "batch_size": self.batch_size,
                 **{name: getattr(self, name) for name in self.predates if getattr(self, name) is not None},

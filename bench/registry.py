@@ -51,6 +51,7 @@ class Param:
     choices: tuple | None = None
     doc: str = ""
     high_open: bool = False  # True: high itself is not allowed (e.g. Adam's β < 1)
+    odd: bool = False  # int: odd values only, or 0 (a kernel size, 0 = the detector's own rule)
 
     def allowed(self) -> str:
         if self.kind == "layers":
@@ -62,7 +63,8 @@ class Param:
         lo = "" if self.low is None else f"{'>' if self.low_open else '≥'} {self.low:g}"
         hi = "" if self.high is None else f"{'<' if self.high_open else '≤'} {self.high:g}"
         bounds = " and ".join(b for b in (lo, hi) if b)
-        kind = {"int": "an integer", "float": "a finite number", "str": "a string"}[self.kind]
+        kind = {"int": "an odd integer or 0" if self.odd else "an integer", "float": "a finite number",
+                "str": "a string"}[self.kind]
         return f"{kind} {bounds}".strip()
 
     def check(self, model: str, key: str, value):
@@ -105,13 +107,16 @@ class Param:
     def _in_range(self, value) -> bool:
         if self.choices is not None and value not in self.choices:
             return False
+        if self.odd and value and value % 2 == 0:
+            return False
         if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
             return False
         return self.high is None or value < self.high or (not self.high_open and value == self.high)
 
 
-def Int(default: int, low: float | None = None, high: float | None = None, doc: str = "") -> Param:  # noqa: N802
-    return Param(default, "int", low, high, doc=doc)
+def Int(default: int, low: float | None = None, high: float | None = None, doc: str = "",  # noqa: N802
+        odd: bool = False) -> Param:
+    return Param(default, "int", low, high, doc=doc, odd=odd)
 
 
 def Float(default: float, low: float | None = None, high: float | None = None, *, low_open: bool = False,  # noqa: N802

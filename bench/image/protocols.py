@@ -3,8 +3,10 @@
 NCL (naive): train on the current task only, continuing from the current state (gradient detectors: warm-start
 fine-tuning with a fresh optimizer per task, as InCLAD's code does). CL: the detector's own continual adaptation
 (task banks for PatchCore, PaDiM, CFA — InCLAD App. C) or, for gradient-trained detectors, Replay (InCLAD §4.3):
-train on the current task plus a bounded buffer of raw past images, an equal share per past task, each task's
-share a nested seeded random subset, the buffer updated after training. Cumulative: train on every training image
+train on the current task plus a bounded buffer of raw past images, split between past tasks by the detector's
+`replay_share` (floor: ⌊capacity / tasks⌋ each, the released pyCLAD buffer InCLAD ran, under `inclad`; water:
+water filling, under `original`), each task's share a nested seeded random subset, the buffer updated after
+training. Cumulative: train on every training image
 seen so far (warm start), the usual upper reference.
 """
 
@@ -45,7 +47,8 @@ class Replay(Naive):
         super().__init__(detector, seed)
         self.capacity = capacity
         self.kept_: list = []  # training splits of the past tasks (their rows, not their images)
-        self.buffer_ = ReplayBuffer(capacity if capacity is not None else np.iinfo(np.int64).max)
+        self.buffer_ = ReplayBuffer(capacity if capacity is not None else np.iinfo(np.int64).max,
+                                    detector.replay_share)
         self.composition_: dict[str, int] = {}  # past task → images replayed at the last step
 
     def learn(self, split, step: int) -> None:

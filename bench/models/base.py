@@ -89,10 +89,11 @@ class Protocol:
         """Add what this step measured beyond R to the run's arrays (HDF5 datasets): nothing by default."""
 
 
-def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> torch.Tensor:
-    """[B, h, w] patch scores → [B, S, S]: bilinear upsampling then Gaussian blur."""
+def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float, taps: int = 0) -> torch.Tensor:
+    """[B, h, w] patch scores → [B, S, S]: bilinear upsampling then Gaussian blur (`taps`: its kernel size, 0 =
+    the 4σ kernel; bench.models.ops.blur)."""
     up = F.interpolate(patch_scores[:, None], size=(image_size, image_size), mode="bilinear", align_corners=False)
-    return gaussian_blur(up[:, 0], sigma)
+    return gaussian_blur(up[:, 0], sigma, taps)
 
 
 def local_patch_features(feats: list[torch.Tensor]) -> torch.Tensor:
@@ -104,9 +105,10 @@ def local_patch_features(feats: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([pooled[0], *up], dim=1)
 
 
-def max_of_maps(patch_scores: torch.Tensor, image_size: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+def max_of_maps(patch_scores: torch.Tensor, image_size: int, sigma: float,
+                taps: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """[B, h, w] patch scores → (image scores = max of the blurred map, maps [B, S, S]) as numpy."""
-    maps = anomaly_maps(patch_scores, image_size, sigma)
+    maps = anomaly_maps(patch_scores, image_size, sigma, taps)
     return maps.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
 
 
@@ -114,15 +116,15 @@ ROUTE_BY = ("max", "mean")
 
 
 def route(per_task: torch.Tensor, by: str = "mean", image_size: int = 0,
-          sigma: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+          sigma: float = 0.0, taps: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Task routing of the task-bank protocols (InCLAD App. C): per-task patch scores [T, B, h, w] → (each
     image's patch scores under the task with the lowest image-level aggregate [B, h, w], that task's index [B]).
 
     by="mean": the mean patch score (App. C.1, PatchCore-CL). by="max": the image score itself, the max of the
-    upsampled, blurred map (`max_of_maps` with `image_size`, `sigma`), as App. C.2/C.3 state for PaDiM-CL and
-    CFA-CL: the routed image score is then the lowest image score any task gives."""
+    upsampled, blurred map (`max_of_maps` with `image_size`, `sigma`, `taps`), as App. C.2/C.3 state for PaDiM-CL
+    and CFA-CL: the routed image score is then the lowest image score any task gives."""
     if by == "max":
-        aggregate = torch.stack([anomaly_maps(p, image_size, sigma).flatten(1).max(1).values for p in per_task])
+        aggregate = torch.stack([anomaly_maps(p, image_size, sigma, taps).flatten(1).max(1).values for p in per_task])
     else:
         aggregate = per_task.flatten(2).mean(2)
     routed = aggregate.argmin(0)

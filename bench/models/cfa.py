@@ -1,19 +1,27 @@
 """CFA (Lee et al., 2022): coupled-hypersphere-based feature adaptation, and its continual adaptation (InCLAD
 App. C.3).
 
-Descriptor: backbone layers 1–3, each averaged over a 3×3 neighbourhood, layers 2 and 3 upsampled (bilinear) to
-the layer-1 grid and concatenated, then a CoordConv 1×1 convolution (the only trained part; the backbone is
-frozen, so training reads cached features). Memory bank: the mean descriptor feature at each grid location over
-a set of normal images. Loss (soft boundary, radius r learned with the descriptor, margin α = 0.1, weight 1/ν):
+Descriptor: the backbone layers (`layers`: 2 and 3 under `inclad`, 1–3 under `original`), each averaged over a
+3×3 neighbourhood, the later ones upsampled (bilinear) to the first one's grid and concatenated, then a CoordConv
+1×1 convolution (the only trained part; the backbone is frozen, so training reads cached features). Memory bank:
+the mean descriptor feature at each grid location over a set of normal images, as the released code and Lee et
+al.'s compute it: the mean of the per-batch means, every batch weighted equally (`bank_mean="batches"`; "images":
+the exact mean over images). Loss (soft boundary, radius r learned with the descriptor, margin α = 0.1, weight 1/ν):
 attraction of every feature to its K = 3 nearest bank features, max(0, d² − r²), and repulsion of the next
 J = 3 (hard negatives), max(0, r² − d² − α). Score of a patch: distance to its nearest bank feature weighted
-by its softmin over the K nearest; map = upsampled + blurred with σ = 4; image score = max of the map.
+by its softmin over the K nearest; map = upsampled + blurred with σ = 4 (`blur_kernel` taps: 3 under `inclad`,
+torchvision's kernel; 0 = the 4σ kernel, as Lee et al.'s scipy filter); image score = max of the map.
 
-The inference bank is rebuilt with the trained descriptor after every update (App. C.3's rule, also used by the
-single-task model, so that NCL and CL share one definition and agree after their first task).
+Inference bank of the single-task (NCL) model: `ncl_bank="before"` (`inclad`) scores against the bank the
+training used, built with the descriptor before training and never rebuilt, as the released `CFA.fit` does
+(routing-cad-icdm `src/pyclad/models/cfa/cfa.py:76`); "after" (`original`) rebuilds it with the trained
+descriptor, App. C.3's rule for CFA-CL, which always rebuilds every task bank after training. So under `inclad` NCL
+and CL differ from their first task on; under `original` they agree after it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -26,11 +34,13 @@ from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_p
 from bench.models.ops.blur import MAX_SIGMA
 from bench.registry import Choice, Float, Int, Layers, ModelSpec, register
 from bench.training.loop import TrainContext, descend, sample_features, train
-from bench.training.replay import ReplayBuffer
+from bench.training.replay import SHARE_RULES, ReplayBuffer
 
 MARGIN = 0.1  # α: repulsion acts only on hard negatives closer than r² − α (Lee et al. 2022)
 NU = 1e-3  # ν of the soft-boundary objective: both hinge terms are weighted by 1/ν
 RADIUS_INIT = 1e-5
+NCL_BANKS = ("before", "after")  # the NCL model's inference bank: the training bank, or rebuilt after training
+BANK_MEANS = ("batches", "images")
 SCORE_CHUNK = 1 << 24  # distance-matrix elements scored at once: bounds memory at any image size
 
 
@@ -86,11 +96,13 @@ class Cfa(Detector):
     inputs_features = True  # for the training loop: training reads cached backbone features
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, lr: float, weight_decay: float,
-                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, replay_size: int, route_by: str):
+                 k_neighbors: int, repulsion_neighbors: int, blur_sigma: float, blur_kernel: int, ncl_bank: str,
+                 bank_mean: str, replay_size: int, replay_share: str, route_by: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.epochs, self.lr, self.weight_decay = epochs, lr, weight_decay
         self.k_neighbors, self.repulsion_neighbors = k_neighbors, repulsion_neighbors
-        self.blur_sigma, self.replay_size, self.route_by = blur_sigma, replay_size, route_by
+        self.blur_sigma, self.blur_kernel, self.ncl_bank, self.bank_mean = blur_sigma, blur_kernel, ncl_bank, bank_mean
+        self.replay_size, self.replay_share, self.route_by = replay_size, replay_share, route_by
         self.descriptor_: CoordConv | None = None
         self.radius_: torch.Tensor | None = None
         self.bank_: torch.Tensor | None = None
@@ -130,12 +142,17 @@ class Cfa(Detector):
 
     @torch.no_grad()
     def bank(self, samples) -> torch.Tensor:
-        """Memory bank [P, C]: the mean descriptor feature per grid location over `samples` (float64 sum)."""
-        total = None
+        """Memory bank [P, C]: the mean descriptor feature per grid location over `samples`, in float64: the mean
+        of the per-batch means (`bank_mean="batches"`: a short last batch weighs as much as a full one, as in the
+        released `initialize_memory_bank`, routing-cad-icdm `src/pyclad/models/cfa/architecture.py:188-196`) or
+        over images ("images")."""
+        sums, sizes = [], []
         for batch in self._batches(samples):
-            s = self.embed(self._features(batch)).double().sum(0)
-            total = s if total is None else total + s
-        return (total / len(samples)).float()
+            sums.append(self.embed(self._features(batch)).double().sum(0))
+            sizes.append(len(batch))
+        if self.bank_mean == "batches":
+            return torch.stack([s / n for s, n in zip(sums, sizes)]).mean(0).float()
+        return (torch.stack(sums).sum(0) / sum(sizes)).float()
 
     def train(self, samples, bank: torch.Tensor, seed: int) -> None:
         """Fit the descriptor (and radius) to `samples` against the fixed `bank`: AdamW, seeded shuffles, in
@@ -174,14 +191,15 @@ class Cfa(Detector):
 
     def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """[B, h, w] patch scores → (image scores = max of the blurred map, maps [B, S, S])."""
-        return max_of_maps(patch, self.image_size, self.blur_sigma)
+        return max_of_maps(patch, self.image_size, self.blur_sigma, self.blur_kernel)
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Cfa":
         samples = self.cache(split)
         self.init_descriptor(samples, seed)
-        self.train(samples, self.bank(samples), seed)
-        self.bank_ = self.bank(samples)
+        before = self.bank(samples)
+        self.train(samples, before, seed)
+        self.bank_ = before if self.ncl_bank == "before" else self.bank(samples)
         return self
 
     def predict(self, split, idx) -> Prediction:
@@ -221,7 +239,7 @@ class CfaTaskBanks(Protocol):
         super().__init__(detector, seed)
         self.kept_: list = []  # X_1..X_t (TaskSplits): the training images every rebuild needs
         self.banks_: list[torch.Tensor] = []
-        self.replay_ = ReplayBuffer(detector.replay_size)
+        self.replay_ = ReplayBuffer(detector.replay_size, detector.replay_share)
         self.image_feature_bytes_ = 0  # cached backbone features per kept image (the memory they hold)
         self._warm = True  # False after a resume: kept features must be re-extracted first
 
@@ -248,7 +266,7 @@ class CfaTaskBanks(Protocol):
     def predict(self, split, idx) -> Prediction:
         det = self.detector
         chosen, routed = route(det.patch_maps(split, idx, self.banks_), det.route_by, det.image_size,
-                               det.blur_sigma)  # j*(x) = argmin_j A(x; B_j, g_θt)
+                               det.blur_sigma, det.blur_kernel)  # j*(x) = argmin_j A(x; B_j, g_θt)
         return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
     def state_dict(self) -> dict:
@@ -272,21 +290,37 @@ class CfaTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3", quick={"epochs": 3}, version=2,
+    name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3; InCLAD's released code",
+    quick={"epochs": 3},
+    version=3,  # 3: `inclad` = the released code (layers 2+3, 3-tap blur, NCL bank before training, floor shares)
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    # `original`: Lee et al.'s CFA (layers 1–3, scipy's σ = 4 filter), App. C.3's rebuilt bank, water filling
+    presets={"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,
+                                        "ncl_bank": "after", "replay_share": "water"}},
     default_preset="inclad",
+    # the released code loads torchvision's DEFAULT weights (routing-cad-icdm src/pyclad/models/vision/
+    # backbones.py:72-75: V2 for wide_resnet50_2); Lee et al. used V1
+    imagenet_weights={"inclad": "DEFAULT"},
     params={
-        "layers": Layers(("layer1", "layer2", "layer3")),
+        # the released default return nodes (routing-cad-icdm src/pyclad/models/cfa/architecture.py:13-17)
+        "layers": Layers(("layer2", "layer3")),
         "epochs": Int(50, 1),
         "lr": Float(1e-3, 0, low_open=True),
         "weight_decay": Float(5e-4, 0),
         "k_neighbors": Int(3, 1, doc="K: bank features each feature is attracted to"),
         "repulsion_neighbors": Int(3, 0, doc="J: hard negatives repelled"),
         "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
-        # images kept for replay (CL), split equally between past tasks; 0 = InCLAD's rule for replay,
+        # the released config's score_smoothing_kernel (routing-cad-icdm src/pyclad/models/cfa/config.py:36)
+        "blur_kernel": Int(3, 0, 2 * math.ceil(4 * MAX_SIGMA) + 1, odd=True,
+                           doc="taps of the map blur (odd; 0 = ⌈4σ⌉ each side)"),
+        "ncl_bank": Choice("before", NCL_BANKS, doc="NCL inference bank: the training bank (before) or rebuilt "
+                                                    "with the trained descriptor (after)"),
+        "bank_mean": Choice("batches", BANK_MEANS, doc="memory bank: mean of per-batch means, or over images"),
+        # images kept for replay (CL), shared between past tasks by replay_share; 0 = InCLAD's rule for replay,
         # round(0.2 × mean training-task size of the run's stream) (bench.training.replay.default_replay_size)
         "replay_size": Int(0, 0),
+        "replay_share": Choice("floor", SHARE_RULES, doc="CL replay shares: ⌊capacity / tasks⌋ each (floor, the "
+                                                        "released pyCLAD buffer) or water filling (water)"),
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.3) or lowest "
                                                 "mean patch score (mean)"),
     },

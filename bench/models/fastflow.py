@@ -5,8 +5,13 @@ level through a trainable LayerNorm over [C, h, w] and its own flow of `flow_ste
 (seeded) channel permutation followed by an affine coupling: the first half of the channels x₁ passes unchanged,
 the second becomes x₂·exp(s) + t with (s̃, t) = subnet(x₁) and s = clamp·tanh(0.1·s̃) (FrEIA's AllInOneBlock
 soft clamp, which anomalib's FastFlow uses), so log|det J| = Σ s. Subnets alternate 3×3 and 1×1 convolutions
-(conv → ReLU → conv, hidden channels = hidden_ratio × input channels). Written here, no FrEIA dependency; FrEIA's
-block also learns a global per-channel affine, omitted (docs/models.md).
+(conv → ReLU → conv, hidden channels = hidden_ratio × input channels). Written here, no FrEIA dependency. After
+the coupling each step applies a learned per-channel global affine y·a + b with a = 0.1·softplus_β=0.5(ã),
+initialised to a = 1, b = 0, and log|det J| += h·w·Σ_c log a (`global_affine`, on under `inclad`: the released
+FastFlowStep, routing-cad-icdm@6fc5a98 `src/pyclad/models/fastflow/standard/flow.py:10-11, 42, 49-51, 59-60,
+76-82`, as FrEIA's AllInOneBlock; off: the suite's flow before version 3). The released step couples, scales, then
+permutes; here a step permutes first: over a stack of steps that moves one random permutation to the front, which
+the ½‖z‖² loss and the channel-mean map do not see.
 Loss: mean over the batch of Σ_levels (½‖z‖² − log|det J|). Map: mean over levels of −exp(−½ mean_c z²),
 upsampled (bilinear) to the input size; image score = map max. Adam lr 1e-3, weight decay 0, 200 epochs, batch 8
 (InCLAD Table 7).
@@ -14,16 +19,21 @@ upsampled (bilinear) to the input size; image score = map max. Adam lr 1e-3, wei
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Float, Int, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Bool, Float, Int, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import seeded
 
 SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp
+GLOBAL_SCALE_FACTOR, GLOBAL_SCALE_BETA = 0.1, 0.5  # a = 0.1·softplus_β(ã), β = 0.5 (the released FastFlowStep)
+# ã such that a starts at 1: softplus_β(ã) = 10 ⇔ ã = 2·log(e⁵ − 1) (the released _global_affine_init_value(1.0))
+GLOBAL_SCALE_INIT = math.log(math.expm1(GLOBAL_SCALE_BETA / GLOBAL_SCALE_FACTOR)) / GLOBAL_SCALE_BETA
 
 
 def subnet(in_channels: int, out_channels: int, kernel: int, hidden_ratio: float) -> nn.Module:
@@ -33,9 +43,11 @@ def subnet(in_channels: int, out_channels: int, kernel: int, hidden_ratio: float
 
 
 class CouplingStep(nn.Module):
-    """Permute channels (fixed), then an affine coupling with a soft-clamped log-scale."""
+    """Permute channels (fixed), an affine coupling with a soft-clamped log-scale, then (`global_affine`) the
+    learned per-channel global affine."""
 
-    def __init__(self, channels: int, kernel: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+    def __init__(self, channels: int, kernel: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
+                 global_affine: bool):
         super().__init__()
         self.keep = channels - channels // 2  # x₁: the channels that condition the transform of x₂
         self.clamp = clamp
@@ -43,6 +55,14 @@ class CouplingStep(nn.Module):
         self.register_buffer("perm", perm)
         self.register_buffer("inverse_perm", torch.argsort(perm))
         self.subnet = subnet(self.keep, 2 * (channels - self.keep), kernel, hidden_ratio)
+        self.global_scale = self.global_offset = None
+        if global_affine:
+            self.global_scale = nn.Parameter(torch.full((1, channels, 1, 1), GLOBAL_SCALE_INIT))
+            self.global_offset = nn.Parameter(torch.zeros(1, channels, 1, 1))
+
+    def _global(self) -> torch.Tensor:
+        """The global affine's per-channel scale a [1, C, 1, 1]."""
+        return GLOBAL_SCALE_FACTOR * F.softplus(self.global_scale, beta=GLOBAL_SCALE_BETA)
 
     def _scale_shift(self, x1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a = self.subnet(x1) * SUBNET_SCALE
@@ -54,9 +74,15 @@ class CouplingStep(nn.Module):
         x = x.index_select(1, self.perm)  # not x[:, perm]: its backward is a slow accumulating scatter
         x1, x2 = x[:, : self.keep], x[:, self.keep :]
         s, t = self._scale_shift(x1)
-        return torch.cat([x1, x2 * torch.exp(s) + t], 1), s.flatten(1).sum(1)
+        y, log_det = torch.cat([x1, x2 * torch.exp(s) + t], 1), s.flatten(1).sum(1)
+        if self.global_scale is None:
+            return y, log_det
+        a = self._global()
+        return y * a + self.global_offset, log_det + y.shape[2] * y.shape[3] * torch.log(a).sum()
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        if self.global_scale is not None:
+            z = (z - self.global_offset) / self._global()
         z1, z2 = z[:, : self.keep], z[:, self.keep :]
         s, t = self._scale_shift(z1)
         return torch.cat([z1, (z2 - t) * torch.exp(-s)], 1).index_select(1, self.inverse_perm)
@@ -65,10 +91,11 @@ class CouplingStep(nn.Module):
 class Flow(nn.Module):
     """One level's flow: `steps` coupling steps, subnets alternating 3×3 (even steps) and 1×1 (odd steps)."""
 
-    def __init__(self, channels: int, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+    def __init__(self, channels: int, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
+                 global_affine: bool):
         super().__init__()
-        self.steps = nn.ModuleList(CouplingStep(channels, 3 if i % 2 == 0 else 1, hidden_ratio, clamp, generator)
-                                   for i in range(steps))
+        self.steps = nn.ModuleList(CouplingStep(channels, 3 if i % 2 == 0 else 1, hidden_ratio, clamp, generator,
+                                                global_affine) for i in range(steps))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_det = torch.zeros(x.shape[0], device=x.device, dtype=x.dtype)
@@ -86,10 +113,12 @@ class Flow(nn.Module):
 class FastFlowNet(nn.Module):
     """LayerNorm + flow per level."""
 
-    def __init__(self, shapes, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator):
+    def __init__(self, shapes, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
+                 global_affine: bool):
         super().__init__()
         self.norms = nn.ModuleList(nn.LayerNorm(list(shape), elementwise_affine=True) for shape in shapes)
-        self.flows = nn.ModuleList(Flow(shape[0], steps, hidden_ratio, clamp, generator) for shape in shapes)
+        self.flows = nn.ModuleList(Flow(shape[0], steps, hidden_ratio, clamp, generator, global_affine)
+                                   for shape in shapes)
 
     def forward(self, feats: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [flow(norm(f)) for f, norm, flow in zip(feats, self.norms, self.flows)]
@@ -110,19 +139,22 @@ class FastFlow(GradientDetector):
     name = "fastflow"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 lr: float, weight_decay: float, flow_steps: int, hidden_ratio: float, clamp: float):
+                 replay_share: str, lr: float, weight_decay: float, flow_steps: int, hidden_ratio: float,
+                 clamp: float, global_affine: bool):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.layers = tuple(layers)
         self.lr, self.weight_decay = lr, weight_decay
         self.flow_steps, self.hidden_ratio, self.clamp = flow_steps, hidden_ratio, clamp
+        self.global_affine = global_affine
         self.net_: FastFlowNet | None = None
 
     def build(self, seed: int) -> None:
         if self.net_ is None:
             with seeded(seed):
                 generator = torch.Generator().manual_seed(seed)
-                net = FastFlowNet(self.feature_shapes(), self.flow_steps, self.hidden_ratio, self.clamp, generator)
+                net = FastFlowNet(self.feature_shapes(), self.flow_steps, self.hidden_ratio, self.clamp, generator,
+                                  self.global_affine)
             self.net_ = net.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
@@ -142,9 +174,14 @@ class FastFlow(GradientDetector):
 register(ModelSpec(
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
-    version=2,  # 2: channels-last training (float rounding differs from version 1)
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    # 2: channels-last training (float rounding differs from version 1); 3: the released global affine step and
+    # DEFAULT weights under `inclad`
+    version=3,
+    presets={"inclad": {}, "original": {"replay_share": "water"}},  # the suite's replay shares
     default_preset="inclad",
+    # the released code loads torchvision's DEFAULT weights (routing-cad-icdm src/pyclad/models/vision/
+    # backbones.py:72-75: V2 for wide_resnet50_2)
+    imagenet_weights={"inclad": "DEFAULT"},
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         **training_params(epochs=200, batch_size=8),
@@ -153,6 +190,7 @@ register(ModelSpec(
         "flow_steps": Int(8, 1),
         "hidden_ratio": Float(1.0, 0, 16, low_open=True, doc="coupling subnet width / input channels"),
         "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
+        "global_affine": Bool(True, doc="a learned per-channel affine after each coupling (the released step)"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (the flow steps' activations and gradients),

@@ -14,8 +14,8 @@ N(1, 0.02) BatchNorm scales).
 
 Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
 test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
-no map). BatchNorm runs in eval mode while scoring (the released code scores in train mode, so a test image's
-score depends on its batch).
+no map). BatchNorm runs in eval mode while scoring, as InCLAD's released code (Akcay et al.'s scores in train
+mode, so a test image's score depends on its batch).
 """
 
 from __future__ import annotations
@@ -137,10 +137,10 @@ class Ganomaly(GradientDetector):
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
-                 replay_size: int, losses: str):
+                 replay_size: int, replay_share: str, losses: str):
         dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.n_features, self.latent = n_features, latent
         self.lr, self.betas = lr, (beta1, beta2)
         self.w_adv, self.w_con, self.w_enc = w_adv, w_con, w_enc
@@ -219,7 +219,7 @@ register(ModelSpec(
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
     version=2,  # 2: anomalib's losses by default (InCLAD's); version 1 ran Akcay et al.'s
-    presets={"inclad": {}, "original": {"losses": "akcay"}},
+    presets={"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
     default_preset="inclad",
     params={
         **training_params(epochs=15, batch_size=16),

@@ -4,7 +4,8 @@ the loop that trains them is bench.training.loop.
 How a detector plugs in (subclass `GradientDetector`; see bench/models/stfpm.py for a complete one):
 
 - hyperparameters it must accept: `epochs`, `batch_size` (training batch, InCLAD Table 7), `replay_size`
-  (images kept for the Replay protocol; 0 = the rule round(0.2 × mean training-task size));
+  (images kept for the Replay protocol; 0 = the rule round(0.2 × mean training-task size)) and `replay_share`
+  (how the buffer is split between past tasks, bench.training.replay);
 - `build(seed)`: create the trainable modules on `self.device` if they do not exist yet (a warm start keeps
   them: NCL, Replay and Cumulative continue from the current weights). Seed every random init from `seed`
   (use `seeded(seed)`); shapes come from `self.feature_shapes()` (a dry forward, no data needed);
@@ -28,8 +29,9 @@ import torch
 from torch import nn
 
 from bench.models.base import Detector, Prediction
-from bench.registry import Int
+from bench.registry import Choice, Int
 from bench.training.loop import TrainContext, descend, sample_features, sample_images, train
+from bench.training.replay import SHARE_RULES
 
 
 def training_params(epochs: int, batch_size: int) -> dict:
@@ -38,6 +40,10 @@ def training_params(epochs: int, batch_size: int) -> dict:
         "epochs": Int(epochs, 1),
         "batch_size": Int(batch_size, 1, doc="training batch (Table 7; InCLAD's run script passes 32 to all)"),
         "replay_size": Int(0, 0, doc="images replayed under CL; 0 = round(0.2 × mean training-task size)"),
+        # InCLAD's runs used pyCLAD's AdaptiveBalancedReplayBuffer (v0.3.0 adaptive_balanced.py:20): floor; an
+        # `original` preset keeps the suite's water filling
+        "replay_share": Choice("floor", SHARE_RULES, doc="CL replay shares: ⌊capacity / tasks⌋ each (floor) or "
+                                                        "water filling (water)"),
     }
 
 
@@ -51,9 +57,11 @@ class GradientDetector(Detector):
     # agree with the contiguous layout to float rounding. False: contiguous tensors.
     channels_last = True
 
-    def __init__(self, extractor, *, image_size: int, epochs: int, batch_size: int, replay_size: int):
+    def __init__(self, extractor, *, image_size: int, epochs: int, batch_size: int, replay_size: int,
+                 replay_share: str):
         self.extractor, self.image_size = extractor, image_size
-        self.epochs, self.batch_size, self.replay_size = epochs, batch_size, replay_size
+        self.epochs, self.batch_size = epochs, batch_size
+        self.replay_size, self.replay_share = replay_size, replay_share
         self.context = TrainContext()
         self.losses_: list[float] = []
 

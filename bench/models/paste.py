@@ -64,9 +64,10 @@ class Paste(GradientDetector):
     name = "paste"
 
     def __init__(self, extractor, *, image_size: int, bootstrap_layer: int, epochs: int, batch_size: int,
-                 replay_size: int, lr: float, momentum: float, weight_decay: float, normalize_first: bool):
+                 replay_size: int, replay_share: str, lr: float, momentum: float, weight_decay: float,
+                 normalize_first: bool):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.bootstrap_layer, self.normalize_first = bootstrap_layer, normalize_first
         self.layers = paste_layers({"bootstrap_layer": bootstrap_layer})
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
@@ -100,7 +101,7 @@ register(ModelSpec(
     quick={"epochs": 5, "batch_size": 4, "lr": 0.1},  # lr: the best of a sweep at weights=none (docs/models.md)
     # 2: channels-last training (float rounding differs from version 1); 3: normalize_first=false by default
     version=3,
-    presets={"inclad": {}},
+    presets={"inclad": {}, "original": {"replay_share": "water"}},  # the suite's replay shares
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},
     layers_of=paste_layers,

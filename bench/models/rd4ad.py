@@ -7,7 +7,7 @@ through one, concatenated with layer 3) then the one-class embedding block, a re
 mirrored with transposed convolutions, three stages producing layer 3's, layer 2's and layer 1's shapes (stage
 depths as the official de_resnet). Loss: Σ_l mean over the batch of 1 − cos(flatten(E_l), flatten(D_l)) (the
 official code's per-sample flattened cosine). Map: Σ_l of the per-location 1 − cos over channels, upsampled
-(bilinear) to the input size, then a Gaussian blur (σ = `blur_sigma`, 0 = none); image score = map max. Adam
+(bilinear, corners aligned, as InCLAD's `post_process` and Deng & Li's `cal_anomaly_map`) to the input size, then a Gaussian blur (σ = `blur_sigma`, 0 = none); image score = map max. Adam
 lr 5e-3, β = (0.5, 0.999), 200 epochs, batch 16 (InCLAD Table 7). Initialisation as the official code (and
 InCLAD's copy of it): every Conv2d of the OCBE and the decoder Kaiming-normal (fan_out, ReLU), every BatchNorm
 weight 1 and bias 0; the transposed convolutions keep PyTorch's default, as there (they are not nn.Conv2d).
@@ -151,18 +151,19 @@ def cosine_loss(encoder: list[torch.Tensor], decoder: list[torch.Tensor]) -> tor
 
 
 def cosine_map(encoder: list[torch.Tensor], decoder: list[torch.Tensor], image_size: int) -> torch.Tensor:
-    """[B, S, S]: Σ over layers of the per-location 1 − cos over channels, upsampled (bilinear)."""
+    """[B, S, S]: Σ over layers of the per-location 1 − cos over channels, upsampled (bilinear with
+    align_corners=True: InCLAD-benchmark `src/pyclad/models/rd4ad/architecture.py:83-88`)."""
     return sum(F.interpolate((1 - F.cosine_similarity(e, d, dim=1))[:, None], size=(image_size, image_size),
-                             mode="bilinear", align_corners=False)[:, 0] for e, d in zip(encoder, decoder))
+                             mode="bilinear", align_corners=True)[:, 0] for e, d in zip(encoder, decoder))
 
 
 class Rd4ad(GradientDetector):
     name = "rd4ad"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 lr: float, beta1: float, beta2: float, blur_sigma: float):
+                 replay_share: str, lr: float, beta1: float, beta2: float, blur_sigma: float):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         if extractor.backbone_name not in ARCHITECTURES:
             raise ConfigError(f"rd4ad has no decoder for backbone {extractor.backbone_name!r} "
                               f"(valid: {', '.join(ARCHITECTURES)})")
@@ -203,9 +204,10 @@ register(ModelSpec(
     name="rd4ad", label="RD4AD", factory=Rd4ad, source="InCLAD Table 7", quick={"epochs": 10, "batch_size": 4},
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     # 2: channels-last training (float rounding differs from version 1); 3: the official initialisation, and
-    # no blur by default (InCLAD's code; version 2 blurred with σ = 1, which neither InCLAD nor the paper did)
-    version=3,
-    presets={"inclad": {}, "original": {"blur_sigma": 4.0}},
+    # no blur by default (InCLAD's code; version 2 blurred with σ = 1, which neither InCLAD nor the paper did);
+    # 4: the map upsampled with align_corners=True, as InCLAD's and Deng & Li's code
+    version=4,
+    presets={"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},  # InCLAD builds the encoder with torchvision's DEFAULT weights
     params={

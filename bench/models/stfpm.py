@@ -3,10 +3,15 @@
 Teacher: the run's frozen backbone, layers 1–3 (its features come from the run's cache: the teacher runs once
 per image, not once per epoch). Student: the same architecture up to layer 3, randomly initialised (seeded), fed
 the raw image; the only trained part. Loss: Σ_l mean_hw Σ_c (l2n(T_l) − l2n(S_l))², l2n = unit norm over
-channels. Map: the product over layers of ½‖l2n(T_l) − l2n(S_l)‖² upsampled (bilinear) to the input size;
-image score = map max. SGD lr 0.4, momentum 0.9, weight decay 1e-4, 100 epochs, batch 32 (InCLAD Table 7).
-Preset `inclad` only (the paper's values are Table 7's); its ImageNet weights are torchvision's DEFAULT, as
-InCLAD's code path (V2 for wide_resnet50_2; the paper used resnet18, whose DEFAULT is V1).
+channels. Map: the product over layers of ½‖l2n(T_l) − l2n(S_l)‖², taken where `product_at` says: "layer"
+(`inclad`) on the first layer's grid, each later layer upsampled (bilinear) to it, image score = the max there and
+the map that product upsampled (bilinear) to the input size, as InCLAD's released STFPM (routing-cad-icdm
+`src/pyclad/models/stfpm/stfpm.py`, `_batch_score_maps`: the product at `teacher_features[0]`'s size, and
+`score_data` scores the map unresized); "input" (`original`, Wang et al.'s code) each layer upsampled to the input
+size, image score = the max of that map. (The released code has no ½: a constant factor, which no score order
+sees.) SGD lr 0.4, momentum 0.9, weight decay 1e-4, 100 epochs, batch 32 (InCLAD Table 7). ImageNet weights:
+torchvision's DEFAULT under `inclad`, as InCLAD's code path (V2 for wide_resnet50_2; the paper used resnet18,
+whose DEFAULT is V1), V1 under `original`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from torch import nn
 from bench.features import LAYERS
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Float, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, Layers, ModelSpec, pixel_memory, register
 from bench.training.loop import seeded
+
+
+PRODUCT_AT = ("layer", "input")  # see the module docstring
 
 
 def feature_distances(teacher: list[torch.Tensor], student: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -32,13 +40,22 @@ def pyramid_loss(distances: list[torch.Tensor]) -> torch.Tensor:
     return sum(d.flatten(1).mean(1) for d in distances).mean()
 
 
-def product_map(distances: list[torch.Tensor], image_size: int) -> torch.Tensor:
-    """[B, S, S]: the product over layers of ½·distance, each upsampled (bilinear) to the input size."""
+def product_map(distances: list[torch.Tensor], size) -> torch.Tensor:
+    """[B, h, w]: the product over layers of ½·distance, each upsampled (bilinear) to `size` (the input size S,
+    or a (h, w) grid)."""
     out = None
     for d in distances:
-        up = F.interpolate(0.5 * d[:, None], size=(image_size, image_size), mode="bilinear", align_corners=False)
+        up = F.interpolate(0.5 * d[:, None], size=size, mode="bilinear", align_corners=False)
         out = up[:, 0] if out is None else out * up[:, 0]
     return out
+
+
+def layer_grid_prediction(distances: list[torch.Tensor], image_size: int) -> Prediction:
+    """product_at="layer": the product on the first layer's grid, its max the image score; the map is that product
+    upsampled (bilinear) to the input size."""
+    grid = product_map(distances, tuple(distances[0].shape[-2:]))
+    maps = F.interpolate(grid[:, None], size=(image_size, image_size), mode="bilinear", align_corners=False)[:, 0]
+    return Prediction(grid.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy())
 
 
 def map_prediction(maps: torch.Tensor) -> Prediction:
@@ -53,11 +70,12 @@ class Stfpm(GradientDetector):
     name = "stfpm"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 lr: float, momentum: float, weight_decay: float):
+                 replay_share: str, lr: float, momentum: float, weight_decay: float, product_at: str):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.layers = tuple(layers)
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
+        self.product_at = product_at
         self.student_: nn.Module | None = None
 
     def build(self, seed: int) -> None:
@@ -81,14 +99,19 @@ class Stfpm(GradientDetector):
     def score(self, split, idx) -> Prediction:
         teacher = self.extractor(split, idx)
         student = self.student_(split.load_images(idx, workers=self.extractor.workers).to(self.device))
-        return map_prediction(product_map(feature_distances(teacher, student), self.image_size))
+        distances = feature_distances(teacher, student)
+        if self.product_at == "layer":
+            return layer_grid_prediction(distances, self.image_size)
+        return map_prediction(product_map(distances, self.image_size))
 
 
 register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
-    version=2,  # 2: channels-last training (float rounding differs from version 1)
-    presets={"inclad": {}},
+    # 2: channels-last training (float rounding differs from version 1); 3: the product map on the first layer's
+    # grid by default (InCLAD's code)
+    version=3,
+    presets={"inclad": {}, "original": {"product_at": "input", "replay_share": "water"}},
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},
     params={
@@ -97,6 +120,8 @@ register(ModelSpec(
         "lr": Float(0.4, 0, low_open=True),
         "momentum": Float(0.9, 0, 1, high_open=True),
         "weight_decay": Float(1e-4, 0),
+        "product_at": Choice("layer", PRODUCT_AT, doc="where the layers' distances are multiplied and the image "
+                                                     "score taken: the first layer's grid (layer) or the input size"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (the student's activations and gradients),

@@ -125,22 +125,23 @@ def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
     from bench.config import ImageInputs, RunConfig
     from bench.hpc.grid import GIB, estimate_memory
 
-    def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32"):
+    def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32", preset=None):
         tasks = [f"t{i}" for i in range(12)]
         cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, protocol=protocol,
-                        hparams=resolve_hparams(model), inputs=ImageInputs(backbone=backbone, feature_dtype=feature_dtype))
+                        hparams=resolve_hparams(model, preset=preset), inputs=ImageInputs(backbone=backbone, feature_dtype=feature_dtype))
         return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 722,
                                                                                         test=[0] * 180)
                                                                    for t in tasks}))
 
-    cfa = est("cfa")
+    cfa = est("cfa", preset="original")
     # 5.6 MB per image (layers 1-3 of wide_resnet50_2 at 224 px, float32) × every image of the stream
     assert cfa.cache == 10824 * 4 * (256 * 56**2 + 512 * 28**2 + 1024 * 14**2)
+    assert est("cfa").cache == 10824 * 4 * (512 * 28**2 + 1024 * 14**2)  # inclad's layers 2 + 3
     assert 55 * GIB < cfa.cache < 60 * GIB
     assert cfa.peak(32 * GIB) <= 32 * GIB < cfa.fixed + cfa.cache  # 32 GB suffice only thanks to the budget
-    assert est("cfa", protocol="ncl").cache == (722 + 2160) * cfa.cache // 10824
-    assert est("cfa", feature_dtype="float16").cache * 2 == cfa.cache
-    assert est("cfa", backbone="resnet18").cache < cfa.cache / 3
+    assert est("cfa", protocol="ncl", preset="original").cache == (722 + 2160) * cfa.cache // 10824
+    assert est("cfa", feature_dtype="float16", preset="original").cache * 2 == cfa.cache
+    assert est("cfa", backbone="resnet18", preset="original").cache < cfa.cache / 3
     assert est("patchcore").cache < cfa.cache / 4  # PatchCore caches test images only
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bench.models.base import step_seed
 from bench.data.tasks import split_from_state, split_state
@@ -19,6 +20,7 @@ from bench.metrics import roc_auc
 from bench.models import cfa as cfa_module
 from bench.models.cfa import MARGIN, NU, patch_scores, soft_boundary_loss
 from bench.models import create
+from bench.registry import get
 from helpers import model_extractor, task_split_pair
 
 def _samples(split):
@@ -125,14 +127,84 @@ def test_cl_trains_on_current_plus_replay_against_the_previous_descriptor(tiny_r
     assert all(t == "grain" for t, _ in seen[2][:16])
 
 
-def test_cl_first_step_equals_ncl(tiny_root):
+def test_cl_first_step_equals_ncl_with_the_rebuilt_bank(tiny_root):
+    """ncl_bank="after" (`original`): the NCL bank is rebuilt after training as CL's task banks are, so CL's first
+    step is the NCL model."""
     train, test = task_split_pair(tiny_root, "disc")
     extractor = model_extractor()
-    ncl = create("cfa", extractor, 64, epochs=2).fit(train, seed=step_seed(0, 0))
+    ncl = create("cfa", extractor, 64, epochs=2, ncl_bank="after").fit(train, seed=step_seed(0, 0))
     cl = create("cfa", extractor, 64, epochs=2).continual(seed=0)
     cl.learn(train, 0)
     idx = np.arange(len(test))
     np.testing.assert_array_equal(cl.predict(test, idx).scores, ncl.predict(test, idx).scores)
+
+
+def test_ncl_scores_against_the_bank_built_before_training(tiny_root, monkeypatch):
+    """I7, `inclad`: the released `CFA.fit` builds the memory bank with the descriptor before training and never
+    rebuilds it (routing-cad-icdm `src/pyclad/models/cfa/cfa.py:76`, `architecture.py:181-209`)."""
+    assert create("cfa", None, 64).ncl_bank == "before"
+    train, _ = task_split_pair(tiny_root, "disc")
+    det, used = create("cfa", model_extractor(), 64, epochs=1), []
+    original = det.train
+    monkeypatch.setattr(det, "train", lambda samples, bank, seed: used.append(bank) or original(samples, bank, seed))
+    det.fit(train, seed=0)
+    assert det.bank_ is used[0]  # the training bank, not one rebuilt with the trained descriptor
+    assert not torch.allclose(det.bank(_samples(train)), used[0], atol=1e-4)
+
+
+def test_bank_is_the_mean_of_per_batch_means(tiny_root):
+    """I17, `inclad`: the released `initialize_memory_bank` averages per-batch means with equal weight, so a short
+    last batch weighs as much as a full one (routing-cad-icdm `src/pyclad/models/cfa/architecture.py:188-196`);
+    bank_mean="images" is the exact mean over images."""
+    train, _ = task_split_pair(tiny_root, "disc")
+    extractor = model_extractor(batch_size=8)
+    samples = _samples(train)[:12]  # batches of 8 and 4
+    det = create("cfa", extractor, 64)
+    det.init_descriptor(samples, seed=0)
+    with torch.no_grad():
+        first, last = (det.embed(det._features(b)).double() for b in (samples[:8], samples[8:]))
+    torch.testing.assert_close(det.bank(samples), ((first.mean(0) + last.mean(0)) / 2).float())
+    det.bank_mean = "images"
+    torch.testing.assert_close(det.bank(samples), torch.cat([first, last]).mean(0).float())
+    assert not torch.allclose(first.mean(0), last.mean(0))  # the two means really differ
+
+
+def test_map_blur_is_torchvisions_3_tap_gaussian():
+    """I6, `inclad`: the map is blurred by torchvision's `gaussian_blur(kernel_size=3, sigma=4)` after bilinear
+    upsampling (routing-cad-icdm `src/pyclad/models/cfa/architecture.py:231-244`, `config.py:36-37`); `original`
+    keeps the 4σ (33-tap) kernel of Lee et al.'s scipy filter. The kernel is torchvision's exactly, for any odd size."""
+    from torchvision.transforms.functional import gaussian_blur as tv_blur
+
+    from bench.models.ops.blur import gaussian_blur
+
+    maps = torch.rand(2, 16, 16, generator=torch.Generator().manual_seed(0))
+    for taps, sigma in ((3, 4.0), (5, 1.5), (7, 0.8)):
+        torch.testing.assert_close(gaussian_blur(maps, sigma, taps), tv_blur(maps[:, None], [taps, taps],
+                                                                              [sigma, sigma])[:, 0])
+    patch = torch.rand(2, 4, 4, generator=torch.Generator().manual_seed(1))
+    up = F.interpolate(patch[:, None], size=(16, 16), mode="bilinear", align_corners=False)
+    scores, out = create("cfa", None, 16).finish(patch)
+    expected = tv_blur(up, [3, 3], [4.0, 4.0])[:, 0]
+    torch.testing.assert_close(torch.from_numpy(out), expected)
+    np.testing.assert_allclose(scores, expected.flatten(1).max(1).values.numpy(), rtol=1e-6)
+    original = create("cfa", None, 16, **get("cfa").presets["original"])
+    torch.testing.assert_close(torch.from_numpy(original.finish(patch)[1]), gaussian_blur(up[:, 0], 4.0))
+    with pytest.raises(ConfigError, match="odd integer"):
+        get("cfa").resolve({"blur_kernel": 4})
+
+
+def test_cl_replay_shares_follow_the_preset(tiny_root):
+    """I11: CFA-CL's replay buffer keeps ⌊capacity / tasks⌋ per task under `inclad` (pyCLAD v0.3.0
+    `strategies/replay/buffers/adaptive_balanced.py:20`, the buffer InCLAD's runner builds) and water fills under
+    `original`."""
+    inclad = create("cfa", None, 64, replay_size=5).continual(seed=0)
+    water = create("cfa", None, 64, replay_size=5, replay_share="water").continual(seed=0)
+    for protocol in (inclad, water):
+        protocol.replay_.add("a", list(range(10)), seed=0)
+        protocol.replay_.add("b", list(range(10)), seed=1)
+    assert [len(v) for v in inclad.replay_.items_.values()] == [2, 2]
+    assert [len(v) for v in water.replay_.items_.values()] == [3, 2]
+    assert get("cfa").presets["original"]["replay_share"] == "water"
 
 
 # --- the replay buffer ---------------------------------------------------------------------------------

@@ -174,3 +174,24 @@ def test_a_size_the_unpadded_pdn_cannot_take_is_one_line():
     with pytest.raises(ConfigError, match=r"--image-size 32: its unpadded PDN needs at least 33 px"):
         create("efficientad", source, 32)
     create("efficientad", source, 32, pdn_padding=True)  # the padded PDN takes it
+
+
+def test_inclad_image_score_is_the_max_of_the_unpadded_grid():
+    """InCLAD-benchmark `src/pyclad/models/efficientad/efficientad.py` `score_data`: the image score is the max of
+    `anomaly_map(x, apply_padding=False)`, the normalised map at the PDN's resolution, neither padded nor resized
+    (its `score_maps` pads and resizes the pixel map). `original` (anomalib's) scores the padded, upsampled map."""
+    g = torch.Generator().manual_seed(0)
+    m_st, m_ae = -torch.rand(2, 4, 4, generator=g) - 1, -torch.rand(2, 4, 4, generator=g) - 1  # all below q_low
+    assert get("efficientad").resolve(preset="original")["image_score"] == "map"
+    scores = {}
+    for rule in ("grid", "map"):  # both with the released unpadded PDN, whose map is padded back by 4 px
+        det = create("efficientad", None, SIZE, **QUICK, image_score=rule)
+        det.stats_ = {"q_st": torch.tensor([0.0, 1.0]), "q_ae": torch.tensor([0.0, 1.0])}
+        det.extractor = lambda split, idx: None
+        det.raw_maps = lambda images: (m_st, m_ae)
+        pred = det.score(None, np.arange(2))
+        assert pred.maps.shape == (2, SIZE, SIZE)
+        scores[rule] = pred.scores
+    grid = 0.5 * 0.1 * m_st + 0.5 * 0.1 * m_ae  # (m − 0) / (1 − 0) · 0.1
+    np.testing.assert_allclose(scores["grid"], grid.flatten(1).max(1).values.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(scores["map"], 0.0, atol=1e-7)  # the zero padding is the max of this map

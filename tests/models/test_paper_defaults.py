@@ -43,7 +43,6 @@ PAPER = {
         "weight_decay": 5e-4,  # Table 6: weight decay
         "k_neighbors": 3,  # Table 6: k-neighbors (K)
         "repulsion_neighbors": 3,  # Table 6: repulsion neighbors (J)
-        "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: CFA's descriptor over layers 1–3 (docs/models.md)
         "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
         "route_by": "max",  # InCLAD §4.3 / App. C.3: routed by the image-level (map max) anomaly score
     },
@@ -71,23 +70,38 @@ TABLE_7 = {
 PRESETS = {
     "patchcore": {"inclad": {}},
     "padim": {"inclad": {}},
-    "cfa": {"inclad": {}},
-    "stfpm": {"inclad": {}},
-    "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0}},  # Deng & Li's code: gaussian_filter σ = 4
+    # Lee et al.'s descriptor over layers 1–3 and scipy's 4σ filter; App. C.3's rebuilt bank; the suite's water filling
+    "cfa": {"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,
+                                       "ncl_bank": "after", "replay_share": "water"}},
+    "stfpm": {"inclad": {}, "original": {"product_at": "input", "replay_share": "water"}},  # Wang et al.'s map
+    # Deng & Li's code: gaussian_filter σ = 4
+    "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
     "efficientad": {"inclad": {}, "original": {"teacher": "required", "penalty": "required", "pdn_padding": True,
-                                               "holdout_fraction": 0.1}},
-    "paste": {"inclad": {}},
-    "fastflow": {"inclad": {}},
-    "ganomaly": {"inclad": {}, "original": {"losses": "akcay"}},
+                                               "holdout_fraction": 0.1, "image_score": "map",
+                                               "replay_share": "water"}},
+    "paste": {"inclad": {}, "original": {"replay_share": "water"}},
+    "fastflow": {"inclad": {}, "original": {"replay_share": "water"}},
+    "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
 }
-# InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights
-IMAGENET_WEIGHTS = {"rd4ad": {"inclad": "DEFAULT"}, "paste": {"inclad": "DEFAULT"}, "stfpm": {"inclad": "DEFAULT"}}
+# InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights, and so do its CFA
+# and FastFlow (routing-cad-icdm src/pyclad/models/vision/backbones.py:72-75 `get_model_weights(model_fn).DEFAULT`)
+IMAGENET_WEIGHTS = {"rd4ad": {"inclad": "DEFAULT"}, "paste": {"inclad": "DEFAULT"}, "stfpm": {"inclad": "DEFAULT"},
+                    "cfa": {"inclad": "DEFAULT"}, "fastflow": {"inclad": "DEFAULT"}}
 # what InCLAD's released code does beyond Table 7's rows (the `inclad` preset's values)
 INCLAD_CODE = {
-    "rd4ad": {"blur_sigma": 0.0},
-    "paste": {"normalize_first": False},  # the first student layer's loss un-normalised
-    "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0},
-    "ganomaly": {"losses": "anomalib"},
+    # routing-cad-icdm src/pyclad/models/cfa/: architecture.py:13-17 layers, config.py:36-37 kernel 3 σ 4, cfa.py:76
+    # the bank built before training; architecture.py:188-196 the mean of batch means; pyCLAD v0.3.0
+    # adaptive_balanced.py:20 the floor shares
+    "cfa": {"layers": ["layer2", "layer3"], "blur_kernel": 3, "blur_sigma": 4.0, "ncl_bank": "before",
+            "bank_mean": "batches", "replay_share": "floor"},
+    "fastflow": {"global_affine": True, "replay_share": "floor"},  # routing-cad-icdm@6fc5a98 standard/flow.py:49-82
+    "stfpm": {"product_at": "layer", "replay_share": "floor"},  # routing-cad-icdm stfpm.py `_batch_score_maps`
+    "rd4ad": {"blur_sigma": 0.0, "replay_share": "floor"},
+    "paste": {"normalize_first": False, "replay_share": "floor"},  # the first student layer's loss un-normalised
+    # image_score: InCLAD-benchmark src/pyclad/models/efficientad/efficientad.py `score_data` (apply_padding=False)
+    "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0,
+                    "image_score": "grid", "replay_share": "floor"},
+    "ganomaly": {"losses": "anomalib", "replay_share": "floor"},
 }
 
 

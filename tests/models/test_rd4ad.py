@@ -26,6 +26,8 @@ def test_decoder_shapes_match_the_encoder(backbone, size):
 
 
 def test_loss_and_map_equal_references():
+    """The map is upsampled with align_corners=True, as InCLAD-benchmark `src/pyclad/models/rd4ad/architecture.py:87`
+    (`post_process`) and Deng & Li's `cal_anomaly_map` do."""
     g = torch.Generator().manual_seed(0)
     enc = [torch.randn(2, 4, 4, 4, generator=g), torch.randn(2, 8, 2, 2, generator=g)]
     dec = [torch.randn(2, 4, 4, 4, generator=g), torch.randn(2, 8, 2, 2, generator=g)]
@@ -38,9 +40,9 @@ def test_loss_and_map_equal_references():
     maps = cosine_map(enc, dec, 8)
     assert maps.shape == (2, 8, 8)
     per_location = 1 - (F.normalize(enc[1], dim=1) * F.normalize(dec[1], dim=1)).sum(1)
-    up = F.interpolate(per_location[:, None], size=(8, 8), mode="bilinear", align_corners=False)[:, 0]
+    up = F.interpolate(per_location[:, None], size=(8, 8), mode="bilinear", align_corners=True)[:, 0]
     first = 1 - (F.normalize(enc[0], dim=1) * F.normalize(dec[0], dim=1)).sum(1)
-    first = F.interpolate(first[:, None], size=(8, 8), mode="bilinear", align_corners=False)[:, 0]
+    first = F.interpolate(first[:, None], size=(8, 8), mode="bilinear", align_corners=True)[:, 0]
     torch.testing.assert_close(maps, first + up, rtol=1e-5, atol=1e-5)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from bench.models import create
-from bench.models.stfpm import feature_distances, product_map, pyramid_loss
+from bench.models.stfpm import feature_distances, layer_grid_prediction, product_map, pyramid_loss
 from helpers import model_extractor, task_split_pair
 
 
@@ -41,3 +41,23 @@ def test_only_the_student_trains_on_cached_teacher_features(tiny_root):
     start.build(0)
     moved = [not torch.equal(a, b) for a, b in zip(start.student_.parameters(), det.student_.parameters())]
     assert np.mean(moved) > 0.9
+
+
+def test_inclad_multiplies_on_the_first_layers_grid_and_scores_there():
+    """InCLAD's released STFPM (routing-cad-icdm `src/pyclad/models/stfpm/stfpm.py`, `_batch_score_maps`):
+    each layer's distance upsampled (bilinear) to `teacher_features[0]`'s grid, multiplied there; `score_data`
+    takes the image score from that unresized map; `score_maps` resizes it (bilinear) to the input. `original`
+    (Wang et al.'s code) multiplies at the input size."""
+    from bench.registry import get
+
+    assert get("stfpm").resolve()["product_at"] == "layer"
+    assert get("stfpm").resolve(preset="original")["product_at"] == "input"
+    g = torch.Generator().manual_seed(0)
+    dist = [torch.rand(2, 4, 4, generator=g), torch.rand(2, 2, 2, generator=g)]
+    second = torch.nn.functional.interpolate(dist[1][:, None], size=(4, 4), mode="bilinear")[:, 0]
+    grid = 0.5 * dist[0] * 0.5 * second
+    pred = layer_grid_prediction(dist, 8)
+    np.testing.assert_allclose(pred.scores, grid.flatten(1).max(1).values.numpy(), rtol=1e-6)
+    up = torch.nn.functional.interpolate(grid[:, None], size=(8, 8), mode="bilinear")[:, 0]
+    torch.testing.assert_close(torch.from_numpy(pred.maps), up)
+    assert not np.allclose(pred.scores, product_map(dist, 8).flatten(1).max(1).values.numpy())

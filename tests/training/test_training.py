@@ -263,3 +263,33 @@ def test_detectors_and_the_loop_never_import_the_continual_package():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n.startswith("bench.continual") for n in names), (path, names)
+
+
+@pytest.mark.parametrize("model", GRADIENT)
+def test_replay_shares_follow_the_preset(model):
+    """I11: the generic Replay keeps ⌊capacity / tasks⌋ per past task under `inclad` (pyCLAD v0.3.0
+    `strategies/replay/buffers/adaptive_balanced.py:20`, the buffer InCLAD's runner builds) and water fills under
+    `original`."""
+    spec = get(model)
+    for preset, share in (("inclad", "floor"), ("original", "water")):
+        det = create(model, _extractor(model), 64, **spec.resolve(spec.quick, preset))
+        protocol = make_protocol("cl", det, seed=0, train_sizes=[25, 25])
+        assert protocol.buffer_.share == share
+        for step, task in enumerate("ab"):
+            protocol.buffer_.add(task, list(range(25)), seed=step)
+        assert [len(v) for v in protocol.buffer_.items_.values()] == ([2, 2] if share == "floor" else [3, 2])
+
+
+def test_the_replay_share_is_in_the_key_of_cl_runs_only():
+    """The share changes only what a replay buffer keeps: an ncl (or cumulative) run keeps the key it had before
+    the setting existed; a cl run's key tells the two rules apart."""
+    from bench.config import RunConfig
+
+    def key(protocol, **extra):
+        hparams = {"epochs": 1, "replay_size": 0, **extra}
+        return RunConfig(dataset="synthetic", root=".", model="stfpm", tasks=["a", "b"], protocol=protocol,
+                         hparams=hparams).run_key("index", "weights")
+
+    for protocol in ("ncl", "cumulative"):
+        assert key(protocol) == key(protocol, replay_share="floor") == key(protocol, replay_share="water")
+    assert key("cl", replay_share="floor") != key("cl", replay_share="water")

@@ -10,8 +10,12 @@ loss = mean squared difference between the autoencoder and the student's second 
 
 Scoring: M_ST = channel mean of (teacher − student)², M_AE = channel mean of (autoencoder − student)²; each is
 mapped linearly so that its 0.9 quantile goes to 0 and its 0.995 quantile to 0.1, with quantiles fitted on a
-held-out slice of the task's *training* normals (never test images); map = 0.5·M_ST + 0.5·M_AE upsampled to the
-image; image score = map max.
+held-out slice of the task's *training* normals (never test images); map = 0.5·M_ST + 0.5·M_AE (padded back by
+4 px for the unpadded PDN) upsampled to the image. Image score (`image_score`): "grid" (`inclad`) the max of
+0.5·M_ST + 0.5·M_AE at the PDN's resolution, unpadded and unresized, as InCLAD's released `score_data`
+(InCLAD-benchmark `src/pyclad/models/efficientad/efficientad.py`: `anomaly_map(x, apply_padding=False)`, then
+`amax`); "map" (`original`, anomalib's) the max of the padded, upsampled map, which can differ: bilinear
+upsampling lowers peaks and the zero padding lifts an all-negative map to 0.
 
 Teachers: `teacher=random` (what InCLAD's released code ran: its teacher-weights path defaults to none) is a
 frozen PDN seeded from the run seed; `teacher=PATH` loads a file made by `python -m bench distill-teacher`.
@@ -39,10 +43,11 @@ from bench.io import file_sha256
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.efficientad.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
-from bench.registry import Bool, Float, Int, ModelSpec, Param, pixel_memory, register
+from bench.registry import Bool, Choice, Float, Int, ModelSpec, Param, pixel_memory, register
 from bench.training.loop import descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
+IMAGE_SCORES = ("grid", "map")  # see the module docstring
 TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a training are kept when they fit
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
@@ -142,19 +147,21 @@ class EfficientAd(GradientDetector):
 
     def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
-                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int):
+                 lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int,
+                 replay_share: str, image_score: str):
         check_required({"teacher": teacher, "penalty": penalty})
         if pdn_output_size(image_size, pdn_padding) < 1:  # the unpadded PDN's 4×4 kernels outgrow a small input
             smallest = next(s for s in range(image_size, 4097) if pdn_output_size(s, pdn_padding) >= 1)
             raise ConfigError(f"efficientad at --image-size {image_size}: its {'' if pdn_padding else 'un'}padded "
                               f"PDN needs at least {smallest} px (or --set pdn_padding=true)")
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
-                         replay_size=replay_size)
+                         replay_size=replay_size, replay_share=replay_share)
         self.teacher_spec, self.penalty = teacher, penalty
         self.out_channels, self.pdn_padding = out_channels, pdn_padding
         self.lr, self.weight_decay = lr, weight_decay
         self.lr_step_fraction, self.hard_quantile, self.holdout_fraction = lr_step_fraction, hard_quantile, \
             holdout_fraction
+        self.image_score = image_score
         self.teacher_: nn.Module | None = None
         self.student_: nn.Module | None = None
         self.ae_: nn.Module | None = None
@@ -305,11 +312,13 @@ class EfficientAd(GradientDetector):
         m_st, m_ae = self.raw_maps(self.extractor(split, idx))
         q_st, q_ae = self.stats_["q_st"], self.stats_["q_ae"]
         m = 0.5 * normalise_map(m_st, q_st[0], q_st[1]) + 0.5 * normalise_map(m_ae, q_ae[0], q_ae[1])
+        grid_max = m.flatten(1).max(1).values
         if not self.pdn_padding:  # the unpadded PDN loses 4 px at each border: pad back, as the released code
             m = F.pad(m, (4, 4, 4, 4))
         m = F.interpolate(m[:, None], size=(self.image_size, self.image_size), mode="bilinear",
                           align_corners=False)[:, 0]
-        return Prediction(m.flatten(1).max(1).values.double().cpu().numpy(), m.float().cpu().numpy())
+        scores = grid_max if self.image_score == "grid" else m.flatten(1).max(1).values
+        return Prediction(scores.double().cpu().numpy(), m.float().cpu().numpy())
 
     def state_dict(self) -> dict:
         """Trained networks plus the frozen teacher (a random teacher's seed is the first task's) and the
@@ -347,10 +356,12 @@ register(ModelSpec(
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     source="InCLAD Table 7",
     # 2: channels-last training (float rounding differs from version 1); 3: the default is InCLAD's code
-    # (unpadded PDN, quantiles over all training images; version 2 used the paper's padding and a 10 % hold-out)
-    version=3,
+    # (unpadded PDN, quantiles over all training images; version 2 used the paper's padding and a 10 % hold-out);
+    # 4: the image score from the unpadded map at the PDN's resolution by default (InCLAD's score_data)
+    version=4,
     presets={"inclad": {},
-             "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1}},
+             "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1,
+                          "image_score": "map", "replay_share": "water"}},
     default_preset="inclad",
     quick={"epochs": 3, "out_channels": 64},
     params={
@@ -368,6 +379,8 @@ register(ModelSpec(
         "holdout_fraction": Float(0.0, 0, 1, high_open=True,
                                   doc="training normals held out to fit the map quantiles; 0 = fit them (and "
                                       "train) on all training images, as InCLAD's code"),
+        "image_score": Choice("grid", IMAGE_SCORES, doc="image score: max of the map at the PDN's resolution, "
+                                                        "unpadded (grid), or of the padded, upsampled map (map)"),
     },
     memory_bytes=memory_bytes,
 ))

@@ -1,4 +1,9 @@
-"""Gaussian blur of anomaly maps (σ = 4 in PatchCore, PaDiM and CFA)."""
+"""Gaussian blur of anomaly maps (σ = 4 in PatchCore, PaDiM and CFA).
+
+The kernel spans 4σ each side unless a detector names its size: InCLAD's CFA calls torchvision's
+`gaussian_blur(kernel_size=3, sigma=4)` (routing-cad-icdm `src/pyclad/models/cfa/architecture.py:241-244`), whose
+taps sit at the integer offsets −(k−1)/2 … (k−1)/2 (torchvision `_get_gaussian_kernel1d`), as `gaussian_kernel1d`'s
+do, so a `taps` kernel is that kernel exactly."""
 
 from __future__ import annotations
 
@@ -12,8 +17,11 @@ import torch.nn.functional as F
 MAX_SIGMA = 64.0
 
 
-def gaussian_kernel1d(sigma: float, device=None) -> torch.Tensor:
-    radius = math.ceil(4 * sigma)
+def gaussian_kernel1d(sigma: float, device=None, taps: int = 0) -> torch.Tensor:
+    """Normalised Gaussian taps at the integer offsets −r … r: r = ⌈4σ⌉, or (taps − 1) / 2 for an odd `taps`."""
+    if taps and taps % 2 == 0:
+        raise ValueError(f"a blur kernel has an odd number of taps, got {taps}")
+    radius = taps // 2 if taps else math.ceil(4 * sigma)
     x = torch.arange(-radius, radius + 1, dtype=torch.float32, device=device)
     k = torch.exp(-0.5 * (x / sigma) ** 2)
     return k / k.sum()
@@ -26,11 +34,12 @@ def _truncated(k: torch.Tensor, radius: int) -> torch.Tensor:
     return kt / kt.sum()
 
 
-def gaussian_blur(maps: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable blur of [B, H, W] maps with reflect padding (clamped to what the map size allows)."""
+def gaussian_blur(maps: torch.Tensor, sigma: float, taps: int = 0) -> torch.Tensor:
+    """Separable blur of [B, H, W] maps with reflect padding (clamped to what the map size allows); `taps`: the
+    kernel size (odd; 0 = the 4σ kernel)."""
     if sigma <= 0:
         return maps
-    k = gaussian_kernel1d(sigma, maps.device)
+    k = gaussian_kernel1d(sigma, maps.device, taps)
     r = k.numel() // 2
     x = maps[:, None]
     pad_w, pad_h = min(r, maps.shape[2] - 1), min(r, maps.shape[1] - 1)
