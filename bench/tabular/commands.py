@@ -76,7 +76,7 @@ def register(sub) -> None:
     q.add_argument("--quick", action="store_true", help="the models' small test settings")
     q.add_argument("--filter", action="append", metavar="KEY=VALUE",
                    help="filtering setting (gamma_l, baseline, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
-                        "coverage_strict, redundancy=both|one, tie=weakest|last|first|priority), checked against "
+                        "coverage_strict, redundancy=both|one|partners, tie=weakest|last|first|priority), checked against "
                         "its type and range")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
     q.add_argument("--multi", metavar="NAME=ROOT,...",

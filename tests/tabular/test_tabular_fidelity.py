@@ -66,9 +66,10 @@ def test_the_released_framework_preset_pins_the_released_codes_values():
     from bench.tabular.filtering import FRAMEWORK, FilterSettings
 
     suite, released = FRAMEWORK.resolve(), FRAMEWORK.resolve(preset="released")
-    assert (released["gamma_l"], released["fc1_inclusive"], released["delta_r"], released["tie"]) == \
-        (0.25, True, 0.1, "priority")
-    assert {k for k in suite if suite[k] != released[k]} == {"gamma_l", "fc1_inclusive", "delta_r", "tie"}
+    assert (released["gamma_l"], released["fc1_inclusive"], released["delta_r"], released["redundancy"],
+            released["tie"]) == (0.25, True, 0.1, "partners", "priority")
+    assert {k for k in suite if suite[k] != released[k]} == {"gamma_l", "fc1_inclusive", "delta_r", "redundancy",
+                                                             "tie"}
     assert (suite["gamma_l"], suite["fc1_inclusive"], suite["delta_r"], suite["tie"]) == (0.1, False, 0.05, "weakest")
     assert FilterSettings() == FilterSettings.resolve()  # the dataclass defaults are the suite preset's
     assert FilterSettings.resolve(preset="released").to_dict()["preset"] == "released"
@@ -95,16 +96,56 @@ def test_each_tabular_detector_has_the_released_preset(model):
 
 
 def test_tie_by_criterion_priority_removes_the_task_flagged_by_the_earliest_criterion():
+    """CAD 675a9c9 filtering_criteria.py:236-248: max over (count, −first criterion) of a dict filled in
+    criterion order."""
     from bench.tabular.filtering import _pick
 
     counts = np.array([1, 1, 1])
     flags = {"fc1": np.array([False, False, True]), "fc2": np.array([True, False, False]),
              "fc3": np.zeros(3, bool), "fc4": np.array([False, True, False]), "fc5": np.zeros(3, bool)}
     best = np.array([0.9, 0.6, 0.8])
-    assert _pick(counts, best, "priority", flags) == 2  # FC1 first, though task 1 is the weakest
-    assert _pick(counts, best, "weakest", flags) == 1
+    positions = {name: np.arange(3) for name in flags}
+    assert _pick(counts, best, "priority", flags, positions) == 2  # FC1 first, though task 1 is the weakest
+    assert _pick(counts, best, "weakest", flags, positions) == 1
     flags["fc1"][:] = False
-    assert _pick(counts, best, "priority", flags) == 0  # then FC2
+    assert _pick(counts, best, "priority", flags, positions) == 0  # then FC2
+
+
+# A redundant pair (A, B): rows and columns 0.013 apart, C far from both; FC1–FC3 flag nothing (K = 3 cannot
+# exceed P = 2). B is the stronger specialist, so the suite's `weakest` tie removes A.
+PAIR = np.array([[0.95, 0.94, 0.60], [0.94, 0.96, 0.61], [0.55, 0.56, 0.90]])
+# A hub: X is redundant with P and with Q (row and column differences 0.07), P and Q are not (0.13); Y fails FC1.
+HUB = np.array([[0.95, 0.90, 0.70, 0.30], [0.91, 0.95, 0.90, 0.30], [0.70, 0.91, 0.95, 0.30],
+                [0.50, 0.50, 0.50, 0.58]])
+
+
+def test_released_tie_on_a_redundant_pair_removes_the_later_task():
+    """T1. CAD 675a9c9 filtering_criteria.py:126/:152 append concept2 while walking concept1, so the FC4 and FC5
+    lists of one pair (A, B) read [B, A]; :236-248 then keep the first maximal key: B goes. The suite's tie
+    (the weaker, A) and the earlier `priority` rule (the first in candidate order, A) remove the other one."""
+    from bench.tabular.filtering import FilterSettings, iterative_filter
+
+    released = iterative_filter(PAIR, ["A", "B", "C"], FilterSettings.resolve(preset="released"))
+    assert released["passes"][0]["flags"] == [2, 2, 0] and released["removed"] == ["B"]
+    assert iterative_filter(PAIR, ["A", "B", "C"], FilterSettings())["removed"] == ["A"]
+    # the rule follows list positions, not names or strength: the pair in the other order loses its later task again
+    swapped = PAIR[[1, 0, 2]][:, [1, 0, 2]]
+    assert iterative_filter(swapped, ["B", "A", "C"], FilterSettings.resolve(preset="released"))["removed"] == ["A"]
+
+
+def test_released_redundancy_counts_every_partner_so_the_hub_goes_first():
+    """T2. CAD 675a9c9 filtering_criteria.py:126/:152 list a task once per redundant partner and :236-238 count
+    every entry: X (two partners) carries 2 FC4 + 2 FC5 flags, P and Q one each, so X is removed, then Y (FC1).
+    One boolean per criterion ties P, X and Q at 2 flags, and the first in candidate order (P) goes."""
+    from bench.tabular.filtering import FilterSettings, iterative_filter
+
+    tasks = ["P", "X", "Q", "Y"]
+    released = iterative_filter(HUB, tasks, FilterSettings.resolve(preset="released"))
+    first = released["passes"][0]
+    assert first["fc4"] == [1, 2, 1, 0] and first["fc5"] == [1, 2, 1, 0] and first["flags"] == [2, 4, 2, 1]
+    assert released["removed"] == ["X", "Y"] and released["kept"] == ["P", "Q"]
+    boolean = FilterSettings.resolve({"redundancy": "both", "tie": "first"}, preset="released")
+    assert iterative_filter(HUB, tasks, boolean)["removed"][0] == "P"
 
 
 # --- --filter through the typed, ranged table ----------------------------------------------------------------------
