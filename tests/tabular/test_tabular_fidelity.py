@@ -194,3 +194,34 @@ def test_fresh_cumulative_trains_a_new_model_on_the_union_and_differs_from_the_w
     assert all(np.array_equal(a[k], b[k]) for k in a)  # fresh = a new model trained on the union
     assert not all(np.array_equal(a[k], c[k]) for k in a)  # the warm-started one carries task 0's training
     assert not np.allclose(fresh.predict(tasks[0], np.arange(20)), warm.predict(tasks[0], np.arange(20)))
+
+
+# --- the released forgetting measure (T3) ---------------------------------------------------------------------------
+
+TOY_R = [[0.90, 0.95, 0.70], [0.60, 0.90, 0.70], [0.50, 0.50, 0.90]]
+
+
+def test_forgetting_released_is_the_675a9c9_formula_pre_learning_cells_included():
+    """CAD 675a9c9 src/cadbench/pyclad/forgetting_measure.py:29-40: f_0 = 0 (:30-32), f_k's max over every row
+    t ≤ k (:35, cells before task j was learned included), clipped at 0 (:37), the mean over all N steps (:40).
+    Toy R: f_1 = 0.9 − 0.6 = 0.3; f_2 = (0.9 − 0.5 + 0.95 − 0.5) / 2 = 0.425 → 0.725 / 3 = 0.2417; without the
+    pre-learning R[0,1] = 0.95, f_2 = 0.4 → 0.2333. The earlier form (mean over steps 1 … N−1, max over j ≤ l < t)
+    gave (0.3 + 0.4) / 2 = 0.35."""
+    from bench.metrics import forgetting_released
+
+    R = np.array(TOY_R)
+    lower = np.where(np.tri(3, dtype=bool), R, np.nan)
+    assert forgetting_released(R) == pytest.approx(0.725 / 3)
+    assert forgetting_released(lower) == pytest.approx(0.7 / 3)
+    assert forgetting_released([[0.7]]) == 0.0  # :25-32 with one concept: the mean of [0.0]
+
+
+def test_the_report_labels_its_released_fm_column_as_the_lower_triangle_variant():
+    """The validation runs are continual (a task is evaluated once learned), so Table 2's released FM is the
+    675a9c9 formula on the lower triangle, and says so; cells above the diagonal of a file do not enter it."""
+    from bench.report import tabular as T
+
+    assert "675a9c9" in T.METRIC_NAMES["fm_released"] and "lower triangle" in T.METRIC_NAMES["fm_released"]
+    R = np.array(TOY_R)
+    run = {"R/record": R, "R/record_npr_auc": R, "R/record_ap": R, "R/record_expected_ap": R}
+    assert T._values(run)["fm_released"] == pytest.approx(0.7 / 3)
