@@ -77,14 +77,21 @@ def test_the_released_framework_preset_pins_the_released_codes_values():
     assert DISCOVERY.resolve() == {"min_normal": 100, "min_anomalous": 10}
 
 
-RELEASED = {"autoencoder": {"hidden": "64,16", "epochs": 20},
+# Each value of the released code (CAD 675a9c9): run_validation_strategies.py:102-107 (the validation models, on
+# their classes' defaults) and cadbench/pyclad/{utils.py create_autoencoder, autoencoder.py:22-30} (construction)
+RELEASED = {"autoencoder": {"hidden": "64,16", "epochs": 20, "batch_size": 128, "batch_norm": False, "dropout": 0.0,
+                            "weight_decay": 0.0},
             "ae1svm": {"epochs": 20, "rff_features": 512, "batch_size": 128},
-            **{m: {"epochs": 20, "batch_size": 128} for m in ("vae", "deepsvdd", "dagmm", "neutralad")},
+            "vae": {"epochs": 20, "batch_size": 128, "loss": "pyod"},  # continual_vae.py:60-63: PyOD's vae_loss
+            "deepsvdd": {"epochs": 20, "batch_size": 128, "lr": 1e-3, "l2_regularizer": 0.1},
+            "dagmm": {"epochs": 20, "batch_size": 128, "lr": 1e-3, "n_gmm": 3, "hidden": "19", "latent_dim": 8},
+            "neutralad": {"epochs": 20, "batch_size": 128, "rep_dim": 128, "hidden": "100,50", "trans_hidden": "50"},
             "iforest": {}}
 
 
 @pytest.mark.parametrize("model", sorted(RELEASED))
 def test_each_tabular_detector_has_the_released_preset(model):
+    """T7 and D10: every setting the released code gives its model (RELEASED's file:line), nothing else moved."""
     from bench.registry import get
 
     spec = get(model, "tabular")
