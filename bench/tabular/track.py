@@ -62,7 +62,8 @@ class TabularTrack:
         if cfg.protocol == "ste":
             return Expert(lambda: self.spec.factory(**cfg.hparams), cfg.seed)
         if cfg.protocol == "cl":
-            return make_protocol("cl", self.spec, cfg.hparams, cfg.seed, replay_size=cfg.tabular.replay_size)
+            return make_protocol("cl", self.spec, cfg.hparams, cfg.seed, replay_size=cfg.tabular.replay_size,
+                                 replay_share=cfg.tabular.replay_share or "water")
         return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
 
     def attrs(self) -> dict:
@@ -123,12 +124,20 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
 
 
 def record_replay_size(config) -> None:
-    """Record the Replay buffer's size in a cl run's config (the default when none was asked for). Only cl has a
-    bounded buffer (Cumulative keeps every record, Naive and the experts none), so a size asked of another protocol
-    would change nothing and is refused rather than recorded as if it had."""
+    """Record the Replay buffer's size and share rule in a cl run's config (the default size when none was asked
+    for; the share rule of its preset: `released` runs pyCLAD v0.3.0's ⌊capacity / tasks⌋ per task,
+    `adaptive_balanced.py:20`, the CAD framework's `AdaptiveBalancedReplayBuffer`, run_validation_strategies.py:115;
+    any other preset the suite's water filling). Only cl has a bounded buffer (Cumulative keeps every record, Naive
+    and the experts none), so a size asked of another protocol would change nothing and is refused rather than
+    recorded as if it had."""
     inputs = config.tabular
     if config.protocol == "cl":
         inputs.replay_size = REPLAY_RECORDS if inputs.replay_size is None else inputs.replay_size
+        share = "floor" if config.preset == "released" else "water"
+        if inputs.replay_share not in (None, share):
+            raise ConfigError(f"replay_share={inputs.replay_share!r}: preset {config.preset} runs Replay with the "
+                              f"{share!r} share rule (expected that or nothing)")
+        inputs.replay_share = share
     elif inputs.replay_size is not None:
         raise ConfigError(f"replay_size={inputs.replay_size} sizes the Replay buffer of protocol cl; protocol "
                           f"{config.protocol} has none (drop the setting for this run)")
