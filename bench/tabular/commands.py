@@ -76,8 +76,8 @@ def register(sub) -> None:
     q.add_argument("--quick", action="store_true", help="the models' small test settings")
     q.add_argument("--filter", action="append", metavar="KEY=VALUE",
                    help="filtering setting (gamma_l, baseline, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
-                        "coverage_strict, redundancy=both|one|partners, tie=weakest|last|first|priority), "
-                        "checked against its type and range")
+                        "coverage_strict, redundancy=both|one|partners, tie=weakest|last|first|priority, "
+                        "orderings=suite|released), checked against its type and range")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
     q.add_argument("--multi", metavar="NAME=ROOT,...",
                    help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "

@@ -25,7 +25,8 @@ the other (docs/tabular.md lists them):
 
 The settings are a typed, ranged `ParamTable` (`FRAMEWORK`) with two presets: `suite` (the default, the values
 above) and `released` (what the CAD framework's released code runs: γ_l = 0.25 with the inclusive test, δ_r = 0.1,
-ties by criterion priority). `--filter key=value` and the grids resolve through it, so a bad value is one line.
+flags per redundant partner, ties by criterion priority, and the released orderings, W and Borda,
+`orderings="released"`, bench.tabular.orderings). `--filter key=value` and the grids resolve through it, so a bad value is one line.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 
 from bench.errors import ConfigError
 from bench.registry import Bool, Choice, Float, Int, ParamTable
+from bench.tabular.orderings import MODES as ORDERING_MODES
 
 CRITERIA = ("fc1", "fc2", "fc3", "fc4", "fc5")
 TIES = ("weakest", "last", "first", "priority")
@@ -54,9 +56,12 @@ FRAMEWORK = ParamTable("tabular framework", params={
     "coverage_strict": Bool(False, doc="FC2/FC3 flag at |C| ≥ P (the FC2 prose) instead of > P (Eq. 2/3)"),
     "redundancy": Choice("both", ("both", "one", "partners"),
                          doc="a redundant pair flags both tasks or the weaker one; partners: once per partner"),
-    "tie": Choice("weakest", TIES, doc="which of the most-flagged tasks is removed")},
+    "tie": Choice("weakest", TIES, doc="which of the most-flagged tasks is removed"),
+    # not a filtering value, but the same preset switches it: the orderings, W and Borda after filtering
+    "orderings": Choice("suite", ORDERING_MODES, doc="orderings, Kendall's W and Borda: the suite's (exact drift "
+                                                     "paths, tie-corrected W) or the released code's")},
     presets={"suite": {}, "released": {"gamma_l": 0.25, "fc1_inclusive": True, "delta_r": 0.1,
-                                        "redundancy": "partners", "tie": "priority"}},
+                                        "redundancy": "partners", "tie": "priority", "orderings": "released"}},
     default_preset="suite")
 
 
@@ -74,6 +79,7 @@ class FilterSettings:
     coverage_strict: bool = FRAMEWORK.params["coverage_strict"].default
     redundancy: str = FRAMEWORK.params["redundancy"].default  # "both" | "one" | "partners"
     tie: str = FRAMEWORK.params["tie"].default  # "weakest" | "last" | "first" | "priority"
+    orderings: str = FRAMEWORK.params["orderings"].default  # bench.tabular.orderings MODES: "suite" | "released"
     criteria: tuple = CRITERIA  # which criteria are applied
     preset: str = "suite"  # the FRAMEWORK preset the values started from (recorded in the manifest)
 

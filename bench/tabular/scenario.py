@@ -78,8 +78,8 @@ def evaluate_candidate(name: str, index_dir: Path, ste_dir: Path, models, seed: 
     M = np.stack(matrices)
     filt = iterative_filter(M, tasks, fs)
     keep = filt["kept_index"]
-    per_model = {m: model_orderings(M[f][np.ix_(keep, keep)]) for f, m in enumerate(models)}
-    conc = concordance(per_model) if len(keep) >= 2 else None
+    per_model = {m: model_orderings(M[f][np.ix_(keep, keep)], mode=fs.orderings) for f, m in enumerate(models)}
+    conc = concordance(per_model, fs.orderings) if len(keep) >= 2 else None
     kept = filt["kept"]
     return {
         "candidate": name, "tasks": tasks, "kept": kept, "removed": filt["removed"], "passes": filt["passes"],

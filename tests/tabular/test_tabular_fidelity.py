@@ -67,9 +67,9 @@ def test_the_released_framework_preset_pins_the_released_codes_values():
 
     suite, released = FRAMEWORK.resolve(), FRAMEWORK.resolve(preset="released")
     assert (released["gamma_l"], released["fc1_inclusive"], released["delta_r"], released["redundancy"],
-            released["tie"]) == (0.25, True, 0.1, "partners", "priority")
+            released["tie"], released["orderings"]) == (0.25, True, 0.1, "partners", "priority", "released")
     assert {k for k in suite if suite[k] != released[k]} == {"gamma_l", "fc1_inclusive", "delta_r", "redundancy",
-                                                             "tie"}
+                                                             "tie", "orderings"}
     assert (suite["gamma_l"], suite["fc1_inclusive"], suite["delta_r"], suite["tie"]) == (0.1, False, 0.05, "weakest")
     assert FilterSettings() == FilterSettings.resolve()  # the dataclass defaults are the suite preset's
     assert FilterSettings.resolve(preset="released").to_dict()["preset"] == "released"
@@ -232,3 +232,63 @@ def test_the_report_labels_its_released_fm_column_as_the_lower_triangle_variant(
     R = np.array(TOY_R)
     run = {"R/record": R, "R/record_npr_auc": R, "R/record_ap": R, "R/record_expected_ap": R}
     assert T._values(run)["fm_released"] == pytest.approx(0.7 / 3)
+
+
+# --- the released orderings, W and Borda (T4) -------------------------------------------------------------------------
+
+# D = 1 − M (symmetric): greedy from start 3 takes 0 (0.1), 2 (0.1), 1 (0.1), then 4 (0.5): 0.8, the best greedy
+# start (0: 1.3, 1: 0.9, 2: 1.3, 4: 1.1); the exact minimum path 3-0-4-2-1 costs 0.1 + 0.2 + 0.3 + 0.1 = 0.7.
+GREEDY_D = np.array([[0.0, 0.4, 0.1, 0.1, 0.2], [0.4, 0.0, 0.1, 0.7, 0.5], [0.1, 0.1, 0.0, 0.6, 0.3],
+                     [0.1, 0.7, 0.6, 0.0, 0.6], [0.2, 0.5, 0.3, 0.6, 0.0]])
+
+
+def test_released_smooth_drift_is_the_greedy_path_from_every_start_not_the_exact_one():
+    """CAD 675a9c9 ste_optimization.py:71-95 (_greedy_tsp over all starts, first minimal neighbour, the first start
+    with the lowest cost) and :98-106 (smooth drift on D = 1 − (M + Mᵀ)/2)."""
+    from bench.tabular.orderings import model_orderings, path_cost
+
+    M = 1 - GREEDY_D
+    released, suite = model_orderings(M, mode="released"), model_orderings(M)
+    assert released["smooth_drift"] == [3, 0, 2, 1, 4] and path_cost(GREEDY_D, released["smooth_drift"]) == \
+        pytest.approx(0.8)
+    assert path_cost(GREEDY_D, suite["smooth_drift"]) == pytest.approx(0.7)
+
+
+def test_released_curriculum_down_is_a_stable_descending_sort_not_the_reverse_of_up():
+    """ste_optimization.py:30-36: sorted(..., reverse=True) keeps tied tasks in candidate order. d = 1 − M_ii =
+    (0.1, 0.2, 0.1): up 0, 2, 1; released down 1, 0, 2; the suite's down is up reversed, 1, 2, 0."""
+    from bench.tabular.orderings import model_orderings
+
+    M = np.full((3, 3), 0.5)
+    np.fill_diagonal(M, [0.9, 0.8, 0.9])
+    released, suite = model_orderings(M, mode="released"), model_orderings(M)
+    assert released["curriculum_up"] == suite["curriculum_up"] == [0, 2, 1]
+    assert released["curriculum_down"] == [1, 0, 2] and suite["curriculum_down"] == [1, 2, 0]
+
+
+def test_released_w_is_untied_on_list_positions_and_zero_below_two_models():
+    """split_selection.py:32-56 (W = 12 SS / (k²(n³ − n)), 1-based positions, 0.0 when k < 2 or n < 2) and :60-84
+    (no orientation). Orders 0 1 2 and 0 2 1: rank sums 2, 5, 5 around 4, SS = 6, W = 72 / 96 = 0.75; a path and
+    its reverse disagree fully (W 0), which the suite's orientation would turn into 1."""
+    from bench.tabular.orderings import released_w
+
+    assert released_w([[0, 1, 2], [0, 2, 1]]) == pytest.approx(0.75)
+    assert released_w([[0, 1, 2]]) == 0.0 and released_w([[0], [0]]) == 0.0
+    assert released_w([[0, 1, 2], [2, 1, 0]]) == 0.0
+
+
+def test_released_borda_ties_follow_the_first_model_in_the_released_model_order():
+    """split_selection.py:87-116: ascending 1-based rank sums, a stable sort of the first model's list; the models
+    in the released STE files' order AE1SVM, Autoencoder, Isolation Forest (optimize_by_ste.py:116-118). Tasks 0
+    and 1 tie (3 each): ae1svm's order decides, whatever order the models were given in; the suite breaks the tie
+    by best position, then index."""
+    from bench.tabular.orderings import ORDERINGS, borda, concordance
+
+    def lists(order):
+        return {name: order for name in ORDERINGS}
+
+    per_model = {"autoencoder": lists([0, 1, 2]), "ae1svm": lists([1, 0, 2])}
+    released = concordance(per_model, "released")
+    assert all(released["consensus"][name] == [1, 0, 2] for name in ORDERINGS)
+    assert borda([[0, 1, 2], [1, 0, 2]])[0] == borda([[1, 0, 2], [0, 1, 2]])[0] == [0, 1, 2]
+    assert released["mean_w"] == pytest.approx(0.75)  # W of (0 1 2, 1 0 2): SS = 1 + 1 + 4, 12·6 / (4·24)
