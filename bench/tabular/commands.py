@@ -109,7 +109,7 @@ def parse_candidate(text: str, args):
     split, at, within = text.strip().partition("@")
     parts = split.split(":")
     common = {"min_normal": args.min_normal, "min_anomalous": args.min_anomalous, "seed": args.seed,
-              "within": within}
+              "within": within, "semantics": getattr(args, "semantics", "suite")}  # the framework preset's
     if within or not at:  # a trailing "@" names no column
         if parts[0] == "natural" and len(parts) <= 2:
             return DiscoverySettings(method="natural", column=parts[1] if len(parts) == 2 else "day", **common)
@@ -230,7 +230,8 @@ def cmd_scenarios(args) -> int:
     sizes = DISCOVERY.resolve({k: v for k, v in (("min_normal", args.min_normal),
                                                  ("min_anomalous", args.min_anomalous)) if v is not None},
                               args.framework_preset)
-    args.min_normal, args.min_anomalous = sizes["min_normal"], sizes["min_anomalous"]
+    args.min_normal, args.min_anomalous, args.semantics = sizes["min_normal"], sizes["min_anomalous"], \
+        sizes["semantics"]
     candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
     roots = _roots(args.multi) if args.multi else None
     dataset = "multi" if roots else args.dataset

@@ -73,8 +73,9 @@ def test_the_released_framework_preset_pins_the_released_codes_values():
     assert (suite["gamma_l"], suite["fc1_inclusive"], suite["delta_r"], suite["tie"]) == (0.1, False, 0.05, "weakest")
     assert FilterSettings() == FilterSettings.resolve()  # the dataclass defaults are the suite preset's
     assert FilterSettings.resolve(preset="released").to_dict()["preset"] == "released"
-    assert DISCOVERY.resolve(preset="released") == {"min_normal": 1500, "min_anomalous": 1000}
-    assert DISCOVERY.resolve() == {"min_normal": 100, "min_anomalous": 10}
+    assert DISCOVERY.resolve(preset="released") == {"min_normal": 1500, "min_anomalous": 1000,
+                                                    "semantics": "released"}
+    assert DISCOVERY.resolve() == {"min_normal": 100, "min_anomalous": 10, "semantics": "suite"}
 
 
 # Each value of the released code (CAD 675a9c9): run_validation_strategies.py:102-107 (the validation models, on
@@ -292,3 +293,39 @@ def test_released_borda_ties_follow_the_first_model_in_the_released_model_order(
     assert all(released["consensus"][name] == [1, 0, 2] for name in ORDERINGS)
     assert borda([[0, 1, 2], [1, 0, 2]])[0] == borda([[1, 0, 2], [0, 1, 2]])[0] == [0, 1, 2]
     assert released["mean_w"] == pytest.approx(0.75)  # W of (0 1 2, 1 0 2): SS = 1 + 1 + 4, 12·6 / (4·24)
+
+
+# --- the released discovery semantics (T5) -----------------------------------------------------------------------
+
+def test_released_nearest_assigns_among_surviving_clusters_and_tops_up_from_surplus_ones():
+    """CAD 675a9c9 src/cadbench/splits/clustering/methods.py:72-96. Cluster 2 (one normal, below min_normal 2) is
+    dropped before assignment (:72); anomalies go to the nearest raw-space centroid of clusters 0 and 1 (:77-80):
+    four to cluster 0, one to cluster 1; cluster 1 (one, below 2) takes the anomaly of cluster 0 (above 2) nearest
+    to its centroid, a2 (:83-96)."""
+    from bench.tabular.discovery import released_nearest
+
+    normals = np.array([[0.0, 0], [0.2, 0], [10, 0], [10.2, 0], [5, 40]])
+    ids = np.array([0, 0, 1, 1, 2])
+    anomalies = np.array([[0.1, 1], [0.3, 1], [0.5, 1], [9.9, 1], [5, 39]])
+    assert released_nearest(normals, ids, anomalies, 2, 2).tolist() == [0, 0, 1, 1, 0]
+
+
+def test_released_semantics_keeps_a_cluster_short_of_anomalies_and_leaves_suite_indexes_unchanged():
+    """methods.py:63-98 never drops a cluster for too few anomalies (the suite drops it); clustering.py:24-32
+    builds KMeans with the default n_init and a 10-component diagonal mixture with reg_covar 1e-3. The suite's
+    semantics stay out of the index settings (to_dict), so earlier indexes keep their SHA-256."""
+    from bench.tabular.discovery import DiscoverySettings, _clusterer, enforce_minimum
+
+    suite = DiscoverySettings(method="kmeans", n_tasks=2, min_normal=2, min_anomalous=3)
+    released = DiscoverySettings(method="kmeans", n_tasks=2, min_normal=2, min_anomalous=3, semantics="released")
+    tasks = np.array(["c0"] * 5 + ["c1"] * 4, dtype=object)
+    labels = np.array([0, 0, 1, 1, 1, 0, 0, 1, 1])
+    assert set(enforce_minimum(tasks, labels, released)[0]) == {"c0", "c1"}
+    assert set(enforce_minimum(tasks, labels, suite)[0]) == {"c0", ""}
+    assert "semantics" not in suite.to_dict() and released.to_dict()["semantics"] == "released"
+    km = _clusterer(released)
+    assert km.n_init == "auto" and _clusterer(suite).n_init == 4
+    gmm = _clusterer(DiscoverySettings(method="gmm", n_tasks=3, semantics="released"))
+    assert (gmm.n_components, gmm.covariance_type, gmm.reg_covar) == (10, "diag", 1e-3)
+    with pytest.raises(ConfigError, match="semantics"):
+        DiscoverySettings(semantics="cad")
