@@ -122,7 +122,9 @@ def parse_candidate(text: str, args):
 def _prep(args):
     from bench.tabular.preprocess import PrepSettings
 
-    return PrepSettings(train_fraction=args.train_fraction, rebalance=args.rebalance, seed=args.seed)
+    # the released discovery semantics split as the released code does too (bench.tabular.preprocess)
+    return PrepSettings(train_fraction=args.train_fraction, rebalance=args.rebalance, seed=args.seed,
+                        split="released" if getattr(args, "semantics", "suite") == "released" else "suite")
 
 
 def _overrides(items, what: str) -> dict:

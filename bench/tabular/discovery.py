@@ -96,6 +96,11 @@ class DiscoverySettings:
                 if not (k == "within" and not v or k == "semantics" and v == "suite")}
 
     @property
+    def released_natural(self) -> bool:
+        """The released natural split: no minimum sizes (they are the clustering's), a concept needs both classes."""
+        return self.semantics == "released" and self.method == "natural"
+
+    @property
     def released_nearest(self) -> bool:
         """The released code's Closest method: anomalies topped up to `min_anomalous`, never dropped below it."""
         return self.semantics == "released" and self.method != "natural" and self.variant == "nearest"
@@ -229,13 +234,15 @@ def released_nearest(normals: np.ndarray, ids: np.ndarray, anomalies: np.ndarray
 def enforce_minimum(tasks: np.ndarray, labels: np.ndarray, s: DiscoverySettings) -> tuple[np.ndarray, dict]:
     tasks = np.asarray(tasks, dtype=object).copy()
     info = {"candidate": s.name, "settings": s.to_dict(), "tasks": {}, "dropped": {}}
-    # the released nearest method tops clusters up and never drops one for few anomalies (only for none)
-    min_anomalous = 1 if s.released_nearest else max(s.min_anomalous, 1)
+    # the released nearest method tops clusters up and never drops one for few anomalies (only for none); the
+    # released natural split keeps every concept with normals and anomalies (cicids2017.py:142-147)
+    min_anomalous = 1 if s.released_nearest or s.released_natural else max(s.min_anomalous, 1)
+    min_normal = 1 if s.released_natural else s.min_normal
     for t in sorted(set(tasks) - {""}):
         rows = tasks == t
         n_norm, n_anom = int((labels[rows] == 0).sum()), int((labels[rows] == 1).sum())
         entry = {"normal": n_norm, "anomalous": n_anom}
-        if n_norm < s.min_normal or n_anom < min_anomalous:
+        if n_norm < min_normal or n_anom < min_anomalous:
             tasks[rows] = ""
             info["dropped"][t] = entry
         else:

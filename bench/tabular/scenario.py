@@ -128,7 +128,7 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     chosen = select_candidate(mean_w, {c: len(r["kept"]) for c, r in results.items()})
     manifest = release(out / "release", dataset, chosen, results, index_meta, out / "candidates" / chosen / "index",
                        {"seed": seed, "models": list(models), "hparams": hparams or {}, "filter": fs.to_dict(),
-                        "preprocessing": prep.__dict__, "candidates": [c.to_dict() for c in candidates]})
+                        "preprocessing": prep.to_dict(), "candidates": [c.to_dict() for c in candidates]})
     from bench.tabular.report import write_report
 
     report = write_report(manifest, out / "release")

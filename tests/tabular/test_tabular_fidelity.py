@@ -329,3 +329,49 @@ def test_released_semantics_keeps_a_cluster_short_of_anomalies_and_leaves_suite_
     assert (gmm.n_components, gmm.covariance_type, gmm.reg_covar) == (10, "diag", 1e-3)
     with pytest.raises(ConfigError, match="semantics"):
         DiscoverySettings(semantics="cad")
+
+
+# --- the released natural split (T5) and duplicate scope (T6) -----------------------------------------------------
+
+def test_released_split_is_train_test_split_at_0_2_seed_42_with_test_anomalies_cut_to_the_test_normals():
+    """CAD 675a9c9 src/cadbench/datasets/cicids2017.py:122-123 (train_test_split(normals, test_size=0.2,
+    random_state=42)) and :148-157 (test anomalies beyond the test-normal count left out by
+    sample(n, random_state=42)); the suite's split takes round(0.8 n) by its own seeded permutation, no cut."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    from bench.tabular.preprocess import PrepSettings, split
+
+    labels = np.array([0] * 11 + [1] * 6)
+    df = pd.DataFrame({"label": labels, "x": np.arange(17)})
+    out, per_task = split(df, np.array(["t"] * 17), PrepSettings(split="released"))
+    _, test = train_test_split(np.arange(11), test_size=0.2, random_state=42)
+    kept = pd.Series(np.arange(11, 17)).sample(n=3, random_state=42).to_numpy()
+    assert per_task["t"] == {"train_normal": 8, "test_normal": 3, "test_anomalous": 3,
+                             "anomalies_dropped_by_rebalance": 3}
+    assert sorted(out.loc[(out["split"] == "test") & (out["label"] == 0), "x"]) == sorted(test)
+    assert sorted(out.loc[out["label"] == 1, "x"]) == sorted(kept)
+    suite = split(df, np.array(["t"] * 17), PrepSettings())[1]["t"]
+    assert (suite["train_normal"], suite["test_anomalous"]) == (9, 6)
+    assert "split" not in PrepSettings().to_dict() and PrepSettings(split="released").to_dict()["split"] == "released"
+
+
+def test_released_natural_split_drops_duplicates_file_by_file_and_keeps_small_concepts(tmp_path):
+    """cicids2017.py:112-115 clean each file alone (a record in two files stays in both; the suite keeps the
+    first) and :142-147 skip only a concept without test normals or anomalies (no minimum sizes)."""
+    import pandas as pd
+
+    from bench.tabular.cic import FEATURES, RawTable
+    from bench.tabular.discovery import DiscoverySettings, enforce_minimum
+    from bench.tabular.preprocess import clean
+
+    row = {f: 1.0 for f in FEATURES}
+    frame = pd.DataFrame([{**row, "label": 0, "attack": "BENIGN", "source": s, "row": i, "day": "", "timestamp": ""}
+                          for i, s in enumerate(["a.csv", "a.csv", "b.csv"])])
+    raw = RawTable(frame, [], {}, {})
+    assert clean(raw)[1]["duplicates_dropped"] == 2 and clean(raw, per_file=True)[1]["duplicates_dropped"] == 1
+    released = DiscoverySettings(method="natural", column="source", semantics="released", min_normal=1500,
+                                 min_anomalous=1000)
+    tasks = np.array(["a.csv"] * 3 + ["b.csv"] * 2, dtype=object)
+    kept, info = enforce_minimum(tasks, np.array([0, 0, 1, 0, 0]), released)
+    assert set(kept) == {"a.csv", ""} and info["dropped"] == {"b.csv": {"normal": 2, "anomalous": 0}}
