@@ -13,7 +13,8 @@ Each method maps the cleaned records to a task name per record ("" = unassigned)
 - minimum sizes: a task with fewer than `min_normal` normals or `min_anomalous` anomalies is dropped (recorded).
 - `semantics="released"` (the DISCOVERY preset `released`) clusters as the CAD framework's released code does
   (CAD 675a9c9 `src/cadbench/splits/clustering/clustering.py:24-32`, `methods.py:63-98`): raw (unscaled)
-  features, every record fitted (no `max_fit` sample), KMeans with scikit-learn's default n_init, a Gaussian
+  features, every record fitted (no `max_fit` sample), the released seed 42 (`types.py`, not `seed`), KMeans
+  with scikit-learn's default n_init, a Gaussian
   mixture of always 10 diagonal components with reg_covar 1e-3; `nearest` assigns each anomaly to the nearest
   centroid, in raw feature space, of the normal clusters that have `min_normal` normals, then tops up every
   cluster below `min_anomalous` anomalies with the nearest anomalies of clusters above it, and drops no cluster
@@ -107,6 +108,7 @@ class DiscoverySettings:
 
 
 RELEASED_GMM_COMPONENTS = 10  # clustering.py:28: n_components=10 whatever the number of clusters asked for
+RELEASED_SEED = 42  # types.py: ClusteringConfig.random_state, which the released script leaves at its default
 
 
 def _clusterer(s: DiscoverySettings):
@@ -114,10 +116,10 @@ def _clusterer(s: DiscoverySettings):
     from sklearn.mixture import GaussianMixture
 
     if s.semantics == "released" and s.method == "kmeans":
-        return KMeans(n_clusters=s.n_tasks, random_state=s.seed)
+        return KMeans(n_clusters=s.n_tasks, random_state=RELEASED_SEED)
     if s.semantics == "released" and s.method == "gmm":
         return GaussianMixture(n_components=RELEASED_GMM_COMPONENTS, covariance_type="diag", reg_covar=1e-3,
-                               random_state=s.seed)
+                               random_state=RELEASED_SEED)
     if s.method == "kmeans":
         return KMeans(n_clusters=s.n_tasks, n_init=4, random_state=s.seed)
     if s.method == "gmm":

@@ -5,10 +5,11 @@ split (per task): train = `train_fraction` (80 %) of the task's normals, test = 
 anomalies; optionally the test anomalies are subsampled to at most as many as the test normals (`rebalance`).
 scale: one StandardScaler fitted on the training records of all tasks (never on test records), applied to all.
 `split="released"` (set with the discovery semantics of the `released` preset) splits as the CAD framework's
-released natural split (CAD 675a9c9 `src/cadbench/datasets/cicids2017.py:75-174`): test = scikit-learn's
-`train_test_split(normals, test_size=0.2, random_state=42)` (⌈0.2 n⌉ normals), test anomalies subsampled to the
-test-normal count by pandas' `sample(random_state=42)`, and for a natural candidate duplicates dropped file by file
-(`:112-115`; a clustering candidate's input deduplicates over all files, as released).
+released code (CAD 675a9c9 `src/cadbench/datasets/cicids2017.py:75-174`, `src/cadbench/splits/utils.py:5-14`):
+test = scikit-learn's `train_test_split(normals, test_size=0.2, random_state=42)` (⌈0.2 n⌉ normals); for a natural
+candidate also the test anomalies subsampled to the test-normal count by pandas' `sample(random_state=42)` and
+duplicates dropped file by file (`:112-115`; a clustering candidate's input deduplicates over all files and keeps
+every anomaly, as released).
 
 The record index is a folder: `index.csv` (dataset, task, split, label, record_id = source file:row, attack, day,
 timestamp; one row per record), `features.npy` (float32 [records, features], row-aligned, scaled) and
@@ -75,8 +76,10 @@ def clean(raw: RawTable, drop_duplicates: bool = True, per_file: bool = False) -
     return df.reset_index(drop=True), counts
 
 
-def split(df: pd.DataFrame, tasks: np.ndarray, s: PrepSettings) -> tuple[pd.DataFrame, dict]:
-    """Adds `task` and `split`; records whose task is "" (unassigned, e.g. below the minimum size) are dropped."""
+def split(df: pd.DataFrame, tasks: np.ndarray, s: PrepSettings, natural: bool = True) -> tuple[pd.DataFrame, dict]:
+    """Adds `task` and `split`; records whose task is "" (unassigned, e.g. below the minimum size) are dropped.
+    `natural`: the tasks come from a natural split (the released split then cuts the test anomalies; the released
+    clustering split, `src/cadbench/splits/utils.py:5-14`, does not)."""
     df = df.assign(task=np.asarray(tasks, dtype=object))
     df = df.loc[df["task"] != ""].copy()
     rng = np.random.default_rng(s.seed)
@@ -88,7 +91,7 @@ def split(df: pd.DataFrame, tasks: np.ndarray, s: PrepSettings) -> tuple[pd.Data
         rows = np.flatnonzero(names == task)
         norm, anom = rows[labels[rows] == 0], rows[labels[rows] == 1]
         if s.split == "released":
-            train, test, drop = _released_split(norm, anom, 1 - s.train_fraction)
+            train, test, drop = _released_split(norm, anom, 1 - s.train_fraction, natural)
         else:
             norm = norm[rng.permutation(len(norm))]
             n_train = int(round(s.train_fraction * len(norm)))
@@ -106,16 +109,16 @@ def split(df: pd.DataFrame, tasks: np.ndarray, s: PrepSettings) -> tuple[pd.Data
     return df.loc[keep].reset_index(drop=True), per_task
 
 
-def _released_split(norm: np.ndarray, anom: np.ndarray, test_size: float) -> tuple:
+def _released_split(norm: np.ndarray, anom: np.ndarray, test_size: float, cut: bool) -> tuple:
     """(train normals, test normals, anomalies dropped) of one task as cicids2017.py:122-157 draws them, on the
-    records in file order: train_test_split's permutation, then test anomalies beyond the test-normal count
-    left out by pandas' sample."""
+    records in file order: train_test_split's permutation, then (`cut`) test anomalies beyond the test-normal
+    count left out by pandas' sample."""
     from sklearn.model_selection import train_test_split
 
     if len(norm) < 2:  # scikit-learn refuses an empty training part; the one normal is tested
-        return norm[:0], norm, anom[max(len(norm), 1):] if len(anom) > len(norm) else anom[:0]
+        return norm[:0], norm, anom[len(norm):] if cut else anom[:0]
     train, test = train_test_split(norm, test_size=round(test_size, 12), random_state=RELEASED_SPLIT_SEED)
-    if len(anom) <= len(test):
+    if not cut or len(anom) <= len(test):
         return train, test, anom[:0]
     kept = pd.Series(anom).sample(n=len(test), random_state=RELEASED_SPLIT_SEED).to_numpy()
     return train, test, np.setdiff1d(anom, kept)
@@ -130,9 +133,10 @@ def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Pat
     """Clean, assign tasks (`tasks_of(clean_frame) -> (task per row, info)`), split, scale; write the index folder."""
     from sklearn.preprocessing import StandardScaler
 
-    df, counts = clean(raw, s.drop_duplicates, per_file=s.split == "released" and discovery.get("method") == "natural")
+    natural = discovery.get("method") == "natural"
+    df, counts = clean(raw, s.drop_duplicates, per_file=s.split == "released" and natural)
     tasks, task_info = tasks_of(df)
-    df, per_task = split(df, tasks, s)
+    df, per_task = split(df, tasks, s, natural)
     if df.empty or not (df["split"] == "train").any():
         raise DatasetError(f"{dataset}: no task has training records after preprocessing ({counts})")
     X = df[list(FEATURES)].to_numpy(dtype=np.float64)

@@ -55,6 +55,24 @@ def test_a_construction_model_in_a_validation_grid_is_one_line_naming_the_grid(t
         grids.load_grid("tabular-synthetic", path)
 
 
+def test_the_real_data_grids_run_released_and_the_synthetic_grid_the_suite():
+    """T9: the CIC grids give the released code's numbers (every validation model's released preset, an index
+    built by --framework-preset released); the synthetic grid stays suite (1,500 / 1,000 records per task refuse
+    every synthetic task); each grid's comment says which and why."""
+    for name, path, data in tabular_grids():
+        if data.get("construction_check"):
+            continue
+        grid = grids.load_grid(name, path)
+        presets = {grid.models[m].get("preset") for m in grid.models}
+        text = path.read_text()
+        if data["dataset"] == "synthetic":
+            assert presets == {None} and "# Preset: suite" in text, path.name
+        else:
+            assert presets == {"released"} and "# Preset: released" in text and "--framework-preset released" in text
+            assert grid.index_settings == {"discovery": {"semantics": "released"},
+                                           "preprocessing": {"split": "released"}}, path.name
+
+
 def _rows(X) -> set:
     return {r.tobytes() for r in np.asarray(X)}
 
@@ -345,6 +363,8 @@ def test_released_split_is_train_test_split_at_0_2_seed_42_with_test_anomalies_c
     labels = np.array([0] * 11 + [1] * 6)
     df = pd.DataFrame({"label": labels, "x": np.arange(17)})
     out, per_task = split(df, np.array(["t"] * 17), PrepSettings(split="released"))
+    clustered = split(df, np.array(["t"] * 17), PrepSettings(split="released"), natural=False)[1]["t"]
+    assert (clustered["test_normal"], clustered["test_anomalous"]) == (3, 6)  # utils.py:5-14: no cut
     _, test = train_test_split(np.arange(11), test_size=0.2, random_state=42)
     kept = pd.Series(np.arange(11, 17)).sample(n=3, random_state=42).to_numpy()
     assert per_task["t"] == {"train_normal": 8, "test_normal": 3, "test_anomalous": 3,
