@@ -395,3 +395,50 @@ def test_released_natural_split_drops_duplicates_file_by_file_and_keeps_small_co
     tasks = np.array(["a.csv"] * 3 + ["b.csv"] * 2, dtype=object)
     kept, info = enforce_minimum(tasks, np.array([0, 0, 1, 0, 0]), released)
     assert set(kept) == {"a.csv", ""} and info["dropped"] == {"b.csv": {"normal": 2, "anomalous": 0}}
+
+
+# --- non-finite scores (T10) --------------------------------------------------------------------------------------
+
+def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count_them():
+    """CAD c9f681e src/cadbench/pyclad/metrics.py RocAucRobust / NormalizedPrAuc: NaN and +inf become the largest
+    finite score, −inf the smallest, then the metric; the suite's presets stop on them (NumericalError)."""
+    from types import SimpleNamespace
+
+    from bench.errors import NumericalError
+    from bench.metrics import roc_auc
+    from bench.tabular.track import MATRICES, LabelledRecords, TabularTrack
+
+    labels = np.array([0, 0, 0, 1, 1], dtype=np.int8)
+    raw = np.array([0.1, np.nan, -np.inf, 0.5, np.inf])
+    test = LabelledRecords("t", np.zeros((5, 2), np.float32), np.arange(5), labels, None)
+    track = TabularTrack(None, {"t": SimpleNamespace(test=test)})
+    protocol = SimpleNamespace(predict=lambda split, idx: raw.copy())
+
+    def evaluate(preset):
+        state = SimpleNamespace(arrays={m: np.full((1, 1), np.nan) for m in MATRICES}, scores=[])
+        run = SimpleNamespace(config=SimpleNamespace(preset=preset, model="m", tasks=["t"]))
+        track.evaluate(run, protocol, state, None, 0, 0, False)
+        return state
+
+    state = evaluate("released")
+    assert state.arrays["nonfinite/record"].tolist() == [[3]]
+    assert state.arrays["R/record"][0, 0] == roc_auc(labels, np.array([0.1, 0.5, 0.1, 0.5, 0.5]))
+    assert state.scores[0][3].tolist() == [0.1, 0.5, 0.1, 0.5, 0.5]
+    with pytest.raises(NumericalError, match="non-finite record scores"):
+        evaluate("suite")
+
+
+def test_no_anomaly_reaches_a_training_split_even_where_index_labels_repeat():
+    """D6, kept as the suite's: CAD 675a9c9 methods.py:79 resets the anomalies' index to 0…n−1, :98 concatenates
+    them with normals keeping theirs, and src/cadbench/splits/utils.py:13 marks .loc[train_normal_idx] as train, so
+    every anomaly sharing a label with a training normal is trained on. The split here goes by position."""
+    import pandas as pd
+
+    from bench.tabular.preprocess import PrepSettings, split
+
+    labels = np.array([0] * 10 + [1] * 6)
+    df = pd.DataFrame({"label": labels}, index=[*range(10), *range(6)])  # the released frame's repeated labels
+    for s in (PrepSettings(), PrepSettings(split="released")):
+        for natural in (True, False):
+            out, _ = split(df, np.array(["t"] * 16), s, natural)
+            assert (out.loc[out["split"] == "train", "label"] == 0).all() and (out["label"] == 1).sum() >= 2
