@@ -143,16 +143,34 @@ def canonical(name: str) -> str | None:
     return _CANON.get(re.sub(r"\s+", " ", str(name)).strip().lower())
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+# A byte-order mark names the file's encoding (a copy re-saved by a spreadsheet or an editor); read as cp1252 it
+# would glue "ï»¿" to the first column's name (UTF-8) or interleave NUL bytes (UTF-16).
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _encoding(path: Path) -> str:
     try:
-        # cp1252: the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves undefined are
-        # replaced rather than failing the whole file.
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot be read ({e.strerror})") from None
+    if head[:2] != b"\xff\xfe" and head[:2] != b"\xfe\xff" and len(head) >= 2 and (head[0] == 0 or head[1] == 0):
+        raise DatasetError(f"{path}: looks like UTF-16 without a byte-order mark (NUL bytes at its start); re-save "
+                           f"it as UTF-8 or cp1252")
+    return next((enc for bom, enc in BOMS if head.startswith(bom)), "cp1252")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    encoding = _encoding(path)
+    try:
+        # cp1252 (no byte-order mark): the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves
+        # undefined are replaced rather than failing the whole file.
         # Numbers are parsed by the C parser ("Infinity" → inf); a column that comes back as text (a repeated
         # header line, a stray value) is coerced in _harmonise.
-        return pd.read_csv(path, encoding="cp1252", encoding_errors="replace", skipinitialspace=True,
+        return pd.read_csv(path, encoding=encoding, encoding_errors="replace", skipinitialspace=True,
                            low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeError) as e:
-        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
+        raise DatasetError(f"{path}: not a readable CSV file as {encoding} ({e})") from None
 
 
 def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -> tuple[pd.DataFrame, dict]:

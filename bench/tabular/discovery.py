@@ -74,6 +74,8 @@ class DiscoverySettings:
             raise choice_error("task discovery method", self.method, METHODS)
         if self.variant not in VARIANTS:
             raise choice_error("clustering variant", self.variant, VARIANTS)
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"--seed {self.seed!r} is not allowed (expected an integer ≥ 0)")
         if self.n_tasks < 1 or self.min_normal < 1 or self.min_anomalous < 0:
             raise ConfigError("n_tasks and min_normal must be ≥ 1, min_anomalous ≥ 0")
         if not isinstance(self.within, str) or self.within == self.column and self.method == "natural":
@@ -192,6 +194,10 @@ def _tasks(df: pd.DataFrame, s: DiscoverySettings) -> np.ndarray:
         rng = np.random.default_rng(s.seed)
         X = df[list(FEATURES)].to_numpy(dtype=np.float64)
         norm = labels == 0
+        clustered = len(X) if s.variant == "joint" else int(norm.sum())
+        if clustered < s.n_tasks:  # scikit-learn would fail with n_samples < n_clusters
+            raise ConfigError(f"{s.name}: {clustered} {'records' if s.variant == 'joint' else 'normal records'} to "
+                              f"cluster, fewer than the {s.n_tasks} clusters asked for; ask for fewer clusters")
         if s.semantics != "released":  # the released code clusters the raw features
             mu, sd = X[norm].mean(0), X[norm].std(0)
             X = (X - mu) / np.where(sd > 0, sd, 1)

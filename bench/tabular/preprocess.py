@@ -1,6 +1,8 @@
 """Preprocessing as the CAD framework does it, with every count recorded, and the record index it produces.
 
-clean: ±inf → NaN, drop rows with a NaN feature, drop duplicate records (features + label text; the first is kept).
+clean: ±inf → NaN, and so a finite value beyond float32's range (|x| > 3.4e38: features.npy is float32, where it
+would become inf and reach a model as a "divergence"), counted as `float32_overflow_values` where there is one;
+drop rows with a NaN feature, drop duplicate records (features + label text; the first is kept).
 split (per task): train = `train_fraction` (80 %) of the task's normals, test = the other normals + all the task's
 anomalies; optionally the test anomalies are subsampled to at most as many as the test normals (`rebalance`).
 scale: one StandardScaler fitted on the training records of all tasks (never on test records), applied to all.
@@ -45,6 +47,8 @@ class PrepSettings:
     def __post_init__(self):
         if not 0 < self.train_fraction < 1:
             raise ConfigError(f"train_fraction={self.train_fraction!r} is not allowed (expected 0 < x < 1)")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"--seed {self.seed!r} is not allowed (expected an integer ≥ 0)")
         if self.split not in SPLITS:
             raise ConfigError(f"split={self.split!r} is not allowed (expected one of {', '.join(SPLITS)})")
 
@@ -62,9 +66,12 @@ def clean(raw: RawTable, drop_duplicates: bool = True, per_file: bool = False) -
     df = raw.frame
     X = df[list(FEATURES)].to_numpy(dtype=np.float64, copy=True)
     inf = np.isinf(X)
-    X[inf] = np.nan
+    with np.errstate(invalid="ignore"):
+        huge = ~inf & (np.abs(X) > np.finfo(np.float32).max)  # finite in float64, inf in features.npy
+    X[inf | huge] = np.nan
     bad = np.isnan(X).any(1)
-    counts = {"records_read": int(len(df)), "inf_values": int(inf.sum()), "nan_rows_dropped": int(bad.sum())}
+    counts = {"records_read": int(len(df)), "inf_values": int(inf.sum()), "nan_rows_dropped": int(bad.sum()),
+              **({"float32_overflow_values": int(huge.sum())} if huge.any() else {})}
     df = df.loc[~bad].copy()
     df[list(FEATURES)] = X[~bad]
     if drop_duplicates:  # per file: a record repeated in another file is kept there (the released natural split)
@@ -154,12 +161,25 @@ def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Pat
                           "record_id": df["source"] + ":" + df["row"].astype(str), "attack": df["attack"],
                           "day": df["day"], "timestamp": df["timestamp"]})
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "features.npy") as tmp, open(tmp, "wb") as f:
-        np.save(f, Xs)
-    write_text_atomic(out / "index.csv", index.to_csv(index=False))
-    write_text_atomic(out / "index.json", json.dumps(meta, indent=1) + "\n")
+    _write_index(out, Xs, index, meta)
     return meta
+
+
+def _write_index(out: Path, Xs: np.ndarray, index: pd.DataFrame, meta: dict) -> None:
+    """The three index files, each atomically; a failed write (a full disk) is one line naming the file."""
+    name = out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        name = out / "features.npy"
+        with atomic_path(name) as tmp, open(tmp, "wb") as f:
+            np.save(f, Xs)
+        name = out / "index.csv"
+        write_text_atomic(name, index.to_csv(index=False))
+        name = out / "index.json"
+        write_text_atomic(name, json.dumps(meta, indent=1) + "\n")
+    except OSError as e:
+        raise DatasetError(f"{name}: cannot be written ({e.strerror or e}); the record index in {out} is "
+                           f"incomplete: free space and run `bench tabular index` again") from None
 
 
 def load_index(folder) -> tuple[pd.DataFrame, np.ndarray, dict]:

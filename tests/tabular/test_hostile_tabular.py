@@ -216,3 +216,76 @@ def test_a_grid_over_a_release_no_run_can_follow_is_refused_before_submitting(sm
     assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(message, err)
     assert str(root / "release" / "orderings.json") in err
     assert not (tmp_path / "out" / "tabular-synthetic" / "runs").exists()
+
+
+# --- issue 31 §4: tabular input says what is wrong with it ----------------------------------------------------------
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_utf8_bom_and_utf16_files_are_read_not_missing_feature_columns(tmp_path, encoding):
+    """A copy re-saved with a byte-order mark: read in that encoding (cp1252 glued "ï»¿" to the first column's name
+    or read NUL bytes, and the file came back as "missing feature columns")."""
+    labels = ["BENIGN", "BENIGN", WEB, "DoS Hulk"]
+    write_2017(tmp_path / "x.csv", values(4), labels)
+    text = (tmp_path / "x.csv").read_bytes().decode("cp1252")
+    path = tmp_path / "Monday-WorkingHours.pcap_ISCX.csv"
+    path.write_bytes(text.encode(encoding))
+    (tmp_path / "x.csv").unlink()
+    raw = cic.read_cicids2017(tmp_path)
+    assert len(raw.frame) == 4 and list(raw.frame["attack"]) == ["BENIGN", "BENIGN", "Web Attack - XSS", "DoS Hulk"]
+
+
+def test_utf16_without_a_byte_order_mark_is_named_as_an_encoding_problem(tmp_path):
+    write_2017(tmp_path / "x.csv", values(2), ["BENIGN", "DoS Hulk"])
+    path = tmp_path / "Monday-WorkingHours.pcap_ISCX.csv"
+    path.write_bytes((tmp_path / "x.csv").read_bytes().decode("cp1252").encode("utf-16-le"))
+    (tmp_path / "x.csv").unlink()
+    with pytest.raises(DatasetError, match="Monday-WorkingHours.pcap_ISCX.csv: looks like UTF-16") as err:
+        cic.read_cicids2017(tmp_path)
+    assert "missing feature columns" not in str(err.value)
+
+
+def test_values_beyond_float32_are_counted_and_dropped_at_index(tmp_path):
+    """1e40 and 1e308 are finite in float64 but inf in features.npy (float32): counted and their rows dropped as
+    for ±inf, so no model meets them later as a "divergence"."""
+    from bench.tabular.discovery import DiscoverySettings, discover
+    from bench.tabular.preprocess import PrepSettings, build_index, load_index
+
+    X = values(24)
+    X[3, 0], X[5, 2] = 1e40, -1e308
+    (tmp_path / "raw").mkdir()
+    write_2017(tmp_path / "raw" / "Monday-WorkingHours.pcap_ISCX.csv", X, ["BENIGN"] * 18 + ["DoS Hulk"] * 6)
+    s = DiscoverySettings(min_normal=2, min_anomalous=1)
+    meta = build_index("cicids2017", cic.read_cicids2017(tmp_path / "raw"), lambda df: discover(df, s),
+                       PrepSettings(), tmp_path / "idx", s.to_dict())
+    assert meta["counts"]["float32_overflow_values"] == 2 and meta["counts"]["records_kept"] == 22
+    assert np.isfinite(load_index(tmp_path / "idx")[1]).all()
+
+
+def test_a_negative_seed_and_more_clusters_than_records_are_one_line(tmp_path, capsys):
+    root = day_files(tmp_path / "raw", attack_days={"Tuesday", "Wednesday"})
+    for extra, message in ((["--seed", -1], "--seed -1 is not allowed (expected an integer ≥ 0)"),
+                           (["--candidate", "kmeans:nearest:500"], "36 normal records to cluster, fewer than the "
+                                                                   "500 clusters")):
+        code, _, err = run_cli(capsys, "tabular", "index", "--dataset", "cicids2017", "--root", root,
+                               "--out", tmp_path / "idx", "--min-normal", 2, "--min-anomalous", 1, *extra)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_full_disk_during_index_names_the_file_and_leaves_no_half_file(tmp_path, monkeypatch):
+    import errno
+
+    from bench.tabular import preprocess
+    from bench.tabular.discovery import DiscoverySettings, discover
+
+    root = day_files(tmp_path / "raw", attack_days={"Tuesday", "Wednesday"})
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(preprocess, "write_text_atomic", full)
+    s = DiscoverySettings(min_normal=2, min_anomalous=1)
+    with pytest.raises(DatasetError, match=r"idx/index.csv: cannot be written \(No space left on device\)"):
+        preprocess.build_index("cicids2017", cic.read_cicids2017(root), lambda df: discover(df, s),
+                               preprocess.PrepSettings(), tmp_path / "idx", s.to_dict())
+    assert not (tmp_path / "idx" / "index.csv").exists()
