@@ -289,3 +289,30 @@ def test_a_full_disk_during_index_names_the_file_and_leaves_no_half_file(tmp_pat
         preprocess.build_index("cicids2017", cic.read_cicids2017(root), lambda df: discover(df, s),
                                preprocess.PrepSettings(), tmp_path / "idx", s.to_dict())
     assert not (tmp_path / "idx" / "index.csv").exists()
+
+
+def test_month_first_dates_in_a_day_first_file_are_refused_against_the_file_name_date(tmp_path):
+    """Friday-02-03-2018 (2 March): "03/02/2018" read day-first is 3 February, a new task made of nothing but the
+    mix-up; with day and month swapped it is the file's date, so the file is refused, naming it."""
+    write_2018(tmp_path / "Friday-02-03-2018_TrafficForML_CICFlowMeter.csv",
+               ["02/03/2018 08:47:38", "03/02/2018 09:10:11"])
+    with pytest.raises(DatasetError, match=r"Friday-02-03-2018_TrafficForML_CICFlowMeter.csv: 1 Timestamp\(s\) read "
+                                           r"day-first fall on 2018-02-03, the file name's date 2018-03-02 .*"
+                                           r"'03/02/2018 09:10:11'.*month-first"):
+        cic.read_cicids2018(tmp_path)
+    write_2018(tmp_path / "Friday-02-03-2018_TrafficForML_CICFlowMeter.csv",
+               ["02/03/2018 08:47:38", "03/03/2018 00:10:11"])  # past midnight: another day, kept
+    assert set(cic.read_cicids2018(tmp_path).frame["day"]) == {"2018-03-02", "2018-03-03"}
+
+
+def test_unparseable_cicids2017_timestamps_are_counted_and_warned(tmp_path):
+    """They cost their test sets the stream order (the block bootstrap): counted at read and warned, naming the file."""
+    write_2017(tmp_path / "x.csv", values(3), ["BENIGN", "BENIGN", "DoS Hulk"])
+    lines = (tmp_path / "x.csv").read_text(encoding="cp1252").splitlines()
+    (tmp_path / "x.csv").unlink()
+    stamps = ["Timestamp", "5/7/2017 8:59", "5/7/2017 9:01", "later that day"]
+    (tmp_path / "Wednesday-workingHours.pcap_ISCX.csv").write_text(
+        "\n".join(f"{line},{s}" for line, s in zip(lines, stamps)) + "\n", encoding="cp1252")
+    with pytest.warns(UserWarning, match=r"Wednesday-workingHours.pcap_ISCX.csv: 1 Timestamp text\(s\) not d/m/Y"):
+        raw = cic.read_cicids2017(tmp_path)
+    assert raw.counts["unparseable_timestamps"] == 1 and raw.frame["timestamp"].tolist()[2] == ""
