@@ -231,6 +231,10 @@ class TabularInputs:
     # config. Only cl has a bounded buffer, so another protocol refuses a size (bench.tabular.track). In the run key
     # only when it differs from the default (identity). None in files written before it existed.
     replay_size: int | None = None
+    # how the Replay (cl) buffer shares its records between past tasks (bench.training.replay.SHARE_RULES), set by
+    # `runner.prepare` from the preset: "floor" under `released` (pyCLAD's ⌊capacity / tasks⌋), else "water". In
+    # the run key only when "floor": every earlier run filled its buffer with water. None before it existed.
+    replay_share: str | None = None
 
     def validate(self) -> None:
         for name in ("preprocessing", "discovery"):
@@ -238,6 +242,8 @@ class TabularInputs:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: expected a mapping setting -> value")
         if self.replay_size is not None:
             check_int("replay_size", self.replay_size, *REPLAY_SIZE_RANGE)
+        if self.replay_share is not None and not isinstance(self.replay_share, str):
+            raise ConfigError(f"replay_share={self.replay_share!r}: expected the name of a replay share rule")
         content = self.index_content_sha256
         if content is not None and (not isinstance(content, str) or len(content) != 64):
             raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
@@ -253,7 +259,8 @@ class TabularInputs:
                 **({"schema": 2} if content is None else
                    {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content}),
                 **({"replay_size": replay} if core.protocol == "cl" and replay not in (
-                    None, TABULAR_REPLAY_RECORDS) else {})}
+                    None, TABULAR_REPLAY_RECORDS) else {}),
+                **({"replay_share": "floor"} if core.protocol == "cl" and self.replay_share == "floor" else {})}
 
     def summary(self) -> dict:
         return {"backbone": "", "weights": "", "image_size": math.nan}

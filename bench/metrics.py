@@ -5,7 +5,8 @@ A test set holding one class has no ROC-AUC: it gives NaN plus a `OneClassWarnin
 NaN cells and `summarize` counts them.
 
 R is the N×N results matrix of one run: R[i, j] is the metric on task j's test set after training up to task i
-(0-based). Only the lower triangle, diagonal included, is read; cells above it are ignored.
+(0-based). Only the lower triangle, diagonal included, is read; cells above it are ignored (but by
+`forgetting_released`, which reads them where a cross-evaluated matrix holds them, as the released code does).
 """
 
 from __future__ import annotations
@@ -229,22 +230,23 @@ def forgetting(R) -> float:
 
 
 def forgetting_released(R) -> float:
-    """Step-averaged clipped forgetting, the form the CAD framework's released code reports as FM:
-    for each step t = 1 … N−1, f_t = mean over j < t of max(0, max_{j ≤ l < t} R[l,j] − R[t,j]); the value is
-    the mean of f_t over those steps. NaN when N = 1.
+    """The forgetting measure the CAD framework's released code defines (CAD-Benchmarks-Framework 675a9c9
+    `src/cadbench/pyclad/forgetting_measure.py:18-40`; no released script reports it): f_0 = 0 and, for k ≥ 1,
+    f_k = mean over j < k of max(0, max_{0 ≤ t ≤ k} R[t,j] − R[k,j]); the value is the mean of f_0 … f_{N−1}
+    (it divides by N, so f_0 counts). 0.0 when N = 1, as released.
 
-    The framework paper defers FM to an appendix that is not in the text we have, so this is written from the
-    description of its released code: every intermediate step counts (not only the last, as in Chaudhry et al.'s
-    `forgetting`), and a task evaluated higher than ever before counts 0 rather than negatively. The max runs
-    over l ≥ j because R[l,j] above the diagonal is not evaluated. Offered beside `forgetting`, the suite's FM,
-    to compare with published numbers; the two agree only when forgetting appears at the last step alone and
-    no term is negative. A term with a NaN cell is skipped, and a step whose terms are all NaN.
+    The max runs over every evaluated row t ≤ k, rows before task j was learned included (pyCLAD's scenario
+    evaluates every concept after every step): those cells, above the diagonal, are read where R holds them (a
+    cross-evaluated matrix). A continual run leaves them NaN, and the max then covers j ≤ t ≤ k only (the
+    lower-triangle variant; equal to the released value when no pre-learning cell is higher). A term whose
+    R[k,j] is NaN (a one-class test set) is skipped, and a step whose terms all are.
     """
     R = _check_matrix(R)
-    steps = []
-    for t in range(1, len(R)):
-        drops = np.array([R[j:t, j].max() - R[t, j] for j in range(t)])
-        steps.append(_nanmean(np.where(np.isnan(drops), np.nan, np.maximum(drops, 0.0))))
+    steps = [0.0]
+    for k in range(1, len(R)):
+        # R[k, j] itself is in the slice, so np.nanmax sees a value whenever the term is kept
+        drops = np.array([np.nan if np.isnan(R[k, j]) else np.nanmax(R[:k + 1, j]) - R[k, j] for j in range(k)])
+        steps.append(_nanmean(np.maximum(drops, 0.0)))  # a NaN term stays NaN through np.maximum
     return _nanmean(np.array(steps))
 
 
@@ -257,7 +259,7 @@ def summarize(R) -> dict:
         "bwt": bwt(R),
         "bwt_released": bwt_consecutive(R),  # beside Eq. 2, for comparison with the published Table 2 only
         "forgetting": forgetting(R),
-        "forgetting_released": forgetting_released(R),  # the CAD framework's released, step-averaged form
+        "forgetting_released": forgetting_released(R),  # the formula of the CAD framework's released code
         "final_mean": _nanmean(R[-1]),
         "n_cells": int(cells.size),
         "nan_cells": int(np.count_nonzero(np.isnan(cells))),

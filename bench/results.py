@@ -236,7 +236,7 @@ def summary_lines(path: Path) -> list[str]:
         s = summarize(run[f"R/{level}"])
         nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
         lines.append(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f} "
-                     f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD released, step-averaged){nan}")
+                     f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD 675a9c9 formula){nan}")
         if level == "record":
             p = np.diag(run["R/record_prevalence"])  # a test set's prevalence: the same at every step
             p = p[np.isfinite(p)]

@@ -19,8 +19,8 @@ MSTE, Replay = cl), with the interval, the method that made it and the long-bloc
 `validation_table`: the three validation criteria as measured gaps, not pass/fail, each with its 95 % interval:
 feasibility (the best ROC-AUC_CL of MSTE and Cumulative, minus 0.5, a random ranking's), non-triviality (best of
 Replay, Cumulative and MSTE minus Naive, and each of them minus Naive: paired differences of the shared resamples)
-and forgetting (Naive's FM, beside MSTE's; both FM forms, Chaudhry's last-step one and the CAD framework's released
-step-averaged one).
+and forgetting (Naive's FM, beside MSTE's; both FM forms, Chaudhry's last-step one and the formula of the CAD
+framework's released code, CAD 675a9c9, on the lower triangle).
 
 `run_length_table`: the contiguous anomaly runs of every test set in stream order (the reason for the block).
 """
@@ -43,12 +43,13 @@ LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by ben
 # and a new model per step (the CAD framework's released code, "cumulative_fresh")
 STRATEGIES = (("ncl", "Naive"), ("cumulative", "Cumulative (warm)"), ("cumulative_fresh", "Cumulative (fresh)"),
               ("mste", "MSTE"), ("cl", "Replay"))
-# FM twice, labelled: Chaudhry et al.'s final-step measure (the suite's) and the step-averaged clipped form of the
-# CAD framework's released code (bench.metrics.forgetting_released), whose published numbers use the latter
+# FM twice, labelled: Chaudhry et al.'s final-step measure (the suite's) and the formula the CAD framework's released
+# code defines (bench.metrics.forgetting_released, CAD 675a9c9 forgetting_measure.py), on the lower triangle: the
+# continual runs never evaluate a task before it was learned, which the released max also reads (labelled so)
 METRICS = ("roc_auc_cl", "npr_auc_cl", "ap_cl", "random_ap_cl", "fm", "fm_released")
 METRIC_NAMES = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "ap_cl": "AP_CL",
                 "random_ap_cl": "AP_CL of a random ranking", "fm": "FM (Chaudhry, last step)",
-                "fm_released": "FM (CAD released, step-averaged)"}
+                "fm_released": "FM (CAD 675a9c9 formula, lower triangle)"}
 # the chance level a cell's interval is compared with (its conclusion: above, across or below it); the random
 # ranking's AP is a chance level itself (no interval), and two strategies on one test set share it (no placement)
 CHANCE = {"roc_auc_cl": 0.5, "npr_auc_cl": 0.0, "ap_cl": None, "fm": 0.0, "fm_released": 0.0}
@@ -131,7 +132,7 @@ def _replicates(run: dict, n_boot: int, seed: int, blocks: tuple[int, int]) -> t
                     "ap_cl" + suffix: np.array([continual_roc_auc(r) for r in ap]),
                     "random_ap_cl" + suffix: np.full(n_boot, np.nan),  # a chance level: no interval
                     "fm" + suffix: np.array([forgetting(r) for r in roc]),
-                    "fm_released" + suffix: np.array([forgetting_released(r) for r in roc])})
+                    "fm_released" + suffix: np.array([forgetting_released(_lower(r)) for r in roc])})
     method = "stratified" if not in_blocks else "block" if len(in_blocks) == len(labels) else "block+stratified"
     short = [run["tasks"][j] for j in sorted(labels) if order is not None and j not in in_blocks]
     return out, method, short
@@ -141,7 +142,13 @@ def _values(run: dict) -> dict:
     return {"roc_auc_cl": continual_roc_auc(run["R/record"]), "npr_auc_cl": continual_roc_auc(run["R/record_npr_auc"]),
             "ap_cl": continual_roc_auc(run["R/record_ap"]),
             "random_ap_cl": continual_roc_auc(run["R/record_expected_ap"]),
-            "fm": forgetting(run["R/record"]), "fm_released": forgetting_released(run["R/record"])}
+            "fm": forgetting(run["R/record"]), "fm_released": forgetting_released(_lower(run["R/record"]))}
+
+
+def _lower(R: np.ndarray) -> np.ndarray:
+    """R with the cells above the diagonal blanked: the column is the lower-triangle variant whatever a file holds
+    (its bootstrap replicates, from the continual cells, are too)."""
+    return np.where(np.tri(len(R), dtype=bool), R, np.nan)
 
 
 def _percentiles(reps: np.ndarray) -> tuple[float, float]:
@@ -375,7 +382,8 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
     header = ["Scenario", "Ordering", "Model", "Feasibility: best of MSTE/Cumulative − 0.5",
               "Non-triviality: best reference − Naive", "Cumulative (warm) − Naive", "Cumulative (fresh) − Naive",
               "MSTE − Naive", "Replay − Naive",
-              "Forgetting: Naive FM (Chaudhry)", "MSTE FM (Chaudhry)", "Naive FM (released)", "MSTE FM (released)"]
+              "Forgetting: Naive FM (Chaudhry)", "MSTE FM (Chaudhry)", "Naive FM (CAD 675a9c9, lower triangle)",
+              "MSTE FM (CAD 675a9c9, lower triangle)"]
 
     def gap(r, name):
         v, low, high = (getattr(r, name), getattr(r, f"{name}_low"), getattr(r, f"{name}_high"))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -143,16 +144,34 @@ def canonical(name: str) -> str | None:
     return _CANON.get(re.sub(r"\s+", " ", str(name)).strip().lower())
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+# A byte-order mark names the file's encoding (a copy re-saved by a spreadsheet or an editor); read as cp1252 it
+# would glue "ï»¿" to the first column's name (UTF-8) or interleave NUL bytes (UTF-16).
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _encoding(path: Path) -> str:
     try:
-        # cp1252: the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves undefined are
-        # replaced rather than failing the whole file.
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot be read ({e.strerror})") from None
+    if head[:2] != b"\xff\xfe" and head[:2] != b"\xfe\xff" and len(head) >= 2 and (head[0] == 0 or head[1] == 0):
+        raise DatasetError(f"{path}: looks like UTF-16 without a byte-order mark (NUL bytes at its start); re-save "
+                           f"it as UTF-8 or cp1252")
+    return next((enc for bom, enc in BOMS if head.startswith(bom)), "cp1252")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    encoding = _encoding(path)
+    try:
+        # cp1252 (no byte-order mark): the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves
+        # undefined are replaced rather than failing the whole file.
         # Numbers are parsed by the C parser ("Infinity" → inf); a column that comes back as text (a repeated
         # header line, a stray value) is coerced in _harmonise.
-        return pd.read_csv(path, encoding="cp1252", encoding_errors="replace", skipinitialspace=True,
+        return pd.read_csv(path, encoding=encoding, encoding_errors="replace", skipinitialspace=True,
                            low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeError) as e:
-        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
+        raise DatasetError(f"{path}: not a readable CSV file as {encoding} ({e})") from None
 
 
 def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -> tuple[pd.DataFrame, dict]:
@@ -251,7 +270,8 @@ def cicids2017_clock(text: np.ndarray) -> tuple[np.ndarray, int]:
     Several TrafficLabelling files write a 12-hour clock without AM/PM, so "1:05" sorts before "8:59" though it
     came four hours later. In a file whose clock never passes 12 (a 12-hour file), an hour before the capture's
     first (8) is the afternoon and moves by 12 hours; a file with an hour past 12 keeps a 24-hour clock and is left
-    as it is. Unparseable or empty texts give "" (such test sets get no stream order)."""
+    as it is. Unparseable or empty texts give "" (such test sets get no stream order; read_cicids2017 counts and
+    warns about the unparseable ones)."""
     raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
     stamp = pd.to_datetime(raw, format="%d/%m/%Y %H:%M:%S", errors="coerce")
     rest = stamp.isna()
@@ -271,8 +291,15 @@ def read_cicids2017(root) -> RawTable:
         df, c = _harmonise(_read_csv(path), path)
         df["day"] = path.name.split("-")[0]
         if (df["timestamp"] != "").any():  # TrafficLabelling; MachineLearningCVE has no Timestamp column
-            df["timestamp"], moved = cicids2017_clock(df["timestamp"].to_numpy())
+            text = df["timestamp"].to_numpy()
+            df["timestamp"], moved = cicids2017_clock(text)
             counts["timestamps_to_pm"] += moved
+            lost = (df["timestamp"] == "") & (pd.Series(text).str.strip() != "").to_numpy()
+            if lost.any():  # their test sets lose the stream order, hence the block bootstrap: say so
+                counts["unparseable_timestamps"] = counts.get("unparseable_timestamps", 0) + int(lost.sum())
+                warnings.warn(f"{path}: {int(lost.sum())} Timestamp text(s) not d/m/Y H:M[:S], e.g. "
+                              f"{text[np.flatnonzero(lost)[0]]!r}: their test sets get no stream order (stratified "
+                              f"bootstrap)", UserWarning, stacklevel=2)
             reading["cicids2017_clock"] = f"12-hour files: hours before {CICIDS2017_FIRST_HOUR} are afternoon"
         counts["repeated_header_lines"] += c["repeated_header_lines"]
         frames.append(df)
@@ -303,8 +330,19 @@ def _file_day(path: Path) -> str:
 
 
 def _stamp_columns(df: pd.DataFrame, path: Path, fallback_day: str) -> None:
-    """Set `day` (date of the timestamp, else `fallback_day`) and `timestamp` (ISO text or "") from the texts."""
+    """Set `day` (date of the timestamp, else `fallback_day`) and `timestamp` (ISO text or "") from the texts. Where
+    the file name holds a date, timestamps that read day-first fall elsewhere but month-first on it are refused:
+    month-first dates in a day-first file would otherwise split the day into a new task."""
     stamp = parse_timestamps(df["timestamp"].to_numpy(), path)
+    if re.search(r"\d{2}-\d{2}-\d{4}", path.name) and stamp.notna().any():
+        named = pd.Timestamp(fallback_day)
+        off = stamp.notna() & (stamp.dt.normalize() != named)
+        swapped = off & (stamp.dt.month == named.day) & (stamp.dt.day == named.month) & (stamp.dt.year == named.year)
+        if swapped.any():
+            raise DatasetError(f"{path}: {int(swapped.sum())} Timestamp(s) read day-first fall on "
+                               f"{stamp[swapped].iloc[0]:%Y-%m-%d}, the file name's date {fallback_day} with day and "
+                               f"month swapped (e.g. {df['timestamp'].to_numpy()[np.flatnonzero(swapped)[0]]!r}): "
+                               f"month-first dates? Write them day-first (d/m/Y) as the other records")
     df["day"] = stamp.dt.strftime("%Y-%m-%d").fillna(fallback_day).to_numpy()
     df["timestamp"] = stamp.dt.strftime("%Y-%m-%dT%H:%M:%S").fillna("").to_numpy()
 

@@ -76,8 +76,8 @@ def register(sub) -> None:
     q.add_argument("--quick", action="store_true", help="the models' small test settings")
     q.add_argument("--filter", action="append", metavar="KEY=VALUE",
                    help="filtering setting (gamma_l, baseline, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
-                        "coverage_strict, redundancy=both|one, tie=weakest|last|first|priority), checked against "
-                        "its type and range")
+                        "coverage_strict, redundancy=both|one|partners, tie=weakest|last|first|priority, "
+                        "orderings=suite|released), checked against its type and range")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
     q.add_argument("--multi", metavar="NAME=ROOT,...",
                    help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
@@ -109,7 +109,7 @@ def parse_candidate(text: str, args):
     split, at, within = text.strip().partition("@")
     parts = split.split(":")
     common = {"min_normal": args.min_normal, "min_anomalous": args.min_anomalous, "seed": args.seed,
-              "within": within}
+              "within": within, "semantics": getattr(args, "semantics", "suite")}  # the framework preset's
     if within or not at:  # a trailing "@" names no column
         if parts[0] == "natural" and len(parts) <= 2:
             return DiscoverySettings(method="natural", column=parts[1] if len(parts) == 2 else "day", **common)
@@ -122,7 +122,9 @@ def parse_candidate(text: str, args):
 def _prep(args):
     from bench.tabular.preprocess import PrepSettings
 
-    return PrepSettings(train_fraction=args.train_fraction, rebalance=args.rebalance, seed=args.seed)
+    # the released discovery semantics split as the released code does too (bench.tabular.preprocess)
+    return PrepSettings(train_fraction=args.train_fraction, rebalance=args.rebalance, seed=args.seed,
+                        split="released" if getattr(args, "semantics", "suite") == "released" else "suite")
 
 
 def _overrides(items, what: str) -> dict:
@@ -230,7 +232,8 @@ def cmd_scenarios(args) -> int:
     sizes = DISCOVERY.resolve({k: v for k, v in (("min_normal", args.min_normal),
                                                  ("min_anomalous", args.min_anomalous)) if v is not None},
                               args.framework_preset)
-    args.min_normal, args.min_anomalous = sizes["min_normal"], sizes["min_anomalous"]
+    args.min_normal, args.min_anomalous, args.semantics = sizes["min_normal"], sizes["min_anomalous"], \
+        sizes["semantics"]
     candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
     roots = _roots(args.multi) if args.multi else None
     dataset = "multi" if roots else args.dataset

@@ -11,15 +11,22 @@ the other (docs/tabular.md lists them):
   i.e. flagged when `≥ P` (`coverage_strict=True`).
 - FC4/FC5: a redundant pair flags both tasks (default, the symmetric definition); the iterative removal then drops
   one of them and the next pass no longer sees a pair. `redundancy="one"` flags only the weaker task of the pair
-  (lower best self-performance; on equal values the later one).
+  (lower best self-performance; on equal values the later one). `redundancy="partners"` (the released code's)
+  flags a task once per redundant partner, and every flag counts (CAD 675a9c9
+  `src/cadbench/optimization/ste/filtering_criteria.py:126,152` append the partner once per pair, `:236-238` count
+  every entry): a task redundant with two others carries two FC4 flags.
 - Tie between the most-flagged tasks: `tie="weakest"` (default) removes the one with the lowest best
   self-performance S*_k, then the later one; `tie="last"` / `tie="first"` go by position in the candidate list;
-  `tie="priority"` (the released framework's) removes the one flagged by the earliest criterion (FC1 before FC2
-  … before FC5), then the first in the candidate list.
+  `tie="priority"` (the released framework's, `filtering_criteria.py:236-248`: the first maximal key of a dict
+  filled in list order) removes the one flagged by the earliest criterion (FC1 before FC2 … before FC5), then
+  the one appearing first in that criterion's released list: candidate order for FC1–FC3; for FC4/FC5, whose
+  lists are built row by row appending the partner (`:126`, `:152`), the task whose earliest partner comes
+  first, then the earlier task (one pair: the later task of the pair goes).
 
 The settings are a typed, ranged `ParamTable` (`FRAMEWORK`) with two presets: `suite` (the default, the values
 above) and `released` (what the CAD framework's released code runs: γ_l = 0.25 with the inclusive test, δ_r = 0.1,
-ties by criterion priority). `--filter key=value` and the grids resolve through it, so a bad value is one line.
+flags per redundant partner, ties by criterion priority, and the released orderings, W and Borda,
+`orderings="released"`, bench.tabular.orderings). `--filter key=value` and the grids resolve through it, so a bad value is one line.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import numpy as np
 
 from bench.errors import ConfigError
 from bench.registry import Bool, Choice, Float, Int, ParamTable
+from bench.tabular.orderings import MODES as ORDERING_MODES
 
 CRITERIA = ("fc1", "fc2", "fc3", "fc4", "fc5")
 TIES = ("weakest", "last", "first", "priority")
@@ -46,9 +54,14 @@ FRAMEWORK = ParamTable("tabular framework", params={
     "delta_r": Float(0.05, 0, 1, doc="FC4/FC5: mean absolute profile difference of a redundant pair"),
     "fc1_inclusive": Bool(False, doc="FC1 test ≥ instead of Eq. 1's >"),
     "coverage_strict": Bool(False, doc="FC2/FC3 flag at |C| ≥ P (the FC2 prose) instead of > P (Eq. 2/3)"),
-    "redundancy": Choice("both", ("both", "one"), doc="a redundant pair flags both tasks or the weaker one"),
-    "tie": Choice("weakest", TIES, doc="which of the most-flagged tasks is removed")},
-    presets={"suite": {}, "released": {"gamma_l": 0.25, "fc1_inclusive": True, "delta_r": 0.1, "tie": "priority"}},
+    "redundancy": Choice("both", ("both", "one", "partners"),
+                         doc="a redundant pair flags both tasks or the weaker one; partners: once per partner"),
+    "tie": Choice("weakest", TIES, doc="which of the most-flagged tasks is removed"),
+    # not a filtering value, but the same preset switches it: the orderings, W and Borda after filtering
+    "orderings": Choice("suite", ORDERING_MODES, doc="orderings, Kendall's W and Borda: the suite's (exact drift "
+                                                     "paths, tie-corrected W) or the released code's")},
+    presets={"suite": {}, "released": {"gamma_l": 0.25, "fc1_inclusive": True, "delta_r": 0.1,
+                                        "redundancy": "partners", "tie": "priority", "orderings": "released"}},
     default_preset="suite")
 
 
@@ -64,8 +77,9 @@ class FilterSettings:
     delta_r: float = FRAMEWORK.params["delta_r"].default  # FC4/FC5: redundancy threshold
     fc1_inclusive: bool = FRAMEWORK.params["fc1_inclusive"].default
     coverage_strict: bool = FRAMEWORK.params["coverage_strict"].default
-    redundancy: str = FRAMEWORK.params["redundancy"].default  # "both" | "one"
+    redundancy: str = FRAMEWORK.params["redundancy"].default  # "both" | "one" | "partners"
     tie: str = FRAMEWORK.params["tie"].default  # "weakest" | "last" | "first" | "priority"
+    orderings: str = FRAMEWORK.params["orderings"].default  # bench.tabular.orderings MODES: "suite" | "released"
     criteria: tuple = CRITERIA  # which criteria are applied
     preset: str = "suite"  # the FRAMEWORK preset the values started from (recorded in the manifest)
 
@@ -111,9 +125,7 @@ def criteria(M, s: FilterSettings = FilterSettings()) -> dict:
     outgoing = ((ratio >= s.gamma_d) & off).sum(2).max(0)  # max_f |D_k^f|: row k, columns i ≠ k
     fc2 = incoming >= s.p_t if s.coverage_strict else incoming > s.p_t
     fc3 = outgoing >= s.p_d if s.coverage_strict else outgoing > s.p_d
-    # Eq. 4/5: mean over models of (1/K) Σ_m |M_km − M_jm| (rows: source profile), columns for targets.
-    src = np.abs(M[:, :, None, :] - M[:, None, :, :]).mean(3).mean(0)  # [K, K]
-    tgt = np.abs(M[:, :, :, None] - M[:, :, None, :]).mean(1).mean(0)
+    src, tgt = _profile_diffs(M)
     fc4, fc5 = _redundant(src, best, s), _redundant(tgt, best, s)
     flags = {"fc1": fc1, "fc2": fc2, "fc3": fc3, "fc4": fc4, "fc5": fc5}
     for name in CRITERIA:
@@ -126,24 +138,50 @@ def criteria(M, s: FilterSettings = FilterSettings()) -> dict:
             "target_min_diff": tgt.min(1) if K > 1 else np.full(K, np.inf), **flags}
 
 
+def _profile_diffs(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 4/5: mean over models of (1/K) Σ_m |M_km − M_jm| (rows: source profile), columns for targets; [K, K]."""
+    src = np.abs(M[:, :, None, :] - M[:, None, :, :]).mean(3).mean(0)
+    tgt = np.abs(M[:, :, :, None] - M[:, :, None, :]).mean(1).mean(0)
+    return src, tgt
+
+
+def _pairs(diff: np.ndarray, s: FilterSettings) -> np.ndarray:
+    return (diff < s.delta_r) & ~np.eye(len(diff), dtype=bool)
+
+
 def _redundant(diff: np.ndarray, best: np.ndarray, s: FilterSettings) -> np.ndarray:
-    K = len(best)
-    pair = (diff < s.delta_r) & ~np.eye(K, dtype=bool)
+    pair = _pairs(diff, s)
     if s.redundancy == "both":
         return pair.any(1)
-    flags = np.zeros(K, dtype=bool)
+    if s.redundancy == "partners":
+        return pair.sum(1)
+    flags = np.zeros(len(best), dtype=bool)
     for k, j in zip(*np.nonzero(np.triu(pair))):  # k < j: flag the weaker, the later on equal strength
         flags[k if best[k] < best[j] else j] = True
     return flags
 
 
-def _pick(counts: np.ndarray, best: np.ndarray, tie: str, flags: dict) -> int:
+def _list_positions(M: np.ndarray, s: FilterSettings) -> dict:
+    """{criterion: each task's first position in the released code's list of that criterion} (the order
+    `tie="priority"` breaks ties in): the task's index for FC1–FC3 (they walk the concepts in order); for
+    FC4/FC5 (index of its earliest redundant partner, own index), flattened, since `filtering_criteria.py:126`
+    and `:152` append concept2 while walking concept1 (K·K for a task without a partner: it is not listed)."""
+    K = M.shape[1]
+    own = np.arange(K)
+    out = {name: own for name in ("fc1", "fc2", "fc3")}
+    for name, diff in zip(("fc4", "fc5"), _profile_diffs(M)):
+        pair = _pairs(diff, s)
+        out[name] = np.where(pair.any(0), pair.argmax(0) * K + own, K * K)
+    return out
+
+
+def _pick(counts: np.ndarray, best: np.ndarray, tie: str, flags: dict, positions: dict) -> int:
     tied = np.flatnonzero(counts == counts.max())
     if tie == "priority":  # the released framework: the earliest criterion that flags one of them decides
         for name in CRITERIA:
-            hit = tied[flags[name][tied]]
+            hit = tied[flags[name][tied] > 0]
             if hit.size:
-                return int(hit[0])
+                return int(hit[np.argmin(positions[name][hit])])
     if tie == "first":
         return int(tied[0])
     if tie == "last":
@@ -169,7 +207,7 @@ def iterative_filter(M, tasks: list[str], s: FilterSettings = FilterSettings()) 
             stats["removed"] = None
             passes.append(stats)
             break
-        drop = _pick(counts, c["best_self"], s.tie, c)
+        drop = _pick(counts, c["best_self"], s.tie, c, _list_positions(sub, s))
         stats["removed"] = tasks[keep[drop]]
         passes.append(stats)
         del keep[drop]

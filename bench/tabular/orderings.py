@@ -3,7 +3,7 @@
 - Smooth / abrupt drift: the minimum / maximum-cost open Hamiltonian path over D = 1 − (M_ij + M_ji)/2, exact by
   Held–Karp (dynamic programming over subsets, vectorised over all subsets of one size; 2^K·K memory, fine to
   ~20 tasks). Above `max_exact` tasks a heuristic: the best nearest-neighbour path over every start (what the
-  released framework does, from one start) improved by 2-opt until no reversal helps.
+  released framework does at any size) improved by 2-opt until no reversal helps.
 - Curriculum up/down on d_i = 1 − M_ii; generalization up/down on g_i = mean off-diagonal row value. Equal values
   keep the candidate's task order in "up" (stable sort); "down" is the exact reverse of "up".
 - Kendall's W with the tie correction. Curriculum and generalization rank tasks by their criterion values
@@ -12,6 +12,16 @@
   maximises it (the first model's path is kept as it is; 2^(m−1) combinations), and Borda uses those orientations.
 - Borda: a task at position p (0-based) of a model's ordering gets K − 1 − p points; the consensus sorts by total
   points, ties broken by the better best position in any model, then by candidate task order.
+
+`mode="released"` (the framework preset `released`, setting `orderings`) does instead what the CAD framework's
+released code does (CAD 675a9c9 `src/cadbench/optimization/ste/ste_optimization.py`, `split_selection.py`,
+`scripts/optimization/optimize_by_ste.py`): drift by the greedy nearest / farthest neighbour from every start, the
+first start with the best cost kept, no 2-opt (`ste_optimization.py:71-119`); curriculum and generalization sorted
+stably on the raw values in each direction, so "down" keeps the candidate order among ties and is not the reverse
+of "up" (`:30-53`); W = 12 SS / (m²(n³ − n)) on list positions, no tie correction, no orientation of the drift
+paths, 0.0 with fewer than two models or tasks (`split_selection.py:32-84`); Borda by ascending 1-based rank sums,
+ties in the first model's order (`:87-116`); the models in the released STE files' name order, AE1SVM,
+Autoencoder, Isolation Forest (`optimize_by_ste.py:116-118`: a sorted glob).
 """
 
 from __future__ import annotations
@@ -27,6 +37,9 @@ FAMILIES = {"smooth_drift": ("smooth_drift",), "abrupt_drift": ("abrupt_drift",)
             "curriculum": ("curriculum_up", "curriculum_down"),
             "generalization": ("generalization_up", "generalization_down")}
 MAX_EXACT = 20
+MODES = ("suite", "released")
+# the released STE files' name order (AE1_SVM, Autoencoder, IsolationForest): its W reference and Borda ties
+RELEASED_MODEL_ORDER = ("ae1svm", "autoencoder", "iforest")
 
 
 def path_cost(D: np.ndarray, path) -> float:
@@ -95,15 +108,35 @@ def heuristic_path(D: np.ndarray, maximize: bool = False) -> list[int]:
     return best
 
 
+def released_greedy_path(D: np.ndarray, maximize: bool) -> list[int]:
+    """The released greedy path (ste_optimization.py:71-95): from every start the nearest (farthest) unvisited task,
+    the lowest index among equals; the path of the first start with the lowest (highest) summed distance."""
+    D = np.asarray(D, dtype=np.float64)
+    n = len(D)
+    best, best_cost = None, None
+    for start in range(n):
+        path, cost = [start], 0.0
+        while len(path) < n:
+            left = [j for j in range(n) if j not in path]
+            nxt = min(left, key=lambda j: -D[path[-1], j] if maximize else D[path[-1], j])
+            cost += D[path[-1], nxt]
+            path.append(nxt)
+        if best_cost is None or (cost > best_cost if maximize else cost < best_cost):
+            best, best_cost = path, cost
+    return best
+
+
 def drift_path(D: np.ndarray, maximize: bool, max_exact: int = MAX_EXACT) -> list[int]:
     return held_karp(D, maximize) if len(D) <= max_exact else heuristic_path(D, maximize)
 
 
-def model_orderings(M: np.ndarray, max_exact: int = MAX_EXACT) -> dict:
+def model_orderings(M: np.ndarray, max_exact: int = MAX_EXACT, mode: str = "suite") -> dict:
     """The six orderings of one model's K×K STE matrix (task indices), plus the criterion values behind them."""
     M = np.asarray(M, dtype=np.float64)
     K = len(M)
     D = 1 - (M + M.T) / 2
+    if mode == "released":
+        return _released_orderings(M, D)
     # Rounded so that values equal up to float noise (sums of the same numbers in another order) count as ties.
     d = np.round(1 - np.diag(M), 12)
     g = np.round(M[~np.eye(K, dtype=bool)].reshape(K, K - 1).mean(1), 12) if K > 1 else np.zeros(K)
@@ -113,6 +146,41 @@ def model_orderings(M: np.ndarray, max_exact: int = MAX_EXACT) -> dict:
             "curriculum_up": up_d.tolist(), "curriculum_down": down_d.tolist(),
             "generalization_up": up_g.tolist(), "generalization_down": down_g.tolist(),
             "difficulty": d, "generalization": g, "distance": D}
+
+
+def _released_orderings(M: np.ndarray, D: np.ndarray) -> dict:
+    """`model_orderings` as the released code computes them (ste_optimization.py:30-53, 98-119): raw values,
+    Python's stable sort in each direction (sorted(reverse=True) keeps equal values in candidate order)."""
+    K = len(M)
+    d = np.array([1.0 - M[i, i] for i in range(K)])
+    g = (np.array([sum(float(M[i, j]) for j in range(K) if j != i) / (K - 1) for i in range(K)]) if K > 1
+         else np.full(K, np.nan))
+    up = lambda v: sorted(range(K), key=lambda i: v[i])  # noqa: E731
+    down = lambda v: sorted(range(K), key=lambda i: v[i], reverse=True)  # noqa: E731
+    return {"smooth_drift": released_greedy_path(D, False), "abrupt_drift": released_greedy_path(D, True),
+            "curriculum_up": up(d), "curriculum_down": down(d), "generalization_up": up(g),
+            "generalization_down": down(g), "difficulty": d, "generalization": g, "distance": D}
+
+
+def released_w(orders: list[list[int]]) -> float:
+    """Kendall's W as released (split_selection.py:32-84): ranks = 1-based list positions, W = 12 SS / (m²(n³ − n))
+    without a tie correction; 0.0 with fewer than two models or tasks."""
+    m, n = len(orders), len(orders[0]) if orders else 0
+    if m < 2 or n < 2:
+        return 0.0
+    ranks = np.stack([positions_to_ranks(o) for o in orders])
+    S = ((ranks.sum(0) - m * (n + 1) / 2) ** 2).sum()
+    return float(12 * S / (m ** 2 * (n ** 3 - n)))
+
+
+def released_borda(orders: list[list[int]]) -> tuple[list[int], np.ndarray]:
+    """Borda as released (split_selection.py:87-116): ascending sums of 1-based positions, a stable sort of the first
+    model's list, so ties keep its order. (order, points per item) with the suite's points (K − 1 − p summed)."""
+    n = len(orders[0])
+    sums = np.zeros(n)
+    for order in orders:
+        sums += positions_to_ranks(order)
+    return sorted(orders[0], key=lambda i: sums[i]), len(orders) * n - sums
 
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:
@@ -170,8 +238,10 @@ def borda(orders: list[list[int]]) -> tuple[list[int], np.ndarray]:
     return order, points
 
 
-def concordance(per_model: dict[str, dict]) -> dict:
+def concordance(per_model: dict[str, dict], mode: str = "suite") -> dict:
     """W per ordering and family across models, the oriented drift paths, and the Borda consensus orderings."""
+    if mode == "released":
+        return _released_concordance(per_model)
     models = list(per_model)
     out = {"w": {}, "family_w": {}, "consensus": {}, "borda_points": {}, "oriented": {}}
     for name in ORDERINGS:
@@ -191,6 +261,22 @@ def concordance(per_model: dict[str, dict]) -> dict:
         out["family_w"][fam] = out["w"][names[0]]
     vals = [v for v in out["family_w"].values() if np.isfinite(v)]
     out["mean_w"] = float(np.mean(vals)) if vals else float("nan")
+    return out
+
+
+def _released_concordance(per_model: dict[str, dict]) -> dict:
+    """`concordance` as released: models in the released order, W on positions, no orientation, released Borda;
+    the mean over the four families (curriculum and generalization by their up = asc lists, split_selection.py:14-19)."""
+    known = [m for m in RELEASED_MODEL_ORDER if m in per_model]
+    models = known + [m for m in per_model if m not in known]
+    out = {"w": {}, "family_w": {}, "consensus": {}, "borda_points": {}, "oriented": {}}
+    for name in ORDERINGS:
+        orders = [per_model[f][name] for f in models]
+        out["w"][name] = released_w(orders)
+        order, points = released_borda(orders)
+        out["consensus"][name], out["borda_points"][name] = order, points.tolist()
+    out["family_w"] = {fam: out["w"][names[0]] for fam, names in FAMILIES.items()}
+    out["mean_w"] = float(np.mean(list(out["family_w"].values())))
     return out
 
 

@@ -6,8 +6,10 @@ state_dict, `record`), so one runner drives both tracks; a split here is a `Reco
 - ncl (Naive): the detector learns each task as it comes, continuing from its current state (the torch detectors
   warm-start; Isolation Forest and the other non-gradient ones can only refit).
 - cl (Replay): the current task plus a bounded buffer of past records — bench.training.replay.ReplayBuffer, the
-  image track's: an equal share per past task, each share a nested seeded subset, updated after training. Size
-  `replay_size`, default 25,000 records, the released framework's. Only the buffered rows are kept.
+  image track's: water filling between past tasks (a task with fewer records keeps them all, the others share
+  the rest), or under the `released` preset pyCLAD's ⌊capacity / tasks⌋ per task (`replay_share`), each share a
+  nested seeded subset, updated after training. Size `replay_size`, default 25,000 records, the released
+  framework's. Only the buffered rows are kept.
 - cumulative: the union of every training set seen so far (an unbounded buffer); the torch detectors continue
   from their weights on it, as the image track's Cumulative does, the others refit. Files under this name keep
   this meaning (a warm-started Cumulative).
@@ -95,12 +97,12 @@ class Naive(Protocol):
 class Replay(Naive):
     """Current task ∪ buffered past records; `capacity=None` keeps every record (Cumulative)."""
 
-    def __init__(self, detector, seed: int, capacity: int | None, transductive: bool = False):
+    def __init__(self, detector, seed: int, capacity: int | None, transductive: bool = False, share: str = "water"):
         super().__init__(detector, seed, transductive)
         if capacity is not None and (not isinstance(capacity, int) or capacity < 0):
             raise ConfigError(f"replay_size must be a non-negative integer, got {capacity!r}")
         self.capacity = capacity
-        self.buffer_ = ReplayBuffer(capacity if capacity is not None else np.iinfo(np.int64).max)
+        self.buffer_ = ReplayBuffer(capacity if capacity is not None else np.iinfo(np.int64).max, share)
         self.rows_: dict[str, np.ndarray] = {}  # task → its buffered feature rows, in the buffer's seeded order
         self.composition_: dict[str, int] = {}  # past task → records replayed at the last step
 
@@ -188,15 +190,17 @@ class MSTE(Naive):
         self.step_, self.batches_ = state["step"], [tuple(b) for b in state["batches"]]
 
 
-def make_protocol(name: str, spec, hparams: dict, seed: int, replay_size: int = REPLAY_RECORDS) -> Naive:
-    """The record protocol `name` around the tabular detector `spec` with resolved `hparams`; refuses a detector
-    that fails the pointwise audit unless its spec is marked transductive."""
+def make_protocol(name: str, spec, hparams: dict, seed: int, replay_size: int = REPLAY_RECORDS,
+                  replay_share: str = "water") -> Naive:
+    """The record protocol `name` around the tabular detector `spec` with resolved `hparams` (Replay's buffer:
+    `replay_size` records shared by `replay_share`); refuses a detector that fails the pointwise audit unless its
+    spec is marked transductive."""
     require_pointwise(spec)
     transductive = spec.transductive
     if name == "ncl":
         return Naive(spec.factory(**hparams), seed, transductive)
     if name == "cl":
-        return Replay(spec.factory(**hparams), seed, replay_size, transductive)
+        return Replay(spec.factory(**hparams), seed, replay_size, transductive, replay_share)
     if name == "cumulative":
         return Replay(spec.factory(**hparams), seed, None, transductive)
     if name == "cumulative_fresh":

@@ -21,7 +21,8 @@ def filtering_table(candidate: dict) -> list[str]:
              "|---" * (len(CRITERIA) + 5) + "|"]
     for n, p in enumerate(candidate["passes"], 1):
         for k, task in enumerate(p["tasks"]):
-            marks = " | ".join("×" if p[c][k] else "" for c in CRITERIA)
+            # a count above 1: the task is redundant with that many partners (redundancy=partners)
+            marks = " | ".join("" if not p[c][k] else "×" if p[c][k] == 1 else f"×{p[c][k]}" for c in CRITERIA)
             lines.append(f"| {n} | {task} | {marks} | {p['flags'][k]} | {p['best_self'][k]:.3f} | "
                          f"{'removed' if p['removed'] == task else ''} |")
     return lines

@@ -78,8 +78,8 @@ def evaluate_candidate(name: str, index_dir: Path, ste_dir: Path, models, seed: 
     M = np.stack(matrices)
     filt = iterative_filter(M, tasks, fs)
     keep = filt["kept_index"]
-    per_model = {m: model_orderings(M[f][np.ix_(keep, keep)]) for f, m in enumerate(models)}
-    conc = concordance(per_model) if len(keep) >= 2 else None
+    per_model = {m: model_orderings(M[f][np.ix_(keep, keep)], mode=fs.orderings) for f, m in enumerate(models)}
+    conc = concordance(per_model, fs.orderings) if len(keep) >= 2 else None
     kept = filt["kept"]
     return {
         "candidate": name, "tasks": tasks, "kept": kept, "removed": filt["removed"], "passes": filt["passes"],
@@ -128,7 +128,7 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     chosen = select_candidate(mean_w, {c: len(r["kept"]) for c, r in results.items()})
     manifest = release(out / "release", dataset, chosen, results, index_meta, out / "candidates" / chosen / "index",
                        {"seed": seed, "models": list(models), "hparams": hparams or {}, "filter": fs.to_dict(),
-                        "preprocessing": prep.__dict__, "candidates": [c.to_dict() for c in candidates]})
+                        "preprocessing": prep.to_dict(), "candidates": [c.to_dict() for c in candidates]})
     from bench.tabular.report import write_report
 
     report = write_report(manifest, out / "release")

@@ -9,6 +9,12 @@ expected AP of a uniformly random ranking of that test set (not p on small sets)
 per-record scores with each record's row in index.csv, so intervals can be recomputed per record. Where the index
 has a timestamp for every record of a test set, each score also carries the record's position in that set's stream
 (timestamp) order, so the reports can use the block bootstrap without reading the index again.
+
+Non-finite scores: a run of the suite's presets stops (NumericalError: a diverged model is not a result). A run of
+the `released` preset scores as the CAD framework's released metrics do (CAD `src/cadbench/pyclad/metrics.py`,
+RocAucRobust / PrAuc / NormalizedPrAuc: NaN and +inf become the largest finite score of the cell, −inf the
+smallest) and records how many scores of each cell were replaced (`nonfinite/record` [step, task]); a cell with no
+finite score stops it as before.
 """
 
 from __future__ import annotations
@@ -62,7 +68,8 @@ class TabularTrack:
         if cfg.protocol == "ste":
             return Expert(lambda: self.spec.factory(**cfg.hparams), cfg.seed)
         if cfg.protocol == "cl":
-            return make_protocol("cl", self.spec, cfg.hparams, cfg.seed, replay_size=cfg.tabular.replay_size)
+            return make_protocol("cl", self.spec, cfg.hparams, cfg.seed, replay_size=cfg.tabular.replay_size,
+                                 replay_share=cfg.tabular.replay_share or "water")
         return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
 
     def attrs(self) -> dict:
@@ -75,11 +82,15 @@ class TabularTrack:
         cfg = run.config
         split = self.splits[cfg.tasks[j]].test
         scores = protocol.predict(split, np.arange(len(split)))
-        if not np.isfinite(scores).all():
+        a = state.arrays
+        bad = ~np.isfinite(scores)
+        if bad.any() and (cfg.preset != "released" or bad.all()):
             raise NumericalError(f"{cfg.model}: non-finite record scores on task {split.task} at step {t + 1} "
                                  f"(after learning {cfg.tasks[t]}); the model diverged or its settings are degenerate")
+        if cfg.preset == "released":  # the released metrics' policy, recorded per cell (module docstring)
+            scores = released_finite(scores)
+            a.setdefault("nonfinite/record", np.zeros(a["R/record"].shape, dtype=np.int64))[t, j] = int(bad.sum())
         labels = split.labels
-        a = state.arrays
         a["R/record"][t, j] = roc_auc(labels, scores)
         npr, p = normalized_pr_auc(labels, scores)
         a["R/record_npr_auc"][t, j], a["R/record_prevalence"][t, j] = npr, p
@@ -88,6 +99,12 @@ class TabularTrack:
         a["R/record_expected_ap"][t, j] = expected_random_ap(len(labels), k) if k else np.nan
         entry = (t, j, labels.astype(np.int8), scores.astype(np.float64), split.record_ids.astype(np.int32))
         state.scores.append(entry if split.order is None else (*entry, split.order))
+
+
+def released_finite(scores: np.ndarray) -> np.ndarray:
+    """NaN and +inf → the largest finite score, −inf → the smallest (CAD metrics.py RocAucRobust.compute)."""
+    finite = scores[np.isfinite(scores)]
+    return np.nan_to_num(scores, nan=finite.max(), posinf=finite.max(), neginf=finite.min())
 
 
 def prepare_tabular(config) -> tuple[TabularTrack, str]:
@@ -123,12 +140,20 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
 
 
 def record_replay_size(config) -> None:
-    """Record the Replay buffer's size in a cl run's config (the default when none was asked for). Only cl has a
-    bounded buffer (Cumulative keeps every record, Naive and the experts none), so a size asked of another protocol
-    would change nothing and is refused rather than recorded as if it had."""
+    """Record the Replay buffer's size and share rule in a cl run's config (the default size when none was asked
+    for; the share rule of its preset: `released` runs pyCLAD v0.3.0's ⌊capacity / tasks⌋ per task,
+    `adaptive_balanced.py:20`, the CAD framework's `AdaptiveBalancedReplayBuffer`, run_validation_strategies.py:115;
+    any other preset the suite's water filling). Only cl has a bounded buffer (Cumulative keeps every record, Naive
+    and the experts none), so a size asked of another protocol would change nothing and is refused rather than
+    recorded as if it had."""
     inputs = config.tabular
     if config.protocol == "cl":
         inputs.replay_size = REPLAY_RECORDS if inputs.replay_size is None else inputs.replay_size
+        share = "floor" if config.preset == "released" else "water"
+        if inputs.replay_share not in (None, share):
+            raise ConfigError(f"replay_share={inputs.replay_share!r}: preset {config.preset} runs Replay with the "
+                              f"{share!r} share rule (expected that or nothing)")
+        inputs.replay_share = share
     elif inputs.replay_size is not None:
         raise ConfigError(f"replay_size={inputs.replay_size} sizes the Replay buffer of protocol cl; protocol "
                           f"{config.protocol} has none (drop the setting for this run)")

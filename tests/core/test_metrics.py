@@ -248,15 +248,15 @@ def test_continual_metrics_equal_double_loops(n, nan_cells):
 # Eq. 2 pairs: R10−R00 = −0.1, R20−R00 = −0.3, R21−R11 = +0.05 → −0.35 / 3.
 # Consecutive: R10−R00 = −0.1, R20−R10 = −0.2, R21−R11 = +0.05 → −0.25 / 3.
 # Forgetting: j=0: max(0.9, 0.8) − 0.6 = 0.3; j=1: 0.7 − 0.75 = −0.05 → 0.25 / 2. Last row: 1.85 / 3.
-# Released (step-averaged, clipped): t=1: 0.9 − 0.8 = 0.1; t=2: (0.3 + max(0, −0.05)) / 2 = 0.15 → 0.25 / 2.
-# With R10 = NaN: step 1 and j=0 of step 2 touch it; step 2 keeps max(0, −0.05) = 0 → 0.
+# Released (CAD 675a9c9, f_0 = 0, divided by N): f_1 = 0.9 − 0.8 = 0.1; f_2 = (0.3 + max(0, −0.05)) / 2 = 0.15
+# → 0.25 / 3. With R10 = NaN: f_1 is skipped; f_2's j=0 takes the max over the evaluated 0.9 and 0.6 → 0.15 / 2.
 HAND_R = [[0.9, np.nan, np.nan], [0.8, 0.7, np.nan], [0.6, 0.75, 0.5]]
 
 
 def test_hand_computed_3x3():
     assert summarize(HAND_R) == pytest.approx(
         {"roc_auc_cl": 4.25 / 6, "bwt": -0.35 / 3, "bwt_released": -0.25 / 3, "forgetting": 0.125,
-         "forgetting_released": 0.125, "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 0}
+         "forgetting_released": 0.25 / 3, "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 0}
     )
     assert bwt_consecutive(HAND_R) == pytest.approx(-0.25 / 3)
 
@@ -268,7 +268,7 @@ def test_hand_computed_3x3_with_a_nan_cell():
     R[1, 0] = np.nan
     assert summarize(R) == pytest.approx(
         {"roc_auc_cl": 3.45 / 5, "bwt": -0.125, "bwt_released": 0.05, "forgetting": -0.05,
-         "forgetting_released": 0.0, "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 1}
+         "forgetting_released": 0.075, "final_mean": 1.85 / 3, "n_cells": 6, "nan_cells": 1}
     )
     assert bwt_consecutive(R) == pytest.approx(0.05)
 
@@ -276,11 +276,11 @@ def test_hand_computed_3x3_with_a_nan_cell():
 def test_the_two_forgetting_measures_differ_where_a_task_recovers():
     """Task 0 drops at step 1 and recovers at step 2; task 1 drops at step 2.
     Chaudhry (last step only): j=0: max(0.9, 0.6) − 0.9 = 0; j=1: 0.8 − 0.5 = 0.3 → 0.15.
-    Released: t=1: 0.9 − 0.6 = 0.3; t=2: (0 + 0.3) / 2 = 0.15 → (0.3 + 0.15) / 2 = 0.225."""
+    Released: f_0 = 0; f_1 = 0.9 − 0.6 = 0.3; f_2 = (0 + 0.3) / 2 = 0.15 → (0 + 0.3 + 0.15) / 3 = 0.15."""
     R = [[0.9, np.nan, np.nan], [0.6, 0.8, np.nan], [0.9, 0.5, 0.7]]
     assert forgetting(R) == pytest.approx(0.15)
-    assert forgetting_released(R) == pytest.approx(0.225)
-    assert math.isnan(forgetting_released([[0.8]]))
+    assert forgetting_released(R) == pytest.approx(0.15)
+    assert forgetting_released([[0.8]]) == 0.0  # as released: the mean of f_0 = 0 alone
     # a negative drop (a task evaluated higher than before) counts 0 in the released form, negatively in Chaudhry's
     up = [[0.6, np.nan], [0.9, 0.7]]
     assert forgetting(up) == pytest.approx(-0.3) and forgetting_released(up) == 0.0
@@ -298,9 +298,13 @@ def test_one_class_column_is_skipped_and_counted():
 
 
 def test_cells_above_the_diagonal_are_ignored():
+    """All summaries but the CAD framework's released FM, whose max runs over rows before a task was learned too
+    (CAD 675a9c9 src/cadbench/pyclad/forgetting_measure.py:35: t in range(learned_task + 1))."""
     R = random_R(1, 5)
     filled = np.where(np.isnan(R), 123.0, R)
-    assert summarize(filled) == summarize(R)
+    full, lower = summarize(filled), summarize(R)
+    assert full.pop("forgetting_released") > lower.pop("forgetting_released")
+    assert full == lower
 
 
 def test_single_task():

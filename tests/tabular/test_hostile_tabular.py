@@ -216,3 +216,103 @@ def test_a_grid_over_a_release_no_run_can_follow_is_refused_before_submitting(sm
     assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(message, err)
     assert str(root / "release" / "orderings.json") in err
     assert not (tmp_path / "out" / "tabular-synthetic" / "runs").exists()
+
+
+# --- issue 31 §4: tabular input says what is wrong with it ----------------------------------------------------------
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_utf8_bom_and_utf16_files_are_read_not_missing_feature_columns(tmp_path, encoding):
+    """A copy re-saved with a byte-order mark: read in that encoding (cp1252 glued "ï»¿" to the first column's name
+    or read NUL bytes, and the file came back as "missing feature columns")."""
+    labels = ["BENIGN", "BENIGN", WEB, "DoS Hulk"]
+    write_2017(tmp_path / "x.csv", values(4), labels)
+    text = (tmp_path / "x.csv").read_bytes().decode("cp1252")
+    path = tmp_path / "Monday-WorkingHours.pcap_ISCX.csv"
+    path.write_bytes(text.encode(encoding))
+    (tmp_path / "x.csv").unlink()
+    raw = cic.read_cicids2017(tmp_path)
+    assert len(raw.frame) == 4 and list(raw.frame["attack"]) == ["BENIGN", "BENIGN", "Web Attack - XSS", "DoS Hulk"]
+
+
+def test_utf16_without_a_byte_order_mark_is_named_as_an_encoding_problem(tmp_path):
+    write_2017(tmp_path / "x.csv", values(2), ["BENIGN", "DoS Hulk"])
+    path = tmp_path / "Monday-WorkingHours.pcap_ISCX.csv"
+    path.write_bytes((tmp_path / "x.csv").read_bytes().decode("cp1252").encode("utf-16-le"))
+    (tmp_path / "x.csv").unlink()
+    with pytest.raises(DatasetError, match="Monday-WorkingHours.pcap_ISCX.csv: looks like UTF-16") as err:
+        cic.read_cicids2017(tmp_path)
+    assert "missing feature columns" not in str(err.value)
+
+
+def test_values_beyond_float32_are_counted_and_dropped_at_index(tmp_path):
+    """1e40 and 1e308 are finite in float64 but inf in features.npy (float32): counted and their rows dropped as
+    for ±inf, so no model meets them later as a "divergence"."""
+    from bench.tabular.discovery import DiscoverySettings, discover
+    from bench.tabular.preprocess import PrepSettings, build_index, load_index
+
+    X = values(24)
+    X[3, 0], X[5, 2] = 1e40, -1e308
+    (tmp_path / "raw").mkdir()
+    write_2017(tmp_path / "raw" / "Monday-WorkingHours.pcap_ISCX.csv", X, ["BENIGN"] * 18 + ["DoS Hulk"] * 6)
+    s = DiscoverySettings(min_normal=2, min_anomalous=1)
+    meta = build_index("cicids2017", cic.read_cicids2017(tmp_path / "raw"), lambda df: discover(df, s),
+                       PrepSettings(), tmp_path / "idx", s.to_dict())
+    assert meta["counts"]["float32_overflow_values"] == 2 and meta["counts"]["records_kept"] == 22
+    assert np.isfinite(load_index(tmp_path / "idx")[1]).all()
+
+
+def test_a_negative_seed_and_more_clusters_than_records_are_one_line(tmp_path, capsys):
+    root = day_files(tmp_path / "raw", attack_days={"Tuesday", "Wednesday"})
+    for extra, message in ((["--seed", -1], "--seed -1 is not allowed (expected an integer ≥ 0)"),
+                           (["--candidate", "kmeans:nearest:500"], "36 normal records to cluster, fewer than the "
+                                                                   "500 clusters")):
+        code, _, err = run_cli(capsys, "tabular", "index", "--dataset", "cicids2017", "--root", root,
+                               "--out", tmp_path / "idx", "--min-normal", 2, "--min-anomalous", 1, *extra)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_full_disk_during_index_names_the_file_and_leaves_no_half_file(tmp_path, monkeypatch):
+    import errno
+
+    from bench.tabular import preprocess
+    from bench.tabular.discovery import DiscoverySettings, discover
+
+    root = day_files(tmp_path / "raw", attack_days={"Tuesday", "Wednesday"})
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(preprocess, "write_text_atomic", full)
+    s = DiscoverySettings(min_normal=2, min_anomalous=1)
+    with pytest.raises(DatasetError, match=r"idx/index.csv: cannot be written \(No space left on device\)"):
+        preprocess.build_index("cicids2017", cic.read_cicids2017(root), lambda df: discover(df, s),
+                               preprocess.PrepSettings(), tmp_path / "idx", s.to_dict())
+    assert not (tmp_path / "idx" / "index.csv").exists()
+
+
+def test_month_first_dates_in_a_day_first_file_are_refused_against_the_file_name_date(tmp_path):
+    """Friday-02-03-2018 (2 March): "03/02/2018" read day-first is 3 February, a new task made of nothing but the
+    mix-up; with day and month swapped it is the file's date, so the file is refused, naming it."""
+    write_2018(tmp_path / "Friday-02-03-2018_TrafficForML_CICFlowMeter.csv",
+               ["02/03/2018 08:47:38", "03/02/2018 09:10:11"])
+    with pytest.raises(DatasetError, match=r"Friday-02-03-2018_TrafficForML_CICFlowMeter.csv: 1 Timestamp\(s\) read "
+                                           r"day-first fall on 2018-02-03, the file name's date 2018-03-02 .*"
+                                           r"'03/02/2018 09:10:11'.*month-first"):
+        cic.read_cicids2018(tmp_path)
+    write_2018(tmp_path / "Friday-02-03-2018_TrafficForML_CICFlowMeter.csv",
+               ["02/03/2018 08:47:38", "03/03/2018 00:10:11"])  # past midnight: another day, kept
+    assert set(cic.read_cicids2018(tmp_path).frame["day"]) == {"2018-03-02", "2018-03-03"}
+
+
+def test_unparseable_cicids2017_timestamps_are_counted_and_warned(tmp_path):
+    """They cost their test sets the stream order (the block bootstrap): counted at read and warned, naming the file."""
+    write_2017(tmp_path / "x.csv", values(3), ["BENIGN", "BENIGN", "DoS Hulk"])
+    lines = (tmp_path / "x.csv").read_text(encoding="cp1252").splitlines()
+    (tmp_path / "x.csv").unlink()
+    stamps = ["Timestamp", "5/7/2017 8:59", "5/7/2017 9:01", "later that day"]
+    (tmp_path / "Wednesday-workingHours.pcap_ISCX.csv").write_text(
+        "\n".join(f"{line},{s}" for line, s in zip(lines, stamps)) + "\n", encoding="cp1252")
+    with pytest.warns(UserWarning, match=r"Wednesday-workingHours.pcap_ISCX.csv: 1 Timestamp text\(s\) not d/m/Y"):
+        raw = cic.read_cicids2017(tmp_path)
+    assert raw.counts["unparseable_timestamps"] == 1 and raw.frame["timestamp"].tolist()[2] == ""

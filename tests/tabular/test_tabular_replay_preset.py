@@ -32,10 +32,11 @@ EARLIER_KEYS = {
 EARLIER_SCHEMA2_CL_KEY = "d6051087cf851210d54da4ef8f854532113e16031b75dec743440c22fe9ff377"
 
 
-def fixed_key(protocol: str, replay_size=None, content="c" * 64) -> str:
+def fixed_key(protocol: str, replay_size=None, content="c" * 64, replay_share=None) -> str:
     cfg = RunConfig(dataset="synthetic", root="r", model="vae", tasks=["Monday", "Tuesday"], protocol=protocol,
                     seed=0, hparams={"epochs": 5}, model_version=1,
-                    inputs=TabularInputs(index_content_sha256=content, replay_size=replay_size))
+                    inputs=TabularInputs(index_content_sha256=content, replay_size=replay_size,
+                                         replay_share=replay_share))
     return cfg.run_key("a" * 64, "none")
 
 
@@ -196,3 +197,38 @@ def test_grid_preset_resolves_the_registry_preset_and_unknown_names_are_refused_
         with pytest.raises(ConfigError, match=message) as e:
             grids.load_grid("tabular-synthetic", path)
         assert str(e.value).startswith(f"{path}: preset of model 'vae': ")
+
+
+def test_the_replay_share_rule_keeps_every_earlier_key_and_only_the_released_floor_changes_a_cl_key():
+    """T8: a water-filled buffer (every earlier run) keeps its key; pyCLAD's floor share (v0.3.0
+    strategies/replay/buffers/adaptive_balanced.py:20) is another Replay run, and only a Replay run."""
+    assert fixed_key("cl", replay_share="water") == fixed_key("cl", REPLAY_RECORDS, replay_share="water") \
+        == EARLIER_KEYS["cl"]
+    assert fixed_key("cl", replay_share="floor") != EARLIER_KEYS["cl"]
+    assert fixed_key("cumulative", replay_share="floor") == EARLIER_KEYS["cumulative"]
+
+
+def test_a_released_replay_run_records_and_uses_the_floor_share(index, tmp_path):
+    """T8: under the released preset Replay keeps ⌊capacity / tasks⌋ records of each past task, as the CAD
+    framework's AdaptiveBalancedReplayBuffer (CAD 675a9c9 scripts/pyclad/run_validation_strategies.py:115; pyCLAD
+    v0.3.0 adaptive_balanced.py:20) and nothing more where a task holds fewer; the suite fills with water."""
+    from bench.continual.runner import execute
+    from bench.training.replay import equal_shares
+
+    # 1,000 records over three past tasks of 477: water keeps 334 + 333 + 333, the floor 333 each (999)
+    suite = prepare(config(index, "cl", inputs=TabularInputs(replay_size=1000)), out=tmp_path / "s.h5")
+    released = prepare(config(index, "cl", preset="released", inputs=TabularInputs(replay_size=1000)),
+                       out=tmp_path / "r.h5")
+    assert suite.config.tabular.replay_share == "water" and released.config.tabular.replay_share == "floor"
+    assert released.run_key != suite.run_key
+    assert prepare(config(index, "ncl", preset="released"), out=tmp_path / "n.h5").config.tabular.replay_share is None
+    with pytest.raises(ConfigError, match="replay_share='water': preset released runs Replay with the 'floor'"):
+        prepare(config(index, "cl", preset="released", inputs=TabularInputs(replay_share="water")),
+                out=tmp_path / "x.h5")
+    for prepared, share in ((released, "floor"), (suite, "water")):
+        run = results.read_run(execute(prepared, progress=False, log=lambda s: None))
+        n_train = [int(n) for n in run["tasks_info/n_train"]]
+        for step in range(1, len(n_train)):
+            assert run["replay/composition"][step, :step].tolist() == equal_shares(n_train[:step], 1000, share)
+        assert json.loads(run["attrs"]["config"])["inputs"]["replay_share"] == share
+    assert equal_shares(n_train[:3], 1000, "floor") != equal_shares(n_train[:3], 1000, "water")

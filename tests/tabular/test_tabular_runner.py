@@ -285,7 +285,7 @@ def test_a_run_records_its_index_settings_and_refuses_an_index_built_otherwise(i
     recorded = json.loads(runs["ncl"]["attrs"]["config"])["inputs"]  # asked for none: all recorded from the index
     built = json.loads((index / "index.json").read_text())["settings"]
     content = recorded.pop("index_content_sha256")
-    assert recorded.pop("replay_size") is None  # Naive has no buffer to size
+    assert recorded.pop("replay_size") is None and recorded.pop("replay_share") is None  # Naive has no buffer
     assert recorded == {"preprocessing": built["preprocessing"], "discovery": built["discovery"]}
     assert len(content) == 64
     assert recorded["preprocessing"]["train_fraction"] == 0.8 and recorded["discovery"]["method"] == "natural"

@@ -41,6 +41,9 @@ register(ModelSpec(
             "hidden": Param("64,32", "str", doc="hidden layer sizes of the encoder"),
             "dropout": Float(0.2, 0, 0.95), "batch_norm": Bool(True), "weight_decay": Float(1e-5, 0)},
     quick={"epochs": 3, "batch_size": 64},
-    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
-    presets={"suite": {}, "released": {"epochs": 20, "hidden": "64,16"}},
+    # released: the CAD framework's released code (docs/tabular.md): cadbench/pyclad/utils.py create_autoencoder
+    # (64-16 ReLU, 20 epochs) and autoencoder.py:22-30 (batch 128, Adam 1e-3 without weight decay, no BatchNorm,
+    # no dropout). suite: the defaults above
+    presets={"suite": {}, "released": {"epochs": 20, "hidden": "64,16", "batch_size": 128, "batch_norm": False,
+                                       "dropout": 0.0, "weight_decay": 0.0}},
     default_preset="suite", inputs="records", version=2, source="PyOD 3.6.7 defaults"))

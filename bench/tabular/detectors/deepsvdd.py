@@ -64,6 +64,9 @@ register(ModelSpec(
             "hidden": Param("64,32", "str", doc="layer sizes; the last is the output space of the hypersphere"),
             "dropout": Float(0.2, 0, 0.95), "l2_regularizer": Float(0.5e-6, 0), "use_ae": Bool(False)},
     quick={"epochs": 5, "batch_size": 64, "lr": 1e-3},
-    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
-    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
+    # released: the CAD framework's released code (docs/tabular.md): run_validation_strategies.py:102
+    # ContinualDeepSVDD(epochs=20, batch_size=128) on PyOD 3.2.1's defaults (l2_regularizer 0.1), whose Adam
+    # gets no learning rate (continual_deep_svdd.py: optimizer_dict[...](params, weight_decay=l2)): torch's 1e-3.
+    # suite: the defaults above
+    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128, "lr": 1e-3, "l2_regularizer": 0.1}},
     default_preset="suite", inputs="records", version=1, source="PyOD 3.6.7 defaults"))

@@ -75,7 +75,10 @@ register(ModelSpec(
             "hidden": Param("64,64", "str", doc="hidden sizes of the encoder"), "rep_dim": Int(32, 1),
             "weight_decay": Float(0.0, 0)},
     quick={"epochs": 10, "n_trans": 4, "trans_hidden": "16", "hidden": "32", "rep_dim": 16},
-    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
-    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
+    # released: the CAD framework's released code (docs/tabular.md): run_validation_strategies.py:107
+    # NeuTraLAD(epochs=20, batch_size=128) with its defaults (cadbench/pyclad/neutralad.py: lr 1e-3, 11 residual
+    # transformations, τ 0.1, encoder 100-50 to 128, mask networks of one hidden layer of 50). suite: the above
+    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128, "rep_dim": 128, "hidden": "100,50",
+                                       "trans_hidden": "50"}},
     default_preset="suite", inputs="records",
     version=1, source="Qiu et al. 2021 (K, τ); layer sizes chosen here"))

@@ -57,7 +57,9 @@ register(ModelSpec(
             "loss": Choice("elbo", ("elbo", "pyod"), doc="elbo: the paper's; pyod: PyOD 3.6.7's vae_loss"),
             "capacity": Float(0.0, 0, doc="KL cap of loss=pyod (PyOD's default 0 removes the KL term)")},
     quick={"epochs": 5, "batch_size": 64, "encoder": "32,16", "decoder": "16,32"},
-    # released: the CAD framework's released code (docs/tabular.md); suite: the defaults above
-    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128}},
+    # released: the CAD framework's released code (docs/tabular.md): CAD 675a9c9 run_validation_strategies.py:104
+    # ContinualVAE(epoch_num=20, batch_size=128), which trains PyOD's vae_loss (continual_vae.py:60-63) with PyOD's
+    # capacity 0, i.e. MSE; the other values are PyOD's defaults, as above. suite: the defaults above
+    presets={"suite": {}, "released": {"epochs": 20, "batch_size": 128, "loss": "pyod"}},
     default_preset="suite", inputs="records", version=1,
     source="PyOD 3.6.7 defaults (network, optimiser); loss: Kingma & Welling 2014"))
