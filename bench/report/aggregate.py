@@ -30,7 +30,7 @@ from bench.errors import BenchError
 from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
 from bench.report import paper
-from bench.report.bootstrap import roc_auc_cl_interval
+from bench.report.bootstrap import INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
@@ -84,10 +84,13 @@ def _csv(df: pd.DataFrame) -> str:
 
 
 def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
+    """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT and FM, from one set of
+    resamples per run."""
     if options.bootstrap <= 0 or not len(runs):
         return runs
-    bounds = [roc_auc_cl_interval(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
-    return runs.assign(image_roc_auc_cl_ci_low=[b[0] for b in bounds], image_roc_auc_cl_ci_high=[b[1] for b in bounds])
+    bounds = [run_intervals(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
+    return runs.assign(**{f"image_{m}_ci_{side}": [b[m][i] for b in bounds]
+                          for m in INTERVAL_METRICS for i, side in enumerate(("low", "high"))})
 
 
 def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
