@@ -11,6 +11,8 @@
   tables/manifest.json              what was published from which inputs (SHA-256 of every file both ways)
   tables/tabular_table2.{md,csv}, tables/validation.{md,csv}   tabular-track runs (bench/report/tabular.py)
   tables/tabular_heatmaps.csv, figures/heatmap_*_record.{png,pdf}   R heatmaps of the tabular runs
+  tables/cl_vs_ncl.csv, tables/friedman.csv, tables/friedman_ranks.csv   paired tests (bench/report/stats.py)
+  report/index.html                 one static page of all of it (bench/report/html.py; not in the manifest)
 The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
@@ -29,7 +31,7 @@ from bench import results
 from bench.errors import BenchError
 from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
-from bench.report import paper
+from bench.report import html, paper, stats
 from bench.report.bootstrap import INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
 from bench.report.render import MULTI, label, provenance_lines
@@ -138,6 +140,10 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items += [Item("tables/per_method.csv", _csv(pm)), Item("tables/per_method.md", per_method_markdown(pm, footer)),
               Item("tables/per_method.tex", per_method_latex(pm, footer))]
 
+    cl_ncl, (fr, ranks) = stats.cl_vs_ncl(runs), stats.friedman(runs)
+    items += [Item("tables/cl_vs_ncl.csv", _csv(cl_ncl)), Item("tables/friedman.csv", _csv(fr)),
+              Item("tables/friedman_ranks.csv", _csv(ranks))]
+
     tm = timing_table(runs)
     items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
               Item("tables/timing.tex", timing_latex(tm, footer))]
@@ -207,10 +213,11 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         "outputs": {i.name: file_sha256(out / i.name) for i in items},
     }
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    page = html.write_report(out, dataset, c.runs, c.missing, c.details, items)
     n_fig = len(figures)
     log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
         f"{sum(i.text is not None for i in items)} table files to {out / 'tables'} and {n_fig} heatmap(s) "
-        f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}")
+        f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}; report {page}")
     for m in c.missing.to_dict("records"):
         log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"
             + (f": {m['error']}" if m["error"] else ""))
