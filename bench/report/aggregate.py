@@ -200,17 +200,22 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
             if name not in names:
                 (out / name).unlink(missing_ok=True)
     figures = {}
+    drawn = (previous or {}).get("figure_digests", {})
     for item in items:
         if item.text is not None:
             write_text_atomic(out / item.name, item.text)
         elif item.heatmap.stem not in figures:
-            figures[item.heatmap.stem] = hm.save(item.heatmap, out / "figures", options.figure_formats)
+            stem = item.heatmap.stem
+            figures[stem] = hm.digest(item.heatmap, options.figure_formats)
+            if figures[stem] != drawn.get(stem) or not _unchanged(out, previous, stem, options.figure_formats):
+                hm.save(item.heatmap, out / "figures", options.figure_formats)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
         "aggregator": results.provenance(), "options": asdict(options), **record,
         "runs": {"used": len(c.runs), "missing": len(c.missing)},
         "inputs": c.inputs,
         "outputs": {i.name: file_sha256(out / i.name) for i in items},
+        "figure_digests": figures,  # what each figure was drawn from: an unchanged one is not drawn again
     }
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     page = html.write_report(out, dataset, c.runs, c.missing, c.details, items)
@@ -222,6 +227,13 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"
             + (f": {m['error']}" if m["error"] else ""))
     return out / MANIFEST
+
+
+def _unchanged(out: Path, previous: dict | None, stem: str, formats) -> bool:
+    """Every format of figure `stem` is still the file the previous aggregation published."""
+    published = (previous or {}).get("outputs", {})
+    names = [f"figures/{stem}.{fmt}" for fmt in formats]
+    return all((out / n).is_file() and published.get(n) == file_sha256(out / n) for n in names)
 
 
 def _read_manifest(out: Path) -> dict:
