@@ -18,11 +18,12 @@ def figure(names: list[str], ranks: list[float], cd: float, title: str) -> Figur
     k = len(names)
     order = sorted(range(k), key=lambda i: ranks[i])
     half = (k + 1) // 2  # the better half labelled on the left, the rest on the right
-    fig = Figure(figsize=(7.5, 1.6 + 0.28 * half))
+    room = max(len(n) for n in names) * 0.09 + 0.9  # label width in rank units (the axis spans k − 1 of them)
+    fig = Figure(figsize=(2.0 + 0.9 * (k - 1) + 1.1 * room, 1.6 + 0.28 * half))
     FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.02, 0.02, 0.96, 0.8))
+    ax = fig.add_axes((0.01, 0.02, 0.98, 0.8))
     ax.set_axis_off()
-    ax.set_xlim(0.0, k + 1.0)
+    ax.set_xlim(1 - room, k + room)
     ax.set_ylim(-(half + 1.5), 2.0)
     ax.hlines(0, 1, k, color="black", lw=1)
     for r in range(1, k + 1):
@@ -33,7 +34,7 @@ def figure(names: list[str], ranks: list[float], cd: float, title: str) -> Figur
     for pos, i in enumerate(order):
         left = pos < half
         y = -(pos + 1 if left else k - pos) * 0.9
-        x_text = 0.6 if left else k + 0.4
+        x_text = 0.8 if left else k + 0.2
         ax.vlines(ranks[i], y, 0, color="0.3", lw=0.8)
         ax.hlines(y, min(ranks[i], x_text), max(ranks[i], x_text), color="0.3", lw=0.8)
         ax.text(x_text, y, f"{names[i]} ({ranks[i]:.2f})", ha="right" if left else "left", va="center",

@@ -237,9 +237,11 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
         title = (f"{r['level']} ROC-AUC_CL, {r['protocol'].upper()}: average ranks over {r['n_blocks']} blocks; "
                  f"Friedman p = {_p(r['p'])}, Nemenyi α = {r['alpha']}")
         cdd.save([_method_name(s) for s in sub], [float(s["mean_rank"]) for s in sub], cd, title, directory / stem)
+        caveat = ("" if float(r["p"]) < float(r["alpha"]) else f" The Friedman test does not reject equal ranks "
+                  f"(p = {_p(r['p'])} ≥ {r['alpha']}): the diagram shows the ranks, not a difference.")
         out.append({"png": f"figures/{stem}.png", "pdf": f"figures/{stem}.pdf",
                     "caption": f"Critical-difference diagram ({r['level']}, {r['protocol'].upper()}): methods joined "
-                               f"by a red bar are not significantly different (Nemenyi, CD = {cd:.2f})."})
+                               f"by a red bar are not significantly different (Nemenyi, CD = {cd:.2f})." + caveat})
     return out
 
 
@@ -248,7 +250,9 @@ RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt",
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 
-def per_method(tables: dict, runs: pd.DataFrame, details: dict) -> dict | None:
+def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict) -> dict | None:
+    """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
+    method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}."""
     rc = _table(tables, "tables/runs.csv")
     if rc is None:
         return None
@@ -271,8 +275,8 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict) -> dict | None:
                             prow))
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
-        blocks.append({"kind": "details", "summary": f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}",
-                       "parts": _method_parts(g, details)})
+        name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
+        blocks.append({"kind": "details", "summary": name, "parts": _method_parts(g, details, drawn)})
     return {"id": "methods", "title": "Per method", "blocks": blocks}
 
 
@@ -283,7 +287,7 @@ def _mean_over(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(finite, stack, 0).sum(0) / finite.sum(0)
 
 
-def _method_parts(g: pd.DataFrame, details: dict) -> list[dict]:
+def _method_parts(g: pd.DataFrame, details: dict, drawn: dict) -> list[dict]:
     """Per ordering × protocol: the method's own R heatmap (image level, seeds averaged), R[i, j] over steps i for
     each task j, and where the runs hold them the routing accuracy, bank memory and training loss over steps."""
     parts = []
@@ -293,7 +297,8 @@ def _method_parts(g: pd.DataFrame, details: dict) -> list[dict]:
         runs = [r for r in runs if r["tasks"] == tasks]  # a custom ordering's other task lists: their own cell
         R = _mean_over([r["R/image"] for r in runs])
         title = f"{label('ordering', ordering)} · {protocol.upper()} · {len(runs)} seed(s)"
-        part = {"title": title, "heatmap": _heatmap(R, tasks),
+        files = drawn.get((g["dataset"].iloc[0], ordering, protocol, "image", *g[list(METHOD)].iloc[0]), [])
+        part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files,
                 "curves": [_svg([(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
                                 "after learning task i", "image ROC-AUC of task j", (0.5, 1.0))]}
         if all("routing/own_fraction" in r for r in runs):
@@ -424,7 +429,8 @@ def result_sets(outputs: Path) -> dict:
         name = page.parent.parent.name
         if name != "all":
             links.append(f'<a href="../../{escape(name)}/{REPORT}/{PAGE}">{escape(label("dataset", name))}</a>')
-    text = ("Result sets: " + " · ".join(links)) if links else "No per-dataset report yet (make aggregate DATASET=<d>)."
+    text = ("Result sets: " + " · ".join(links) if links
+            else "No per-dataset report yet (make aggregate DATASET=&lt;d&gt;).")
     return {"id": "sets", "title": "Every result set", "blocks": [para(text, "raw")]}
 
 
@@ -441,7 +447,12 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
     sections = [overview(runs, missing, dataset)]
     if dataset == "all":
         sections.insert(0, result_sets(out.parent))
-    sections += [s for s in (comparison(tables), statistics(tables, figures), per_method(tables, runs, details),
+    drawn = {}
+    for i in (i for i in items if i.heatmap is not None):
+        h = i.heatmap
+        drawn.setdefault((h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights), []).append(
+            {"href": f"../{i.name}", "format": i.name.rsplit(".", 1)[1].upper()})
+    sections += [s for s in (comparison(tables), statistics(tables, figures), per_method(tables, runs, details, drawn),
                              timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
                              heatmap_figures(items)) if s]
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,

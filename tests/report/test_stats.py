@@ -27,7 +27,8 @@ def hand_table() -> tuple[pd.DataFrame, dict]:
         for m, model in enumerate(METHODS):
             values = []
             for dataset, ordering in BLOCKS:
-                seeds = rng.uniform(0.5, 0.9, 2 if model == "padim" else 1) + 0.03 * m + (0.05 if protocol == "cl" else 0)
+                shift = 0.03 * m + (0.05 if protocol == "cl" else 0)
+                seeds = rng.uniform(0.5, 0.9, 2 if model == "padim" else 1) + shift
                 values.append(sum(seeds) / len(seeds))
                 rows += [{"dataset": dataset, "ordering": ordering, "model": model, "backbone": "resnet18",
                           "weights": "none", "protocol": protocol, "seed": s, "image_roc_auc_cl": v,
@@ -94,8 +95,8 @@ def test_too_few_blocks_are_said_not_tested():
                                           (5, 2.728, 2.459), (6, 2.850, 2.589), (7, 2.949, 2.693),
                                           (8, 3.031, 2.780), (9, 3.102, 2.855), (10, 3.164, 2.920)])
 def test_critical_difference_follows_demsar(k, q05, q10):
-    """CD = q_α √(k(k+1)/(6N)) with Demšar (2006) Table 5(a)/(b)'s two-tailed Nemenyi q_0.05 and q_0.10 (printed to three
-    decimals, some truncated: within 0.001), and his
+    """CD = q_α √(k(k+1)/(6N)) with Demšar (2006) Table 5(a)/(b)'s two-tailed Nemenyi q_0.05 and q_0.10 (printed
+    to three decimals, some truncated: within 0.001), and his
     worked example (§3.2.2): 4 classifiers on 14 data sets, q_0.05 = 2.569, CD = 1.25."""
     scale = math.sqrt(k * (k + 1) / (6 * 14))
     assert stats.critical_difference(k, 14) == pytest.approx(q05 * scale, abs=1e-3 * scale)
