@@ -85,21 +85,25 @@ def _csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False, lineterminator="\n")
 
 
-def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
+def _with_intervals(runs: pd.DataFrame, details: dict, options: Options, known: dict | None = None) -> pd.DataFrame:
     """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT and FM, from one set of
-    resamples per run."""
+    resamples per run. `known`: {file SHA-256: intervals} published before with the same resamples and seed,
+    taken as they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
     if options.bootstrap <= 0 or not len(runs):
         return runs
-    bounds = [run_intervals(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
+    known = known or {}
+    bounds = [known.get(sha) or run_intervals(details[k], options.bootstrap, options.bootstrap_seed)
+              for k, sha in zip(runs["run_key"], runs["file_sha256"])]
     return runs.assign(**{f"image_{m}_ci_{side}": [b[m][i] for b in bounds]
                           for m in INTERVAL_METRICS for i, side in enumerate(("low", "high"))})
 
 
-def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
-    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest."""
+def build(c: Collection, options: Options, known_intervals: dict | None = None) -> tuple[list[Item], dict]:
+    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest.
+    `known_intervals`: see _with_intervals (`verify` passes none: it recomputes every interval)."""
     image = c.runs["track"] == "image"
     tabular = c.runs[~image]
-    runs = _with_intervals(c.runs[image], c.details, options)
+    runs = _with_intervals(c.runs[image], c.details, options, known_intervals)
     n_missing = len(c.missing)
     items = [Item("tables/runs.csv", _csv(pd.concat([runs, tabular]) if len(tabular) else runs)),
              Item("tables/missing.csv", _csv(c.missing))]
@@ -186,14 +190,14 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
     """Collect, build and write everything; returns the manifest path."""
     options = options or Options()
     c = collect(Path(outputs), dataset)
-    items, record = build(c, options)
     out = Path(outputs) / dataset
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    (out / "figures").mkdir(parents=True, exist_ok=True)
     try:
         previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
     except BenchError:
         previous = None  # an unreadable old manifest is about to be replaced
+    items, record = build(c, options, _published_intervals(out, previous, options))
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
     if previous:  # files published last time and not now would look current: remove them
         names = {i.name for i in items}
         for name in previous.get("outputs", {}):
@@ -227,6 +231,22 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"
             + (f": {m['error']}" if m["error"] else ""))
     return out / MANIFEST
+
+
+def _published_intervals(out: Path, previous: dict | None, options: Options) -> dict:
+    """{file SHA-256: {metric: (low, high)}} of the previous runs.csv, when it was made with the same resamples
+    and seed and is still the file the manifest records; else {}."""
+    name = "tables/runs.csv"
+    old = (previous or {}).get("options", {})
+    if (not previous or (old.get("bootstrap"), old.get("bootstrap_seed")) != (options.bootstrap, options.bootstrap_seed)
+            or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
+        return {}
+    table = pd.read_csv(out / name, dtype={"file_sha256": str})  # pandas 3 parses floats round-trip
+    cols = [f"image_{m}_ci_{side}" for m in INTERVAL_METRICS for side in ("low", "high")]
+    if not set(cols) <= set(table.columns):
+        return {}
+    return {r["file_sha256"]: {m: (r[f"image_{m}_ci_low"], r[f"image_{m}_ci_high"]) for m in INTERVAL_METRICS}
+            for r in table.to_dict("records")}
 
 
 def _unchanged(out: Path, previous: dict | None, stem: str, formats) -> bool:

@@ -16,6 +16,7 @@ import pytest
 
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.aggregate import Options, aggregate
+from bench.report.bootstrap import run_intervals as _intervals
 from test_report import TASKS, write
 
 MODELS = ("patchcore", "padim", "cfa")
@@ -182,10 +183,15 @@ def test_every_image_and_link_of_the_report_resolves(report):
         assert (out / f"report/figures/cd_image_cl.{fmt}").stat().st_size > 1000
 
 
-def test_regenerating_rewrites_only_what_changed(report, tmp_path):
+def test_regenerating_rewrites_only_what_changed(report, tmp_path, monkeypatch):
     """A second aggregation of the same files rewrites no figure and no report file (and drops a stale one);
     after one more run only the heatmaps of its ordering × protocol are drawn again (aggregate's
-    figure_digests), the page and the critical-difference diagram are remade."""
+    figure_digests), the page is remade, only the new run is bootstrapped (the others' intervals are read back
+    from runs.csv), and `make verify`, which recomputes every interval, finds nothing different."""
+    import bench.report.aggregate as agg
+
+    calls = []
+    monkeypatch.setattr(agg, "run_intervals", lambda *a: calls.append(a) or _intervals(*a))
     outputs, _, _ = report
     copy = tmp_path / "outputs"
     shutil.copytree(outputs, copy)
@@ -203,6 +209,9 @@ def test_regenerating_rewrites_only_what_changed(report, tmp_path):
     extra, image, _ = _scored(np.random.default_rng(5), 2.0)
     write(copy, model="cfa", protocol="cl", ordering="random", seed=1, image=image, extra=extra)
     aggregate(copy, "synthetic", FAST, log=lambda *_: None)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    assert agg.verify(copy, "synthetic", log=lambda *_: None) == []
     changed = {k for k, v in stamps().items() if before.get(k) != v}
     assert {k for k in changed if k.startswith("figures/")} == {"figures/heatmap_synthetic_random_cl_image.png",
                                                                "figures/heatmap_synthetic_random_cl_pixel.png"}
