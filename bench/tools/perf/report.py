@@ -6,7 +6,7 @@
                   stream with 40 test images per task (16 anomalous) and its per-image scores, so every provenance
                   and score check runs as on real files. Then one more run is added and the aggregation repeated:
                   the regeneration. Wall seconds and peak memory of each, in a fresh process (target: ≤ 60 s on
-                  2 cores). `--quick`: 24 files.
+                  2 cores). `--quick`: 6 files, heatmaps PNG only (a smoke test).
 
 The files are made by the same writer as real runs (bench.results.write_run), with R computed from their scores.
 """
@@ -70,19 +70,19 @@ def _grid(n: int) -> list[tuple]:
     return [(*cells[k % len(cells)], k // len(cells)) for k in range(n + 1)]  # the last one: the added run
 
 
-def _aggregate_child(outputs: str) -> dict:
-    from bench.report.aggregate import aggregate
+def _aggregate_child(outputs: str, formats: tuple) -> dict:
+    from bench.report.aggregate import Options, aggregate
 
     before = peak_rss_mb()
     t0 = time.perf_counter()
-    aggregate(Path(outputs), "all", log=lambda *_: None)
+    aggregate(Path(outputs), "all", Options(figure_formats=formats), log=lambda *_: None)
     return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before)}
 
 
 @benchmark("aggregate_1000")
 def aggregate_1000(args) -> dict:
-    """aggregate DATASET=all over 1,000 result files (24 with --quick), then again after one more run."""
-    n = 24 if args.quick else 1000
+    """aggregate DATASET=all over 1,000 result files (6 and PNG only with --quick), then again after one more."""
+    n, formats = (6, ("png",)) if args.quick else (1000, ("png", "pdf"))
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-perf-aggregate-") as tmp:
         outputs = Path(tmp) / "outputs"
@@ -91,9 +91,9 @@ def aggregate_1000(args) -> dict:
         for cell in grid[:-1]:
             _write_file(outputs, *cell, rng)
         made_s = time.perf_counter() - t0
-        first = run_isolated(_aggregate_child, str(outputs))
+        first = run_isolated(_aggregate_child, str(outputs), formats)
         _write_file(outputs, *grid[-1], rng)
-        again = run_isolated(_aggregate_child, str(outputs))
+        again = run_isolated(_aggregate_child, str(outputs), formats)
         size = sum(p.stat().st_size for p in outputs.glob("*/runs/*.h5")) / 1e6
     return {"files": n, "files_mb": round(size), "write_files_s": round(made_s, 1), "aggregate_s": first["seconds"],
             "aggregate_peak_mb": first["peak_mb"], "after_one_more_s": again["seconds"],
