@@ -1,5 +1,5 @@
 # Reports: tables and figures from $(OUTPUTS)/<dataset>/runs/*.h5 only (docs/reports.md). OUTPUTS defaults to outputs.
-aggregate: $(STAMP) ## tables + heatmaps + manifest from outputs/$(DATASET)/runs (DATASET=name|all; AGGREGATE_ARGS=...)
+aggregate: $(STAMP) ## tables + heatmaps + manifest + report/index.html from outputs/$(DATASET)/runs (DATASET=name|all; AGGREGATE_ARGS=...)
 	$(PY) -m bench aggregate --dataset $(DATASET) --outputs $(OUTPUTS) $(AGGREGATE_ARGS)
 
 verify: $(STAMP) ## recompute every published cell of outputs/$(DATASET)/tables from the run files (exit 1: mismatch)

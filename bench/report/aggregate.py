@@ -11,6 +11,8 @@
   tables/manifest.json              what was published from which inputs (SHA-256 of every file both ways)
   tables/tabular_table2.{md,csv}, tables/validation.{md,csv}   tabular-track runs (bench/report/tabular.py)
   tables/tabular_heatmaps.csv, figures/heatmap_*_record.{png,pdf}   R heatmaps of the tabular runs
+  tables/cl_vs_ncl.csv, tables/friedman.csv, tables/friedman_ranks.csv   paired tests (bench/report/stats.py)
+  report/index.html                 one static page of all of it (bench/report/html.py; not in the manifest)
 The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
@@ -29,8 +31,8 @@ from bench import results
 from bench.errors import BenchError
 from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
-from bench.report import paper
-from bench.report.bootstrap import roc_auc_cl_interval
+from bench.report import html, paper, stats
+from bench.report.bootstrap import INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
@@ -85,18 +87,25 @@ def _csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False, lineterminator="\n")
 
 
-def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
+def _with_intervals(runs: pd.DataFrame, details: dict, options: Options, known: dict | None = None) -> pd.DataFrame:
+    """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT and FM, from one set of
+    resamples per run. `known`: {file SHA-256: intervals} published before with the same resamples and seed,
+    taken as they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
     if options.bootstrap <= 0 or not len(runs):
         return runs
-    bounds = [roc_auc_cl_interval(details[k], options.bootstrap, options.bootstrap_seed) for k in runs["run_key"]]
-    return runs.assign(image_roc_auc_cl_ci_low=[b[0] for b in bounds], image_roc_auc_cl_ci_high=[b[1] for b in bounds])
+    known = known or {}
+    bounds = [known.get(sha) or run_intervals(details[k], options.bootstrap, options.bootstrap_seed)
+              for k, sha in zip(runs["run_key"], runs["file_sha256"])]
+    return runs.assign(**{f"image_{m}_ci_{side}": [b[m][i] for b in bounds]
+                          for m in INTERVAL_METRICS for i, side in enumerate(("low", "high"))})
 
 
-def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
-    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest."""
+def build(c: Collection, options: Options, known_intervals: dict | None = None) -> tuple[list[Item], dict]:
+    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest.
+    `known_intervals`: see _with_intervals (`verify` passes none: it recomputes every interval)."""
     image = c.runs["track"] == "image"
     tabular = c.runs[~image]
-    runs = _with_intervals(c.runs[image], c.details, options)
+    runs = _with_intervals(c.runs[image], c.details, options, known_intervals)
     n_missing = len(c.missing)
     items = [Item("tables/runs.csv", _csv(pd.concat([runs, tabular]) if len(tabular) else runs)),
              Item("tables/missing.csv", _csv(c.missing))]
@@ -136,6 +145,10 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     pm = per_method(runs)
     items += [Item("tables/per_method.csv", _csv(pm)), Item("tables/per_method.md", per_method_markdown(pm, footer)),
               Item("tables/per_method.tex", per_method_latex(pm, footer))]
+
+    cl_ncl, (fr, ranks) = stats.cl_vs_ncl(runs), stats.friedman(runs)
+    items += [Item("tables/cl_vs_ncl.csv", _csv(cl_ncl)), Item("tables/friedman.csv", _csv(fr)),
+              Item("tables/friedman_ranks.csv", _csv(ranks))]
 
     tm = timing_table(runs)
     items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
@@ -181,41 +194,70 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
     """Collect, build and write everything; returns the manifest path."""
     options = options or Options()
     c = collect(Path(outputs), dataset)
-    items, record = build(c, options)
     out = Path(outputs) / dataset
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    (out / "figures").mkdir(parents=True, exist_ok=True)
     try:
         previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
     except BenchError:
         previous = None  # an unreadable old manifest is about to be replaced
+    items, record = build(c, options, _published_intervals(out, previous, options))
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
     if previous:  # files published last time and not now would look current: remove them
         names = {i.name for i in items}
         for name in previous.get("outputs", {}):
             if name not in names:
                 (out / name).unlink(missing_ok=True)
     figures = {}
+    drawn = (previous or {}).get("figure_digests", {})
     for item in items:
         if item.text is not None:
             write_text_atomic(out / item.name, item.text)
         elif item.heatmap.stem not in figures:
-            figures[item.heatmap.stem] = hm.save(item.heatmap, out / "figures", options.figure_formats)
+            stem = item.heatmap.stem
+            figures[stem] = hm.digest(item.heatmap, options.figure_formats)
+            if figures[stem] != drawn.get(stem) or not _unchanged(out, previous, stem, options.figure_formats):
+                hm.save(item.heatmap, out / "figures", options.figure_formats)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
         "aggregator": results.provenance(), "options": asdict(options), **record,
         "runs": {"used": len(c.runs), "missing": len(c.missing)},
         "inputs": c.inputs,
         "outputs": {i.name: file_sha256(out / i.name) for i in items},
+        "figure_digests": figures,  # what each figure was drawn from: an unchanged one is not drawn again
     }
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    page = html.write_report(out, dataset, c.runs, c.missing, c.details, items)
     n_fig = len(figures)
     log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
         f"{sum(i.text is not None for i in items)} table files to {out / 'tables'} and {n_fig} heatmap(s) "
-        f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}")
+        f"({', '.join(options.figure_formats) or 'values only'}) to {out / 'figures'}; report {page}")
     for m in c.missing.to_dict("records"):
         log(f"  missing: {m['path']} ({m['status']}, {m['steps_done']}/{m['n_tasks']} steps)"
             + (f": {m['error']}" if m["error"] else ""))
     return out / MANIFEST
+
+
+def _published_intervals(out: Path, previous: dict | None, options: Options) -> dict:
+    """{file SHA-256: {metric: (low, high)}} of the previous runs.csv, when it was made with the same resamples
+    and seed and is still the file the manifest records; else {}."""
+    name = "tables/runs.csv"
+    old = (previous or {}).get("options", {})
+    if (not previous or (old.get("bootstrap"), old.get("bootstrap_seed")) != (options.bootstrap, options.bootstrap_seed)
+            or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
+        return {}
+    table = pd.read_csv(out / name, dtype={"file_sha256": str})  # pandas 3 parses floats round-trip
+    cols = [f"image_{m}_ci_{side}" for m in INTERVAL_METRICS for side in ("low", "high")]
+    if not set(cols) <= set(table.columns):
+        return {}
+    return {r["file_sha256"]: {m: (r[f"image_{m}_ci_low"], r[f"image_{m}_ci_high"]) for m in INTERVAL_METRICS}
+            for r in table.to_dict("records")}
+
+
+def _unchanged(out: Path, previous: dict | None, stem: str, formats) -> bool:
+    """Every format of figure `stem` is still the file the previous aggregation published."""
+    published = (previous or {}).get("outputs", {})
+    names = [f"figures/{stem}.{fmt}" for fmt in formats]
+    return all((out / n).is_file() and published.get(n) == file_sha256(out / n) for n in names)
 
 
 def _read_manifest(out: Path) -> dict:

@@ -1,4 +1,5 @@
-"""Bootstrap interval for a run's image-level ROC-AUC_CL over its test images, from the stored per-image scores.
+"""Bootstrap intervals of a run's image-level ROC-AUC_CL, BWT and FM over its test images, from the stored
+per-image scores.
 
 Task j's test set is the same at every step, so one resample of its images is drawn and reused for every cell
 R[i, j] (the cells of a column stay paired, as in the run). Resampling is stratified (normal and anomalous images
@@ -38,15 +39,16 @@ def _blocks(run: dict) -> dict[tuple[int, int], np.ndarray]:
             for a, b in zip(first, [*first[1:], len(order)])}
 
 
-def roc_auc_cl_samples(run: dict, n_boot: int, seed: int = 0) -> np.ndarray | None:
-    """[n_boot] bootstrap replicates of image ROC-AUC_CL (InCLAD Eq. 1), or None when the file holds no scores."""
+def r_replicates(run: dict, n_boot: int, seed: int = 0) -> np.ndarray | None:
+    """[n_boot, N, N] bootstrap replicates of R/image (NaN where R has no value or the test set is one-class), or
+    None when the file holds no scores. Column j's cells all use the same resample of task j's test images."""
     if "scores/value" not in run or n_boot <= 0:
         return None
     labels, values = run["scores/label"].astype(bool), run["scores/value"].astype(float)
     blocks = _blocks(run)
-    done = int(run["attrs"]["steps_done"])
+    done, n = int(run["attrs"]["steps_done"]), int(run["attrs"]["n_tasks"])
     rng = np.random.default_rng(seed)
-    total, count = np.zeros(n_boot), 0
+    out = np.full((n_boot, n, n), np.nan)
     for j in range(done):
         y = labels[blocks[(j, j)]]
         pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
@@ -59,15 +61,60 @@ def roc_auc_cl_samples(run: dict, n_boot: int, seed: int = 0) -> np.ndarray | No
             block = blocks[(i, j)]
             if not np.array_equal(labels[block], y):
                 raise BenchError(f"{run['attrs']['run_name']}: scores of task {j} differ between steps {j} and {i}")
-            total += weighted_auc(values[block], y, weights)
-            count += 1
-    return total / count if count else None
+            out[:, i, j] = weighted_auc(values[block], y, weights)
+    return out[:, :done, :done]
+
+
+def _nanmean(x: np.ndarray) -> np.ndarray:
+    """Mean over the last axis skipping NaN; NaN (no warning) where a row has none."""
+    finite = np.isfinite(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(finite, x, 0).sum(-1) / finite.sum(-1)
+
+
+def continual_metrics(R: np.ndarray) -> dict[str, np.ndarray]:
+    """ROC-AUC_CL, BWT and FM of each matrix of a stack R [B, N, N], as bench.metrics.summarize computes them for
+    one (continual_roc_auc, bwt, forgetting: NaN terms skipped), vectorised over the B resamples."""
+    n = R.shape[-1]
+    lo, below = np.tril_indices(n), np.tril_indices(n, -1)
+    out = {"roc_auc_cl": _nanmean(R[:, lo[0], lo[1]]),
+           "bwt": _nanmean(R[:, below[0], below[1]] - R[:, below[1], below[1]])}
+    last = n - 1
+    # FM: max over steps j..N-2 of R[l, j] minus the final R[N-1, j]; np.max propagates a NaN term, which is skipped
+    drops = [R[:, j:last, j].max(axis=1) - R[:, last, j] for j in range(last)]
+    out["forgetting"] = _nanmean(np.stack(drops, axis=1)) if drops else np.full(len(R), np.nan)
+    return out
+
+
+INTERVAL_METRICS = ("roc_auc_cl", "bwt", "forgetting")
+
+
+def run_intervals(run: dict, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
+    """{metric: percentile interval (default 95 %)} of image ROC-AUC_CL, BWT and FM from one set of resamples;
+    (NaN, NaN) without stored scores or where a metric is undefined (BWT and FM of a one-task stream)."""
+    reps = r_replicates(run, n_boot, seed)
+    if reps is None:
+        return {m: (np.nan, np.nan) for m in INTERVAL_METRICS}
+    out = {}
+    for metric, samples in continual_metrics(reps).items():
+        samples = samples[np.isfinite(samples)]
+        if not samples.size:
+            out[metric] = (np.nan, np.nan)
+            continue
+        lo, hi = np.percentile(samples, [50 * (1 - level), 50 * (1 + level)])
+        out[metric] = (float(lo), float(hi))
+    return out
+
+
+def roc_auc_cl_samples(run: dict, n_boot: int, seed: int = 0) -> np.ndarray | None:
+    """[n_boot] bootstrap replicates of image ROC-AUC_CL (InCLAD Eq. 1), or None when the file holds no scores."""
+    reps = r_replicates(run, n_boot, seed)
+    if reps is None:
+        return None
+    samples = continual_metrics(reps)["roc_auc_cl"]
+    return None if np.isnan(samples).all() else samples
 
 
 def roc_auc_cl_interval(run: dict, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval (default 95 %) of image ROC-AUC_CL; (NaN, NaN) without stored scores."""
-    samples = roc_auc_cl_samples(run, n_boot, seed)
-    if samples is None:
-        return np.nan, np.nan
-    lo, hi = np.percentile(samples, [50 * (1 - level), 50 * (1 + level)])
-    return float(lo), float(hi)
+    return run_intervals(run, n_boot, seed, level)["roc_auc_cl"]

@@ -15,7 +15,8 @@ def cmd_aggregate(args) -> int:
                       own_paper_tables=args.own_paper_tables)
     manifest = aggregate(args.outputs, args.dataset, options)
     tables = manifest.parent  # the md tables this result set has (image: table2.md...; tabular: tabular_table2.md...)
-    print(f"manifest: {manifest}\ntables:   {', '.join(str(p) for p in sorted(tables.glob('*.md')))}")
+    print(f"manifest: {manifest}\ntables:   {', '.join(str(p) for p in sorted(tables.glob('*.md')))}\n"
+          f"report:   {tables.parent / 'report' / 'index.html'}")
     return 0
 
 

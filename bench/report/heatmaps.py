@@ -5,6 +5,7 @@ columns: evaluated task j. Drawn with matplotlib's Agg canvas (no display, no py
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,19 @@ def figure(h: Heatmap) -> Figure:
     fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)
     fig.tight_layout()
     return fig
+
+
+def digest(h: Heatmap, formats=("png", "pdf")) -> str:
+    """SHA-256 of everything a drawing of `h` depends on (its values and labels, the formats, the drawing code and
+    matplotlib's version), so `aggregate` redraws only figures whose digest changed."""
+    import inspect
+
+    import matplotlib
+
+    parts = [repr((h.stem, h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights, h.tasks,
+                   h.n_methods, tuple(formats), matplotlib.__version__)), inspect.getsource(figure),
+             h.mean.tobytes().hex(), h.n_runs.tobytes().hex()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def save(h: Heatmap, directory: Path, formats=("png", "pdf")) -> list[Path]:

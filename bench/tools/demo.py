@@ -84,4 +84,5 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything:
           f"per-run table: {tables / 'runs.csv'}\nheatmaps: {out / 'figures'}/\n"
           f"beside InCLAD's published tables: {tables / 'paper_comparison.md'}\n"
           f"took {time.perf_counter() - t_start:.0f}s")
+    print(f"report (open in a browser): {out / 'report' / 'index.html'}")  # last, so it is what a reader sees
     return 0

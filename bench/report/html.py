@@ -1,0 +1,468 @@
+"""One static page per result set: outputs/<dataset>/report/index.html (docs/reports.md, "The HTML report").
+
+Made by `aggregate` from the very tables it publishes (the CSV texts of `build`, so every number on the page is a
+CSV cell, shown rounded and carried at full precision in the cell's `data-value`) and from the run files already
+collected (each method's R matrices, routing, memory and loss curves). No script, no web font, no CDN: it opens
+from file:// after an rsync; links are relative (../tables/*.csv, ../figures/*.png). Its own figures (the
+critical-difference diagrams, PNG and PDF) go to report/figures/; files there that a new aggregation no longer
+makes are removed, and a file whose bytes did not change is not rewritten.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import jinja2
+from markupsafe import escape
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+
+from bench.io import write_text_atomic
+from bench.report import cdd, paper
+from bench.report.render import METHOD, label
+
+REPORT = "report"
+PAGE = "index.html"
+TEMPLATE = Path(__file__).with_name("templates") / "report.html.j2"
+VIRIDIS = colormaps["viridis"]
+# paper_comparison.csv's verdict of a compared cell, best first: (column, CSS class, text); the first that says
+# "yes" wins, none: outside. Columns another version of the comparison does not write are skipped.
+VERDICTS = (("in_band", "inside", "inside the published band (mean ± std)"),
+            ("within_se", "within-se", "within the published standard error"))
+
+
+def _yes(text) -> bool:
+    return str(text).strip().lower() in ("yes", "true")
+
+
+def _read(text: str) -> pd.DataFrame:
+    """A published CSV as strings (what the file says, digit for digit)."""
+    return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False) if text.strip() else pd.DataFrame()
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _fmt(text: str, digits: int = 3) -> str:
+    """A CSV cell for reading: floats to `digits` decimals, integers and words as written, NaN as –."""
+    x = _number(text)
+    if x is None or text.strip().lstrip("-").isdigit():
+        return text
+    return "–" if not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def cell(text, value=None, cls: str = "", title: str = "") -> dict:
+    return {"text": text, "value": value, "cls": cls, "title": title}
+
+
+def num(df_row: dict, col: str, digits: int = 3, ci: tuple[str, str] | None = None) -> dict:
+    """A number from a CSV row, with its interval `[low, high]` when the row has the two columns."""
+    raw = df_row.get(col, "")
+    text = _fmt(raw, digits)
+    if ci and ci[0] in df_row and _number(df_row[ci[0]]) is not None and np.isfinite(_number(df_row[ci[0]])):
+        text += f" [{_fmt(df_row[ci[0]], digits)}, {_fmt(df_row[ci[1]], digits)}]"
+    return cell(text, raw, "num")
+
+
+def table(title: str, csv: str | None, header: list[str], rows: list[list[dict]], note: str = "") -> dict:
+    return {"kind": "table", "title": title, "csv": csv, "header": header, "rows": rows, "note": note}
+
+
+def para(text: str, cls: str = "") -> dict:
+    return {"kind": "p", "text": text, "cls": cls}
+
+
+def _method_name(row: dict) -> str:
+    backbone = row.get("backbone", "")
+    return label("model", row["model"]) + (f" · {backbone} ({row.get('weights', '')})" if backbone else "")
+
+
+# ---------------------------------------------------------------- sections
+
+
+def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
+    blocks = [para(f"{len(runs)} complete run(s) used, {len(missing)} missing or failed (never averaged in). "
+                   "Every number on this page is a cell of a CSV table under ../tables/, made by `make aggregate` "
+                   "from the run files listed in ../tables/manifest.json; `make verify` recomputes them.")]
+    rows = []
+    for key, g in runs.groupby(["dataset", "track", "model", "backbone", "weights"], sort=False, dropna=False):
+        rows.append([cell(label("dataset", key[0])), cell(key[1]), cell(label("model", key[2])),
+                     cell(str(key[3]) if pd.notna(key[3]) else ""), cell(str(key[4]) if pd.notna(key[4]) else ""),
+                     cell(", ".join(sorted(g["ordering"].unique()))), cell(", ".join(sorted(g["protocol"].unique()))),
+                     cell(", ".join(str(s) for s in sorted(g["seed"].unique()))), cell(str(len(g)), len(g), "num")])
+    blocks.append(table("What ran: dataset × method, with the orderings, protocols and seeds of its runs", "runs.csv",
+                        ["dataset", "track", "model", "backbone", "weights", "orderings", "protocols", "seeds",
+                         "runs"], rows))
+    if len(missing):
+        mrows = [[cell(m["path"]), cell(m["status"], cls=f"status-{m['status']}"),
+                  cell(f"{m['steps_done']}/{m['n_tasks']}"), cell(label("model", m["model"])), cell(m["protocol"]),
+                  cell(m["ordering"]), cell(str(m["seed"])),
+                  cell((str(m["error"]).strip().splitlines() or [""])[-1])] for m in missing.to_dict("records")]
+        blocks.append(table("Missing and failed runs (with their last error line)", "missing.csv",
+                            ["file", "status", "steps", "model", "protocol", "ordering", "seed", "error"], mrows))
+    else:
+        blocks.append(para("No missing or failed runs."))
+    blocks.append(table("Provenance", "runs.csv", ["what", "values (runs)"], _provenance_rows(runs)))
+    return {"id": "overview", "title": f"Overview: {label('dataset', dataset) if dataset != 'all' else 'all datasets'}",
+            "blocks": blocks}
+
+
+def _counts(series: pd.Series) -> str:
+    values = series.replace("", np.nan).dropna().astype(str)
+    if values.empty:
+        return "not recorded"
+    return ", ".join(f"{v} ({n})" for v, n in values.value_counts().sort_index().items())
+
+
+def _provenance_rows(runs: pd.DataFrame) -> list[list[dict]]:
+    dirty = int((runs["git_dirty"].astype(int) == 1).sum())
+    lines = [("commits", _counts(runs["git_commit"].astype(str).str[:12]) + (f"; {dirty} from a dirty tree" if dirty
+                                                                            else "")),
+             ("containers", _counts(runs["container_image"]) if "container_image" in runs else "not recorded"),
+             ("hardware (device)", _counts(runs["device"]) if "device" in runs else "not recorded"),
+             ("hosts", str(runs["host"].nunique())),
+             ("CPU threads", _counts(runs["cpu_threads"]) if "cpu_threads" in runs else "not recorded"),
+             ("total train time", f"{runs['train_s'].sum():.1f} s over {len(runs)} runs"),
+             ("total eval time", f"{runs['eval_s'].sum():.1f} s")]
+    return [[cell(k), cell(v)] for k, v in lines]
+
+
+def comparison(tables: dict) -> dict | None:
+    pc = _table(tables, "tables/paper_comparison.csv")
+    if pc is None:
+        return None
+    rows = []
+    for r in pc.to_dict("records"):
+        if not _yes(r.get("comparable")):
+            verdict, cls = "not comparable: " + r.get("reason", ""), "not-comparable"
+        else:
+            verdict, cls = "outside the published band", "outside"
+            for col, c, text in VERDICTS:
+                if _yes(r.get(col)):
+                    verdict, cls = text, c
+                    break
+        published = (f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])}" if r.get("published_mean") else "–")
+        rows.append([cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
+                     cell(r["level"]), cell(r["protocol"]), num(r, "ours"), num(r, "ours_released"),
+                     cell(published, r.get("published_mean", ""), "num"), num(r, "difference"),
+                     cell(verdict, cls=f"verdict {cls}", title=r.get("reason", ""))])
+    blocks = [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one, coloured by "
+                   "what the comparison found: inside the band, within standard error, outside, or not comparable "
+                   "(the reasons are in the row, and on hover)."),
+              table("Table 2 beside the published one", "paper_comparison.csv",
+                    ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours (BWT as released)",
+                     "published", "difference", "verdict"], rows)]
+    t2 = _table(tables, "tables/table2.csv")
+    if t2 is not None:
+        trows = [[cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
+                  cell(r["level"]), cell(r["protocol"]), _mean_std(r), cell(r["n_runs"], r["n_runs"], "num"),
+                  cell(r["n_methods"], r["n_methods"], "num")] for r in t2.to_dict("records")]
+        blocks.append(table("Table 2, every method (seeds averaged within a method, then mean ± population std "
+                            "across methods)", "table2.csv",
+                            ["dataset", "ordering", "metric", "level", "protocol", "mean ± std", "runs", "methods"],
+                            trows))
+    return {"id": "table2", "title": "Table 2", "blocks": blocks}
+
+
+def _mean_std(r: dict) -> dict:
+    if _number(r.get("mean")) is None or not np.isfinite(_number(r["mean"])):
+        return cell("–", r.get("mean", ""), "num")
+    text = _fmt(r["mean"]) + (f" ± {_fmt(r['std'])}" if _number(r.get("std")) is not None and
+                              np.isfinite(_number(r["std"])) and r.get("n_methods", r.get("n", "1")) != "1" else "")
+    return cell(text, r["mean"], "num")
+
+
+def _table(tables: dict, name: str) -> pd.DataFrame | None:
+    df = tables.get(name)
+    return df if df is not None and len(df) else None
+
+
+def _p(text: str) -> str:
+    x = _number(text)
+    return "–" if x is None or not np.isfinite(x) else (f"{x:.2e}" if x < 1e-3 else f"{x:.3f}")
+
+
+def statistics(tables: dict, figures: list[dict]) -> dict | None:
+    w, f = _table(tables, "tables/cl_vs_ncl.csv"), _table(tables, "tables/friedman.csv")
+    if w is None and f is None:
+        return None
+    blocks = [para("Blocks are dataset × ordering; a method's seeds are averaged within a block first, so seeds "
+                   "are not counted as independent evidence. Every p-value names its test, its number of blocks and "
+                   "its correction.")]
+    if w is not None:
+        rows = [[cell(r["level"]), cell(_method_name(r)), cell(r["n_blocks"], r["n_blocks"], "num"),
+                 num(r, "ncl_mean"), num(r, "cl_mean"), num(r, "median_difference"),
+                 cell(_p(r["p"]), r["p"], "num"), cell(_p(r["p_holm"]), r["p_holm"], "num"),
+                 cell(f"{r['test']}, {r['n_blocks']} blocks, {r['correction']} over the level's methods"),
+                 cell(r["note"])] for r in w.to_dict("records")]
+        blocks.append(table("Is CL better than NCL? Paired per method, ROC-AUC_CL", "cl_vs_ncl.csv",
+                            ["level", "method", "blocks", "NCL mean", "CL mean", "median CL − NCL", "p",
+                             "p (Holm)", "test", "note"], rows))
+    if f is not None:
+        rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
+                 cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
+                 num(r, "critical_difference"),
+                 cell(f"{r['test']}, {r['n_blocks']} blocks, post-hoc {r['post_hoc']} at α = {r['alpha']}"),
+                 cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
+                                            if r["left_out"] else "") if x))] for r in f.to_dict("records")]
+        blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
+                            ["level", "protocol", "blocks", "methods", "χ²", "p", "critical difference", "test",
+                             "note"], rows))
+    for fig in figures:
+        blocks.append({"kind": "figure", **fig})
+    if not figures:
+        blocks.append(para("No critical-difference diagram: no Friedman test had enough blocks and methods "
+                           "(see the notes above).", "warn"))
+    return {"id": "statistics", "title": "Significance", "blocks": blocks}
+
+
+def cd_figures(tables: dict, directory: Path) -> list[dict]:
+    """Draw one critical-difference diagram per Friedman test that was run; the report's figure entries."""
+    f, ranks = _table(tables, "tables/friedman.csv"), _table(tables, "tables/friedman_ranks.csv")
+    out = []
+    if f is None or ranks is None:
+        return out
+    for r in f.to_dict("records"):
+        cd = _number(r["critical_difference"])
+        if cd is None or not np.isfinite(cd):
+            continue
+        sub = ranks[(ranks["level"] == r["level"]) & (ranks["protocol"] == r["protocol"])].to_dict("records")
+        stem = f"cd_{r['level']}_{r['protocol']}"
+        title = (f"{r['level']} ROC-AUC_CL, {r['protocol'].upper()}: average ranks over {r['n_blocks']} blocks; "
+                 f"Friedman p = {_p(r['p'])}, Nemenyi α = {r['alpha']}")
+        cdd.save([_method_name(s) for s in sub], [float(s["mean_rank"]) for s in sub], cd, title, directory / stem)
+        caveat = ("" if float(r["p"]) < float(r["alpha"]) else f" The Friedman test does not reject equal ranks "
+                  f"(p = {_p(r['p'])} ≥ {r['alpha']}): the diagram shows the ranks, not a difference.")
+        out.append({"png": f"figures/{stem}.png", "pdf": f"figures/{stem}.pdf",
+                    "caption": f"Critical-difference diagram ({r['level']}, {r['protocol'].upper()}): methods joined "
+                               f"by a red bar are not significantly different (Nemenyi, CD = {cd:.2f})." + caveat})
+    return out
+
+
+RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
+               ("image_bwt_released", "image BWT (as released)"), ("image_forgetting", "image FM [95 % CI]"),
+               ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
+
+
+def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict) -> dict | None:
+    """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
+    method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}."""
+    rc = _table(tables, "tables/runs.csv")
+    if rc is None:
+        return None
+    rc = rc[rc["track"] == "image"]
+    if rc.empty:
+        return None
+    rows = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
+             cell(r["protocol"]), cell(r["seed"]),
+             *[num(r, c, ci=(f"{c}_ci_low", f"{c}_ci_high")) for c, _ in RUN_COLUMNS]] for r in rc.to_dict("records")]
+    blocks = [table("Every run: intervals are stratified bootstraps over its test images (the same resample of a "
+                    "test set at every step; seeds, training data and order are not resampled)", "runs.csv",
+                    ["dataset", "method", "ordering", "protocol", "seed", *[h for _, h in RUN_COLUMNS]], rows)]
+    pm = _table(tables, "tables/per_method.csv")
+    if pm is not None:
+        prow = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
+                 cell(r["metric"]), cell(r["level"]), cell(r["protocol"]), _mean_std({**r, "n_methods": r["n_runs"]}),
+                 cell(r["n_runs"], r["n_runs"], "num")] for r in pm.to_dict("records")]
+        blocks.append(table("Per method: mean ± population std over seeds", "per_method.csv",
+                            ["dataset", "method", "ordering", "metric", "level", "protocol", "mean ± std", "seeds"],
+                            prow))
+    image = runs[runs["track"] == "image"]
+    for key, g in image.groupby(["dataset", *METHOD], sort=False):
+        name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
+        blocks.append({"kind": "details", "summary": name, "parts": _method_parts(g, details, drawn)})
+    return {"id": "methods", "title": "Per method", "blocks": blocks}
+
+
+def _mean_over(arrays: list[np.ndarray]) -> np.ndarray:
+    stack = np.stack(arrays).astype(float)
+    finite = np.isfinite(stack)
+    with np.errstate(invalid="ignore"):
+        return np.where(finite, stack, 0).sum(0) / finite.sum(0)
+
+
+def _method_parts(g: pd.DataFrame, details: dict, drawn: dict) -> list[dict]:
+    """Per ordering × protocol: the method's own R heatmap (image level, seeds averaged), R[i, j] over steps i for
+    each task j, and where the runs hold them the routing accuracy, bank memory and training loss over steps."""
+    parts = []
+    for (ordering, protocol), sub in g.groupby(["ordering", "protocol"], sort=False):
+        runs = [details[k] for k in sub["run_key"]]
+        tasks = runs[0]["tasks"]
+        runs = [r for r in runs if r["tasks"] == tasks]  # a custom ordering's other task lists: their own cell
+        R = _mean_over([r["R/image"] for r in runs])
+        title = f"{label('ordering', ordering)} · {protocol.upper()} · {len(runs)} seed(s)"
+        files = drawn.get((g["dataset"].iloc[0], ordering, protocol, "image", *g[list(METHOD)].iloc[0]), [])
+        part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files,
+                "curves": [_svg([(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
+                                "after learning task i", "image ROC-AUC of task j", (0.5, 1.0))]}
+        if all("routing/own_fraction" in r for r in runs):
+            own = _mean_over([r["routing/own_fraction"] for r in runs])
+            part["curves"].append(_svg([("own-bank share", list(range(len(tasks))),
+                                         [np.nanmean(own[i, :i + 1]) for i in range(len(tasks))])],
+                                       "after learning task i", "routing accuracy", (0.0, 1.0)))
+        if all("memory/state_bytes" in r for r in runs) and protocol == "cl":
+            mem = _mean_over([r["memory/state_bytes"] for r in runs]) / 1e6
+            part["curves"].append(_svg([("state", list(range(len(tasks))), mem)], "after learning task i",
+                                       "bank / state memory (MB)", None))
+        if all("train/loss" in r for r in runs):
+            loss = _mean_over([r["train/loss"] for r in runs])
+            ys = loss[np.isfinite(loss)]
+            part["curves"].append(_svg([("loss", list(range(len(ys))), ys)], "epoch (all steps in order)",
+                                       "training loss", None))
+        parts.append(part)
+    return parts
+
+
+def _heatmap(R: np.ndarray, tasks: list) -> dict:
+    """An HTML-table heatmap of the lower triangle, coloured as the PNG heatmaps (viridis over 0.5-1)."""
+    rows = []
+    for i in range(len(tasks)):
+        cells = []
+        for j in range(len(tasks)):
+            v = R[i, j]
+            if j > i or not np.isfinite(v):
+                cells.append({"text": "", "style": ""})
+                continue
+            rgb = VIRIDIS((min(max(v, 0.5), 1.0) - 0.5) / 0.5)[:3]
+            colour = "#%02x%02x%02x" % tuple(int(255 * c) for c in rgb)
+            cells.append({"text": f"{v:.2f}", "style": f"background:{colour};color:{'#000' if v > 0.8 else '#fff'}",
+                          "title": f"R[{i},{j}]: after {tasks[i]}, on {tasks[j]}: {v:.4f}"})
+        rows.append({"task": tasks[i], "cells": cells})
+    return {"tasks": tasks, "rows": rows}
+
+
+def _svg(series: list[tuple], xlabel: str, ylabel: str, yrange) -> str:
+    """A small line chart as inline SVG (no script): one polyline per series, its name on hover."""
+    w, h, left, bottom = 360, 200, 46, 34
+    xs = [x for _, sx, _ in series for x in sx]
+    ys = [float(y) for _, _, sy in series for y in sy if np.isfinite(y)]
+    if not ys:
+        return ""
+    lo, hi = yrange if yrange else (min(ys), max(ys))
+    lo, hi = min(lo, min(ys)), max(hi, max(ys))
+    hi = hi if hi > lo else lo + 1
+    x_max = max(max(xs), 1)
+    px = lambda x: left + (w - left - 8) * x / x_max  # noqa: E731
+    py = lambda y: 8 + (h - bottom - 8) * (hi - y) / (hi - lo)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+           f'aria-label="{escape(ylabel)}">',
+           f'<rect x="{left}" y="8" width="{w - left - 8}" height="{h - bottom - 8}" fill="none" stroke="#999"/>',
+           f'<text x="{left - 4}" y="12" text-anchor="end" font-size="10">{hi:.2f}</text>',
+           f'<text x="{left - 4}" y="{h - bottom}" text-anchor="end" font-size="10">{lo:.2f}</text>',
+           f'<text x="{left}" y="{h - bottom + 14}" font-size="10">0</text>',
+           f'<text x="{w - 8}" y="{h - bottom + 14}" text-anchor="end" font-size="10">{x_max}</text>',
+           f'<text x="{(w + left) / 2}" y="{h - 4}" text-anchor="middle" font-size="11">'
+           f'{escape(xlabel)}</text>',
+           f'<text x="12" y="{(h - bottom) / 2}" text-anchor="middle" font-size="11" '
+           f'transform="rotate(-90 12 {(h - bottom) / 2})">{escape(ylabel)}</text>']
+    for n, (name, sx, sy) in enumerate(series):
+        rgb = VIRIDIS(n / max(len(series) - 1, 1) * 0.9)[:3]
+        colour = "#%02x%02x%02x" % tuple(int(255 * c) for c in rgb)
+        points = " ".join(f"{px(x):.1f},{py(float(y)):.1f}" for x, y in zip(sx, sy) if np.isfinite(y))
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}">'
+                   f'<title>{escape(str(name))}</title></polyline>')
+    return "\n".join(out + ["</svg>"])
+
+
+def timing(tables: dict) -> dict | None:
+    pt = _table(tables, "tables/paper_timing.csv")
+    if pt is None:
+        return {"id": "timing", "title": "Timing", "blocks": [para("No timing cell of ours has a published "
+                                                                       "counterpart (InCLAD Tables 4–5)."),
+                                                                  _link_only("timing.csv")]}
+    header = list(pt.columns)
+    rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in header] for r in pt.to_dict("records")]
+    return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
+            "blocks": [para(f"Ratios are ours / published. Published machines: {paper.PAPER_HARDWARE}; ours: the "
+                            "`our_hardware` column (each run's recorded device). The pipelines time different work "
+                            "(docs/reports.md), so a ratio gives a scale, not a verdict."),
+                       table("Timing beside the published tables", "paper_timing.csv", header, rows),
+                       _link_only("timing.csv")]}
+
+
+def _link_only(csv: str) -> dict:
+    return para(f'<a href="../tables/{csv}">{csv}</a>: our full timing table (InCLAD Tables 4–5 layout).', "raw")
+
+
+def tabular(tables: dict) -> dict | None:
+    names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
+             ("tables/tabular_table2.csv", "Tabular Table 2: each cell with its 95 % interval (nPR-AUC beside its "
+                                           "chance level 0)"),
+             ("tables/validation.csv", "Validation: gaps with their paired block-bootstrap intervals")]
+    blocks = []
+    for name, title in names:
+        df = _table(tables, name)
+        if df is None:
+            continue
+        cols = [c for c in df.columns if not c.endswith(("_low", "_high")) and c not in ("ci_low", "ci_high")]
+        rows = []
+        for r in df.to_dict("records"):
+            row = []
+            for c in cols:
+                pair = (("ci_low", "ci_high") if c == "value" else (f"{c}_low", f"{c}_high"))
+                row.append(num(r, c, ci=pair) if _number(r[c]) is not None else cell(r[c]))
+            rows.append(row)
+        blocks.append(table(title, Path(name).name, cols, rows))
+    if not blocks:
+        return None
+    return {"id": "tabular", "title": "Tabular track", "blocks": blocks}
+
+
+def heatmap_figures(items) -> dict | None:
+    figs = sorted({i.name for i in items if i.heatmap is not None and i.name.endswith(".png")})
+    if not figs:
+        return None
+    blocks = [{"kind": "figure", "png": f"../{f}", "pdf": f"../{f[:-4]}.pdf" if any(
+        i.name == f"{f[:-4]}.pdf" for i in items) else None, "caption": Path(f).stem} for f in figs]
+    return {"id": "heatmaps", "title": "Heatmaps (mean over methods)", "blocks": blocks}
+
+
+def result_sets(outputs: Path) -> dict:
+    links = []
+    for page in sorted(Path(outputs).glob(f"*/{REPORT}/{PAGE}")):
+        name = page.parent.parent.name
+        if name != "all":
+            links.append(f'<a href="../../{escape(name)}/{REPORT}/{PAGE}">{escape(label("dataset", name))}</a>')
+    text = ("Result sets: " + " · ".join(links) if links
+            else "No per-dataset report yet (make aggregate DATASET=&lt;d&gt;).")
+    return {"id": "sets", "title": "Every result set", "blocks": [para(text, "raw")]}
+
+
+# ---------------------------------------------------------------- page
+
+
+def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFrame, details: dict, items) -> Path:
+    """Write outputs/<dataset>/report/index.html (+ figures/cd_*.png|pdf) from the published items."""
+    directory = out / REPORT
+    (directory / "figures").mkdir(parents=True, exist_ok=True)
+    tables = {i.name: _read(i.text) for i in items if i.text is not None and i.name.endswith(".csv")}
+    before = {p for p in directory.rglob("*") if p.is_file()}
+    figures = cd_figures(tables, directory / "figures")
+    sections = [overview(runs, missing, dataset)]
+    if dataset == "all":
+        sections.insert(0, result_sets(out.parent))
+    drawn = {}
+    for i in (i for i in items if i.heatmap is not None):
+        h = i.heatmap
+        drawn.setdefault((h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights), []).append(
+            {"href": f"../{i.name}", "format": i.name.rsplit(".", 1)[1].upper()})
+    sections += [s for s in (comparison(tables), statistics(tables, figures), per_method(tables, runs, details, drawn),
+                             timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
+                             heatmap_figures(items)) if s]
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
+                                                  title=f"bench report: {dataset}")
+    path = directory / PAGE
+    if not path.is_file() or path.read_text() != page:
+        write_text_atomic(path, page)
+    written = {path} | {directory / f[k] for f in figures for k in ("png", "pdf")}
+    for stale in before - written:
+        stale.unlink(missing_ok=True)
+    return path

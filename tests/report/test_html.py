@@ -1,0 +1,292 @@
+"""The static HTML report (bench/report/html.py): what it shows equals the published CSVs, it lists what is
+missing, every image and link resolves, and a real browser (headless Chromium) renders it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.metrics import normalized_pr_auc, roc_auc
+from bench.report.aggregate import Options, aggregate
+from bench.report.bootstrap import run_intervals as _intervals
+from test_report import TASKS, write
+
+MODELS = ("patchcore", "padim", "cfa")
+ORDERINGS = ("easy_to_hard", "hard_to_easy", "random")
+FAST = Options(bootstrap=200, figure_formats=("png",))  # the heatmaps' PDFs cost time and show nothing new here
+ERROR = "Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory"
+
+
+def _scored(rng, gap: float) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Per-image scores of a 4-task run (8 normal, 6 anomalous test images per task) and the R matrices they give."""
+    n, labels = len(TASKS), np.r_[np.zeros(8, np.int8), np.ones(6, np.int8)]
+    image, npr = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    step, task, lab, val = [], [], [], []
+    for i in range(n):
+        for j in range(i + 1):
+            v = rng.normal(size=labels.size) + gap * labels * (1 - 0.1 * (i - j))
+            step += [i] * labels.size
+            task += [j] * labels.size
+            lab.append(labels)
+            val.append(v)
+            image[i, j], npr[i, j] = roc_auc(labels, v), normalized_pr_auc(labels, v)[0]
+    extra = {"scores/step": np.array(step, np.int16), "scores/task": np.array(task, np.int16),
+             "scores/label": np.concatenate(lab), "scores/value": np.concatenate(val),
+             "R/image_npr_auc": npr, "memory/state_bytes": np.arange(1, n + 1) * 2_000_000}
+    return extra, image, npr
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """3 models × 3 orderings × NCL/CL with per-image scores (so every interval is drawn), one failed and one
+    running run; aggregated with 200 resamples. Returns (outputs, dataset folder, page)."""
+    outputs = tmp_path_factory.mktemp("html") / "outputs"
+    rng = np.random.default_rng(11)
+    for m, model in enumerate(MODELS):
+        for ordering in ORDERINGS:
+            for protocol in ("ncl", "cl"):
+                extra, image, _ = _scored(rng, 0.8 + 0.4 * m + (0.3 if protocol == "cl" else 0))
+                if model == "cfa":
+                    extra["train/loss"] = np.sort(rng.uniform(size=(len(TASKS), 3)))[:, ::-1]
+                write(outputs, model=model, protocol=protocol, ordering=ordering, image=image, extra=extra, rng=rng)
+    write(outputs, model="patchcore", protocol="cl", ordering="random", seed=7, status="failed", steps=2,
+          attrs={"error": ERROR})
+    write(outputs, model="padim", protocol="ncl", ordering="random", seed=8, status="running", steps=1)
+    aggregate(outputs, "synthetic", FAST, log=lambda *_: None)
+    out = outputs / "synthetic"
+    return outputs, out, out / "report" / "index.html"
+
+
+class Page(HTMLParser):
+    """Tables (the CSV each links, header, rows of (text, data-value)), every src/href, every id."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.refs, self.ids, self.images = [], [], set(), []
+        self._csv, self._row, self._cell = None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        for key in ("src", "href"):
+            if key in a:
+                self.refs.append(a[key])
+        if tag == "img":
+            self.images.append(a["src"])
+        if tag == "a" and a.get("class") == "csv":
+            self._csv = a["href"]
+        elif tag == "table" and "heat" not in (a.get("class") or ""):
+            self.tables.append({"csv": self._csv, "header": [], "rows": []})
+            self._csv = None
+        elif tag == "tr" and self.tables:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = [tag, "", a.get("data-value")]
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(self._cell)
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            t = self.tables[-1]
+            if all(c[0] == "th" for c in self._row) and not t["header"]:
+                t["header"] = [c[1] for c in self._row]
+            else:
+                t["rows"].append([(c[1], c[2]) for c in self._row])
+            self._row = None
+
+
+def parse(page: Path) -> Page:
+    p = Page()
+    p.feed(page.read_text())
+    return p
+
+
+def table_of(page: Page, csv: str, title_start: int = 0) -> dict:
+    found = [t for t in page.tables if t["csv"] == f"../tables/{csv}"]
+    assert found, f"no table links {csv}"
+    return found[title_start]
+
+
+def test_report_numbers_equal_the_csv_tables(report):
+    """Each run's ROC-AUC_CL, BWT and FM with their intervals, each Table 2 cell and each test's p on the page
+    are the published CSV cells: data-value carries the CSV text digit for digit, the shown text is it rounded to
+    three decimals (intervals as [low, high])."""
+    _, out, page = report
+    p = parse(page)
+    runs = pd.read_csv(out / "tables/runs.csv", dtype=str, keep_default_na=False)
+    shown = table_of(p, "runs.csv", 2)  # after "what ran" and "provenance": the per-run table
+    assert len(shown["rows"]) == len(runs)
+    for (col, head) in (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
+                        ("image_forgetting", "image FM [95 % CI]")):
+        k = shown["header"].index(head)
+        for row, csv_row in zip(shown["rows"], runs.to_dict("records")):
+            text, value = row[k]
+            assert value == csv_row[col]
+            lo, hi = float(csv_row[f"{col}_ci_low"]), float(csv_row[f"{col}_ci_high"])
+            assert text == f"{float(value):.3f} [{lo:.3f}, {hi:.3f}]"
+            assert lo <= hi
+    t2 = pd.read_csv(out / "tables/table2.csv", dtype=str, keep_default_na=False)
+    shown = table_of(p, "table2.csv")
+    k = shown["header"].index("mean ± std")
+    assert [row[k][1] for row in shown["rows"]] == list(t2["mean"])
+    for row, r in zip(shown["rows"], t2.to_dict("records")):
+        assert row[k][0] == f"{float(r['mean']):.3f} ± {float(r['std']):.3f}"
+    fr = pd.read_csv(out / "tables/friedman.csv", dtype=str, keep_default_na=False)
+    shown = table_of(p, "friedman.csv")
+    assert [row[shown["header"].index("p")][1] for row in shown["rows"]] == list(fr["p"])
+    tests = [row[shown["header"].index("test")][0] for row in shown["rows"]]
+    assert all("Friedman" in t and "3 blocks" in t and "Nemenyi" in t for t in tests)
+    w = table_of(p, "cl_vs_ncl.csv")
+    assert all("Wilcoxon" in row[w["header"].index("test")][0] and "Holm" in row[w["header"].index("test")][0]
+               for row in w["rows"])
+    assert all(row[w["header"].index("note")][0].startswith("too few blocks (3)") for row in w["rows"])
+
+
+def test_report_lists_missing_and_failed_runs_with_their_last_error_line(report):
+    _, out, page = report
+    missing = pd.read_csv(out / "tables/missing.csv", dtype=str, keep_default_na=False)
+    shown = table_of(parse(page), "missing.csv")
+    assert sorted(r[0][0] for r in shown["rows"]) == sorted(missing["path"]) and len(missing) == 2
+    by_status = {r[1][0]: r for r in shown["rows"]}
+    assert set(by_status) == {"failed", "running"}
+    assert by_status["failed"][-1][0] == "RuntimeError: CUDA out of memory"
+    assert by_status["failed"][2][0] == "2/4" and by_status["running"][2][0] == "1/4"
+
+
+def test_every_image_and_link_of_the_report_resolves(report):
+    """Relative src/href point at files that exist (CSVs, PNG and PDF figures), #anchors at ids on the page;
+    nothing points outside (no http, no CDN)."""
+    _, out, page = report
+    p = parse(page)
+    assert p.images and any("cd_image_cl.png" in s for s in p.images)  # the critical-difference diagram is drawn
+    for ref in p.refs:
+        assert "://" not in ref and not ref.startswith("//"), ref
+        if ref.startswith("#"):
+            assert ref[1:] in p.ids, ref
+        else:
+            assert (page.parent / ref).is_file(), ref
+    for fmt in ("png", "pdf"):
+        assert (out / f"report/figures/cd_image_cl.{fmt}").stat().st_size > 1000
+
+
+def test_regenerating_rewrites_only_what_changed(report, tmp_path, monkeypatch):
+    """A second aggregation of the same files rewrites no figure and no report file (and drops a stale one);
+    after one more run only the heatmaps of its ordering × protocol are drawn again (aggregate's
+    figure_digests), the page is remade, only the new run is bootstrapped (the others' intervals are read back
+    from runs.csv), and `make verify`, which recomputes every interval, finds nothing different."""
+    import bench.report.aggregate as agg
+
+    calls = []
+    monkeypatch.setattr(agg, "run_intervals", lambda *a: calls.append(a) or _intervals(*a))
+    outputs, _, _ = report
+    copy = tmp_path / "outputs"
+    shutil.copytree(outputs, copy)
+    out = copy / "synthetic"
+    stale = out / "report/figures/cd_old.png"
+    stale.write_bytes(b"x")
+
+    def stamps():
+        return {f.relative_to(out).as_posix(): f.stat().st_mtime_ns
+                for d in ("report", "figures") for f in (out / d).rglob("*") if f.is_file()}
+
+    before = {k: v for k, v in stamps().items() if k != "report/figures/cd_old.png"}
+    aggregate(copy, "synthetic", FAST, log=lambda *_: None)
+    assert not stale.exists() and stamps() == before
+    extra, image, _ = _scored(np.random.default_rng(5), 2.0)
+    write(copy, model="cfa", protocol="cl", ordering="random", seed=1, image=image, extra=extra)
+    aggregate(copy, "synthetic", FAST, log=lambda *_: None)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    assert agg.verify(copy, "synthetic", log=lambda *_: None) == []
+    changed = {k for k, v in stamps().items() if before.get(k) != v}
+    assert {k for k in changed if k.startswith("figures/")} == {"figures/heatmap_synthetic_random_cl_image.png",
+                                                               "figures/heatmap_synthetic_random_cl_pixel.png"}
+    assert "report/index.html" in changed
+
+
+def test_all_writes_an_index_of_every_result_set(report, tmp_path):
+    outputs, _, _ = report
+    copy = tmp_path / "outputs"
+    shutil.copytree(outputs, copy)
+    aggregate(copy, "all", Options(bootstrap=0, figure_formats=()), log=lambda *_: None)
+    page = copy / "all/report/index.html"
+    refs = parse(page).refs
+    assert "../../synthetic/report/index.html" in refs
+    assert all((page.parent / r).is_file() for r in refs if not r.startswith("#"))
+
+
+# ------------------------------------------------------------ a real browser
+
+def _chromium() -> str:
+    """The headless browser, or skip (fail under BENCH_REQUIRE_CHROMIUM=1, as CI sets after installing it)."""
+    found = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    if found is None:
+        message = "headless Chromium not found (Debian: apt-get install chromium)"
+        if os.environ.get("BENCH_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(f"BENCH_REQUIRE_CHROMIUM=1 but {message}")
+        pytest.skip(message)
+    return found
+
+
+def _browser(chromium: str, *args: str) -> subprocess.CompletedProcess:
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+             "--disable-extensions", "--allow-file-access-from-files", "--virtual-time-budget=10000"]
+    return subprocess.run([chromium, *flags, *args], capture_output=True, text=True, timeout=180)
+
+
+HARNESS = """<!DOCTYPE html><html><body><iframe id="f" src="{url}" width="1400" height="900"></iframe>
+<pre id="out">pending</pre><script>
+document.getElementById("f").addEventListener("load", function () {{
+  var doc = this.contentDocument, bad = [];
+  for (var i = 0; i < doc.images.length; i++) {{
+    var im = doc.images[i];
+    if (!(im.complete && im.naturalWidth > 0)) bad.push(im.getAttribute("src"));
+  }}
+  document.getElementById("out").textContent = JSON.stringify({{images: doc.images.length, broken: bad,
+    title: doc.title, scripts: doc.scripts.length}});
+}});</script></body></html>"""
+
+
+def test_headless_chromium_renders_the_report(report, tmp_path):
+    """Chromium loads the page with no console message (the page has no script, so any message is an error),
+    decodes every image (checked inside the browser, from a harness page that reads the report's DOM), and the
+    screenshot is not blank. The screenshot is kept: under $BENCH_TEST_ARTEFACTS when set (CI), else tmp_path."""
+    chromium = _chromium()
+    _, _, page = report
+    shot = tmp_path / "report.png"
+    done = _browser(chromium, "--enable-logging=stderr", "--v=0", "--window-size=1400,2400",
+                    f"--screenshot={shot}", page.as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    harness = tmp_path / "harness.html"
+    harness.write_text(HARNESS.format(url=page.as_uri()))
+    dom = _browser(chromium, "--dump-dom", harness.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    result = json.loads(dom.stdout.split('<pre id="out">', 1)[1].split("</pre>", 1)[0])
+    assert result == {"images": len(parse(page).images), "broken": [], "title": "bench report: synthetic",
+                      "scripts": 0}
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        pixels = np.asarray(im.convert("RGB"), dtype=float)
+    assert pixels.shape[:2] == (2400, 1400)
+    assert pixels.std() > 20 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 200  # text, tables, colours
+    keep = os.environ.get("BENCH_TEST_ARTEFACTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "report-screenshot.png")
