@@ -34,7 +34,6 @@ PAPER = {
         "n_features": 100,  # Table 6: n_features
         "eps": 0.01,  # Table 6: regularization
         "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: PaDiM's layers 1–3
-        "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
         "route_by": "max",  # InCLAD §4.3 / App. C.2: routed by the image-level (map max) Mahalanobis score
     },
     "cfa": {
@@ -69,8 +68,10 @@ TABLE_7 = {
 # every image detector's presets (values that differ from the defaults), its default preset (inclad everywhere),
 # and which torchvision ImageNet weights `--weights imagenet` means under each (absent: IMAGENET1K_V1)
 PRESETS = {
-    "patchcore": {"inclad": {}},
-    "padim": {"inclad": {}},
+    # Roth et al.'s paper: App. C.1's compression formula as written, a Gaussian (JL) projection
+    "patchcore": {"inclad": {}, "original": {"compression": "exact", "projection": "gaussian"}},
+    # Defard et al.'s code: layers upsampled nearest, image score the max of the upsampled map blurred with σ = 4
+    "padim": {"inclad": {}, "original": {"blur_sigma": 4.0, "align": "nearest", "image_score": "map"}},
     "cfa": {"inclad": {}},
     "stfpm": {"inclad": {}},
     "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0}},  # Deng & Li's code: gaussian_filter σ = 4
@@ -81,9 +82,18 @@ PRESETS = {
     "ganomaly": {"inclad": {}, "original": {"losses": "akcay"}},
 }
 # InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights
-IMAGENET_WEIGHTS = {"rd4ad": {"inclad": "DEFAULT"}, "paste": {"inclad": "DEFAULT"}, "stfpm": {"inclad": "DEFAULT"}}
+IMAGENET_WEIGHTS = {"rd4ad": {"inclad": "DEFAULT"}, "paste": {"inclad": "DEFAULT"}, "stfpm": {"inclad": "DEFAULT"},
+                    # fork src/pyclad/models/vision/backbones.py:72-75: get_model_weights(model_fn).DEFAULT, reached
+                    # from src/pyclad/models/{patchcore,padim}/builder.py
+                    "patchcore": {"inclad": "DEFAULT"}, "padim": {"inclad": "DEFAULT"}}
 # what InCLAD's released code does beyond Table 7's rows (the `inclad` preset's values)
 INCLAD_CODE = {
+    # fork src/pyclad/models/patchcore/patchcore_cl.py:96-105 → patchcore.py:196-222 (run_weighted); the sampler's
+    # projection is a bias-free nn.Linear (patchcore.py:126-133), i.e. uniform entries
+    "patchcore": {"compression": "released", "projection": "uniform"},
+    # fork src/pyclad/models/padim/padim.py:56 (align_feature_maps: bilinear), :137-140 (image score = max of the
+    # raw map), _resize_maps (bilinear, no blur); padim_cl.py:129-133 (routing by that raw max)
+    "padim": {"blur_sigma": 0.0, "align": "bilinear", "image_score": "raw"},
     "rd4ad": {"blur_sigma": 0.0},
     "paste": {"normalize_first": False},  # the first student layer's loss un-normalised
     "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0},
