@@ -166,10 +166,13 @@ class ImageInputs:
                                   "run key", range=BATCH_SIZE_RANGE)
     pixel_eval: str | None = setting("resized", "pixel ROC-AUC at image-size² (masks resized) or at each mask's "
                                                 "own size (maps upsampled); part of the run key", choices=PIXEL_EVALS)
-    # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
-    # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
-    feature_dtype: str | None = setting("float16", "how cached backbone features are stored; part of the run key",
-                                        choices=CACHE_DTYPES)
+    # float16 halves the cache and changed no R cell by more than 2e-4 against float32 on the synthetic demo
+    # benchmark (PatchCore, PaDiM, CFA; docs/cluster.md), but it moves scores, so InCLAD's float32 is the `inclad`
+    # presets' value (bench.registry.PRESET_IMAGE_LOADING); values beyond float16's range stay float32. None: the
+    # model preset's, which `runner.prepare` records
+    feature_dtype: str | None = setting(None, "how cached backbone features are stored; part of the run key",
+                                        choices=CACHE_DTYPES, none_ok=True,
+                                        default_text="the model preset's: float32 under inclad, else float16")
     mask_threshold: int | None = setting(
         MASK_THRESHOLD, "mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
                         "part of the run key", range=MASK_THRESHOLD_RANGE, none_ok=True)

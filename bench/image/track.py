@@ -122,12 +122,13 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
 
 
 def _resolve_loading(image, spec, preset: str) -> None:
-    """Fill in how images load (ImageInputs.normalize/.resize) from the model preset where the run left them None.
-    A detector that reads raw images normalises them itself: its `normalize` is None, whatever was given (like
-    its backbone, the setting plays no part in such a run)."""
+    """Fill in how images load (ImageInputs.normalize/.resize/.feature_dtype) from the model preset where the run
+    left them None. A detector that reads raw images normalises them itself: its `normalize` is None, whatever was
+    given (like its backbone, the setting plays no part in such a run)."""
     loading = spec.loading(preset)
-    if image.resize is None:
-        image.resize = loading["resize"]
+    for name in ("resize", "feature_dtype"):
+        if getattr(image, name) is None:
+            setattr(image, name, loading[name])
     if spec.inputs != "features":
         image.normalize = None
     elif image.normalize is None:

@@ -91,7 +91,8 @@ def test_image_loading_enters_the_run_key_only_where_it_differs_from_before():
 def test_schema_2_flat_configs_read_back_as_core_and_inputs_with_their_keys():
     image = RunConfig.from_json(IMAGE_JSON_2)
     assert image.track == "image" and image.image == ImageInputs(backbone="wide_resnet50_2", image_size=256,
-                                                                 batch_size=16, mask_threshold=None, workers=0)
+                                                                 batch_size=16, mask_threshold=None, workers=0,
+                                                                 feature_dtype="float16")
     assert image.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2
     tabular = RunConfig.from_json(TABULAR_JSON_2)  # its image fields were never used: they are dropped
     assert tabular.track == "tabular" and tabular.inputs == TabularInputs()

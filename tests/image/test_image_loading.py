@@ -60,6 +60,8 @@ def test_loading_resolves_from_the_model_preset_and_reaches_the_splits(tiny_root
     cfg = make_config(tiny_root, ["disc"], model=model, preset=preset)
     run = prepare(cfg)
     assert (run.config.image.normalize, run.config.image.resize) == expected
+    # InCLAD computes in float32; a float16 cache moves scores (reference-code-diffs I13)
+    assert run.config.image.feature_dtype == ("float32" if preset == "inclad" else "float16")
     split = run.track.splits["disc"].train
     assert (split.normalize, split.resize) == (expected[0] is not False, expected[1])
 
@@ -101,6 +103,6 @@ def test_image_loading_values_are_checked_at_registration():
 
     spec = get("patchcore")
     for bad in ({"inclad": {"normalize": 1}}, {"inclad": {"resize": "nearest"}}, {"paper": {"normalize": False}},
-                {"inclad": {"blur": 0}}):
+                {"inclad": {"blur": 0}}, {"inclad": {"feature_dtype": "bfloat16"}}):
         with pytest.raises(RuntimeError, match="image_loading"):
             replace(spec, image_loading=bad)
