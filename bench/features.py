@@ -3,8 +3,8 @@
 Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision's ImageNet weights, as
 timm's `*.tv_in1k` (IMAGENET1K_V1) and `*.tv2_in1k` (IMAGENET1K_V2) files staged by `make weights` into
 data/weights/), or a path to a state-dict file. Which ImageNet generation `imagenet` means is the detector
-preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM code asks torchvision for DEFAULT, which is V2
-for wide_resnet50_2 and V1 for resnet18; PatchCore/PaDiM/CFA use their papers' V1. The hub is never contacted
+preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM/PatchCore/PaDiM code asks torchvision for
+DEFAULT, which is V2 for wide_resnet50_2 and V1 for resnet18; the `original` presets use their papers' V1. The hub is never contacted
 while running: missing weights fail in milliseconds with the staging command.
 """
 
