@@ -9,8 +9,8 @@ preprocessing and task-discovery settings of the record index at `root`, a folde
 
 The *run key* hashes everything that changes the result (dataset content, task order, model, its algorithm
 version, protocol, seed, hyperparameters; for images also backbone, weights content, image size, batch size, pixel
-evaluation mode and feature dtype) and nothing that does not (paths, device, worker count, cache budget). A
-tabular run's data identity is the index's `index_sha256`, which covers the raw files' bytes and every
+evaluation mode, feature dtype, and input normalisation and resize mode where not the earlier defaults) and
+nothing that does not (paths, device, worker count, cache budget). A tabular run's data identity is the index's `index_sha256`, which covers the raw files' bytes and every
 preprocessing and discovery setting. The *config hash* covers the whole configuration and is recorded as
 provenance.
 
@@ -46,7 +46,7 @@ RUN_KEY_SCHEMA = 1
 TABULAR_RUN_KEY_SCHEMA = 3
 # Image-run settings added after schema 1. A schema-1 file's config JSON lacks them; read back they are None and
 # left out of its run key, so such a file keeps (and is checked against) the key it was written with.
-LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype", "mask_threshold")
+LATER_FIELDS = ("model_version", "pixel_eval", "feature_dtype", "mask_threshold", "normalize", "resize")
 # Hyperparameters only a replay buffer reads (the image track's cl protocols: Replay, CFA's task banks). They are
 # left out of the key of ncl and cumulative runs, whose results they cannot change, so those keep their keys.
 REPLAY_HPARAMS = ("replay_share",)
@@ -78,6 +78,11 @@ DEVICES = ("auto", "cpu", "cuda")
 PIXEL_EVALS = ("resized", "native")
 # how the feature cache stores frozen-backbone features (see bench.features.FeatureCache); part of the run key
 CACHE_DTYPES = ("float32", "float16")
+# How an image is resized to image_size (bench.data.images.load_image): "float", bilinear on its [0, 1] values (PIL
+# mode F, the more precise); "8bit", InCLAD's released loader (8-bit RGB, PIL BILINEAR, rounded to uint8).
+RESIZES = ("float", "8bit")
+# What image runs did before `normalize` and `resize` were recorded: a run with these values keeps its run key.
+IMAGE_LOADING_DEFAULTS = {"normalize": True, "resize": "float"}
 # Ranges of the run-level settings. Below 32 px the deepest backbone layer used (stride 16) has no neighbourhood;
 # seeds feed numpy's and torch's generators, which take unsigned 32-bit values everywhere.
 IMAGE_SIZE_RANGE = (32, 8192)
@@ -155,7 +160,7 @@ class ImageInputs:
     protocols: ClassVar[tuple[str, ...]] = IMAGE_PROTOCOLS
     evaluations: ClassVar[tuple[str, ...]] = ("continual",)
     # the fields a file may predate (LATER_FIELDS): read back as None, left out of its run key
-    predates: ClassVar[tuple[str, ...]] = ("pixel_eval", "feature_dtype", "mask_threshold")
+    predates: ClassVar[tuple[str, ...]] = ("pixel_eval", "feature_dtype", "mask_threshold", "normalize", "resize")
     backbone: str = setting("resnet18", f"frozen feature extractor ({NO_BACKBONE}: what detectors that read raw "
                                         f"images record, whatever is given)", choices=(*BACKBONES, NO_BACKBONE))
     weights: str = setting("imagenet", "imagenet (staged by `make weights`) | none | PATH")
@@ -164,13 +169,25 @@ class ImageInputs:
                                   "run key", range=BATCH_SIZE_RANGE)
     pixel_eval: str | None = setting("resized", "pixel ROC-AUC at image-size² (masks resized) or at each mask's "
                                                 "own size (maps upsampled); part of the run key", choices=PIXEL_EVALS)
-    # float16 changed no R cell by more than 2e-4 against float32 on the synthetic demo benchmark (PatchCore,
-    # PaDiM, CFA; docs/cluster.md) and halves the cache; values beyond float16's range stay float32
-    feature_dtype: str | None = setting("float16", "how cached backbone features are stored; part of the run key",
-                                        choices=CACHE_DTYPES)
+    # float16 halves the cache and changed no R cell by more than 2e-4 against float32 on the synthetic demo
+    # benchmark (PatchCore, PaDiM, CFA; docs/cluster.md), but it moves scores, so InCLAD's float32 is the `inclad`
+    # presets' value (bench.registry.PRESET_IMAGE_LOADING); values beyond float16's range stay float32. None: the
+    # model preset's, which `runner.prepare` records
+    feature_dtype: str | None = setting(None, "how cached backbone features are stored; part of the run key",
+                                        choices=CACHE_DTYPES, none_ok=True,
+                                        default_text="the model preset's: float32 under inclad, else float16")
     mask_threshold: int | None = setting(
         MASK_THRESHOLD, "mask pixels above this 8-bit value are defect (16-bit masks: the same fraction of 65535); "
                         "part of the run key", range=MASK_THRESHOLD_RANGE, none_ok=True)
+    # How images are loaded for the detector; None: the model preset's value (ModelSpec.image_loading), which
+    # `runner.prepare` records. In the run key only where they differ from IMAGE_LOADING_DEFAULTS, so the runs of
+    # a detector whose loading did not change keep their keys.
+    normalize: bool | None = setting(None, "ImageNet-normalise images before the backbone (false: raw [0, 1] "
+                                           "pixels); part of the run key", none_ok=True,
+                                     default_text="the model preset's")
+    resize: str | None = setting(None, "how images are resized to the input size: float (bilinear on [0, 1] "
+                                       "values) or 8bit (InCLAD's loader: 8-bit RGB, PIL bilinear); part of the "
+                                       "run key", choices=RESIZES, none_ok=True, default_text="the model preset's")
     workers: int = setting(4, "threads decoding images (does not change results)", range=WORKERS_RANGE)
     cache_budget: str = setting("", "memory the feature cache may hold before spilling to scratch, e.g. 8G",
                                 default_text="$BENCH_CACHE_BUDGET or half the job's memory")
@@ -180,6 +197,8 @@ class ImageInputs:
             check_setting(item, getattr(self, item.name))
         if not isinstance(self.weights, str) or not self.weights.strip():
             raise ConfigError(f"weights={self.weights!r}: expected imagenet, none or a weights file path")
+        if self.normalize is not None and not isinstance(self.normalize, bool):
+            raise ConfigError(f"normalize={self.normalize!r}: expected true or false")
         if not isinstance(self.cache_budget, str):
             raise ConfigError(f"cache_budget={self.cache_budget!r}: expected a size such as 8G, or empty")
         if self.cache_budget:
@@ -194,7 +213,8 @@ class ImageInputs:
                             if core.protocol == "cl" or k not in REPLAY_HPARAMS},
                 "schema": RUN_KEY_SCHEMA, "backbone": self.backbone, "weights": weights_id,
                 "image_size": self.image_size, "batch_size": self.batch_size,
-                **{name: getattr(self, name) for name in self.predates if getattr(self, name) is not None},
+                **{name: getattr(self, name) for name in self.predates
+                   if getattr(self, name) not in (None, IMAGE_LOADING_DEFAULTS.get(name))},
                 **({"model_version": core.model_version} if core.model_version is not None else {})}
 
     def summary(self) -> dict:

@@ -6,10 +6,10 @@ data/weights/), or a path to a state-dict file. A staged file counts as ImageNet
 checks each download against the digest torchvision publishes in its file name (`resnet18-f37072fd.pth`: the first
 hex digits of its SHA-256) and records the staged file's own SHA-256 beside it (`<file>.source.json`); a run checks
 the file against that record, so random weights saved under the staged name are refused. Which ImageNet
-generation `imagenet` means is the detector preset's (ModelSpec.imagenet_weights): InCLAD's RD4AD/PaSTe/STFPM
-code asks torchvision for DEFAULT, which is V2 for wide_resnet50_2 and V1 for resnet18; PatchCore/PaDiM/CFA use
-their papers' V1. The hub is never contacted while running: missing weights fail in milliseconds with the staging
-command.
+generation `imagenet` means is the detector preset's (ModelSpec.imagenet_weights): InCLAD's code asks torchvision
+for DEFAULT (every backbone detector's `inclad` preset), which is V2 for wide_resnet50_2 and V1 for resnet18; the
+`original` presets use their papers' V1. The hub is never contacted while running: missing weights fail in
+milliseconds with the staging command.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bench.config import memory_estimate
+from bench.config import CACHE_DTYPES, IMAGE_LOADING_DEFAULTS, RESIZES, memory_estimate
 from bench.errors import BenchError, ConfigError, choice_error
 from bench.tracks import DETECTOR_PACKAGES
 
@@ -37,6 +37,16 @@ BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 _INFRASTRUCTURE = {"base", "gradient", "ops"}
 TRACKS = ("image", "tabular")
 IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
+# How images (and their cached backbone features) are loaded when a run leaves ImageInputs.normalize / .resize /
+# .feature_dtype unset: LOADING_DEFAULTS, then the values for a preset of this name for every detector, then the
+# detector's own (ModelSpec.image_loading). The loader belongs to the runner, not to a model: InCLAD's runner reads
+# every dataset through `_load_image` (src/pyclad/data/readers/visual_benchmark_reader.py: 8-bit RGB, PIL
+# BILINEAR, rounded to uint8) and computes in float32, while a float16 cache moves scores (by up to 5 % of a cell's
+# score range for CFA, and re-routes an image of PatchCore-CL on the synthetic benchmark).
+LOADING_DEFAULTS = {**IMAGE_LOADING_DEFAULTS, "feature_dtype": "float16"}
+PRESET_IMAGE_LOADING = {"inclad": {"resize": "8bit", "feature_dtype": "float32"}}
+_LOADING_VALUES = {"normalize": lambda v: isinstance(v, bool), "resize": lambda v: v in RESIZES,
+                   "feature_dtype": lambda v: v in CACHE_DTYPES}
 
 
 @dataclass(frozen=True)
@@ -235,9 +245,20 @@ class ModelSpec:
     # A property of the preset, not a hyperparameter: the weights are an input of the run (ImageInputs.weights)
     # and enter the run key through their id. Presets not listed use IMAGENET1K_V1
     imagenet_weights: dict[str, str] = field(default_factory=dict)
+    # preset → how the image track loads this detector's images ({"normalize": bool, "resize": one of RESIZES,
+    # "feature_dtype": one of CACHE_DTYPES}), over PRESET_IMAGE_LOADING (by preset name) over LOADING_DEFAULTS. Like
+    # the weights, inputs of the run (ImageInputs.normalize/.resize/.feature_dtype), not hyperparameters; a run may
+    # set them itself
+    image_loading: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self):
         check_presets(self.name, self.params, self.presets, self.default_preset)
+        for preset, values in self.image_loading.items():
+            valid = _LOADING_VALUES
+            if preset not in self.presets or any(k not in valid or not valid[k](v) for k, v in values.items()):
+                raise RuntimeError(f"{self.name}: image_loading {preset!r}: {values!r} must name a preset and set "
+                                   f"normalize (true/false), resize ({', '.join(RESIZES)}) or feature_dtype "
+                                   f"({', '.join(CACHE_DTYPES)})")
         for preset, generation in self.imagenet_weights.items():
             if preset not in self.presets or generation not in IMAGENET_GENERATIONS:
                 raise RuntimeError(f"{self.name}: imagenet_weights {preset!r}: {generation!r} must name a preset "
@@ -246,6 +267,11 @@ class ModelSpec:
     def imagenet_generation(self, preset: str | None) -> str:
         """The torchvision weights generation `--weights imagenet` resolves to under `preset` (None: default)."""
         return self.imagenet_weights.get(self.preset_name(preset), "IMAGENET1K_V1")
+
+    def loading(self, preset: str | None) -> dict:
+        """{"normalize", "resize", "feature_dtype"}: how the image track loads this detector's images under `preset`."""
+        name = self.preset_name(preset)
+        return {**LOADING_DEFAULTS, **PRESET_IMAGE_LOADING.get(name, {}), **self.image_loading.get(name, {})}
 
     def defaults(self) -> dict:
         return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in self.params.items()}

@@ -42,13 +42,16 @@ class MaskWarning(UserWarning):
     """A task's masks are not clean 0/max images, or an anomalous image has no defect pixel in its mask."""
 
 
-def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
+def load_image(path, size: int, normalize: bool = True, resize: str = "float") -> torch.Tensor:
     """A float tensor [3, size, size]: upright (EXIF orientation applied), RGB (grey repeated), values in [0, 1]
-    whatever the bit depth, bilinear resize in float, ImageNet-normalised (`normalize=False`: raw [0, 1], for
-    detectors with a normalisation of their own).
+    whatever the bit depth, resized bilinearly, ImageNet-normalised (`normalize=False`: raw [0, 1], for detectors
+    with a normalisation of their own, or InCLAD's released PatchCore and PaDiM).
 
-    Scaling to [0, 1] before resizing makes the result independent of how the pixels were stored: an 8-bit image
-    and its 16-bit copy (values × 257) load to the same tensor."""
+    `resize="float"`: the resize works on the [0, 1] values (PIL mode F), so the result is independent of how the
+    pixels were stored (an 8-bit image and its 16-bit copy, values × 257, load to the same tensor). `"8bit"`: InCLAD's
+    released loader (`_load_image` in src/pyclad/data/readers/visual_benchmark_reader.py): the 8-bit RGB image
+    resized by PIL's BILINEAR filter, which rounds to uint8, then scaled to [0, 1]. A 16-bit grey image is first
+    rounded to 8 bits here (PIL's convert("RGB"), which the released code calls, would clip it to white)."""
     try:
         with Image.open(path) as im:
             if im.mode in _UNSCALED_MODES:
@@ -58,13 +61,14 @@ def load_image(path, size: int, normalize: bool = True) -> torch.Tensor:
             orientation = _orientation(im)
             if orientation in _UPRIGHT:
                 im = im.transpose(_UPRIGHT[orientation])
-            if im.mode in _GREY16_MODES:
-                unit = (np.asarray(im, dtype=np.float32) / 65535.0)[:, :, None]
+            if resize == "8bit":
+                rgb = _resize_8bit(im, size)
+            elif im.mode in _GREY16_MODES:
+                rgb = _resize_float((np.asarray(im, dtype=np.float32) / 65535.0)[:, :, None], size)
             else:
-                unit = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
+                rgb = _resize_float(np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0, size)
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read image ({_reason(exc)})") from None
-    rgb = _resize_float(unit, size)
     x = torch.from_numpy(np.repeat(rgb, 3, axis=2) if rgb.shape[2] == 1 else rgb).permute(2, 0, 1)
     return (x - IMAGENET_MEAN) / IMAGENET_STD if normalize else x
 
@@ -73,6 +77,13 @@ def _resize_float(unit: np.ndarray, size: int) -> np.ndarray:
     """[H, W, C] float32 → [size, size, C], each channel resized bilinearly as a float image (PIL mode F)."""
     return np.stack([np.asarray(Image.fromarray(unit[:, :, c]).resize((size, size), Image.BILINEAR))
                      for c in range(unit.shape[2])], axis=2)
+
+
+def _resize_8bit(im: Image.Image, size: int) -> np.ndarray:
+    """PIL image → [size, size, 3] float32 in [0, 1]: 8-bit RGB resized by PIL BILINEAR (uint8 result)."""
+    if im.mode in _GREY16_MODES:
+        im = Image.fromarray(np.round(np.asarray(im, dtype=np.float64) / 257.0).astype(np.uint8), "L")
+    return np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR), dtype=np.float32) / 255.0
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from bench.data import reuse
+from bench.config import IMAGE_LOADING_DEFAULTS
 from bench.data.images import MASK_THRESHOLD, MaskCounts, header_size, load_image, load_mask
 from bench.errors import DatasetError, choice_error
 
@@ -29,6 +30,9 @@ class TaskSplit:
     rows: pd.DataFrame
     image_size: int
     mask_threshold: int | None = MASK_THRESHOLD  # bench.data.images.load_mask; None: any nonzero pixel is defect
+    # how load_images reads the images (bench.data.images.load_image; the run's ImageInputs.normalize / .resize)
+    normalize: bool = IMAGE_LOADING_DEFAULTS["normalize"]
+    resize: str = IMAGE_LOADING_DEFAULTS["resize"]
 
     @property
     def name(self) -> str:
@@ -36,8 +40,11 @@ class TaskSplit:
 
     @cached_property
     def keys(self) -> list[str]:
-        """Feature-cache keys, one per row: `<dataset>/<image_path>` (unique, since paths are unique)."""
-        return [f"{self.dataset}/{p}" for p in self.rows["image_path"]]
+        """Feature-cache keys, one per row: `<dataset>/<image_path>` (unique, since paths are unique), followed by
+        how the image is loaded where that is not the default (`#raw`, `#8bit`): features of one loading are never
+        served for another."""
+        tag = ("" if self.normalize else "#raw") + ("" if self.resize == "float" else f"#{self.resize}")
+        return [f"{self.dataset}/{p}{tag}" for p in self.rows["image_path"]]
 
     @property
     def labels(self) -> np.ndarray:
@@ -52,15 +59,17 @@ class TaskSplit:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def load_images(self, idx, workers: int = 0, normalize: bool = True) -> torch.Tensor:
-        """Images of rows `idx` as [B, 3, S, S], ImageNet-normalised unless `normalize=False` (raw [0, 1]);
+    def load_images(self, idx, workers: int = 0, normalize: bool | None = None) -> torch.Tensor:
+        """Images of rows `idx` as [B, 3, S, S], resized as the split's `resize` says, ImageNet-normalised as its
+        `normalize` says unless `normalize` is given (False: raw [0, 1], for detectors that normalise themselves);
         `workers` > 0 decodes in threads (PIL releases the GIL)."""
         paths = [self.root / p for p in self.rows["image_path"].to_numpy()[np.asarray(idx, dtype=np.int64)]]
+        norm = self.normalize if normalize is None else normalize
         if workers > 0:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                images = list(pool.map(lambda p: load_image(p, self.image_size, normalize), paths))
+                images = list(pool.map(lambda p: load_image(p, self.image_size, norm, self.resize), paths))
         else:
-            images = [load_image(p, self.image_size, normalize) for p in paths]
+            images = [load_image(p, self.image_size, norm, self.resize) for p in paths]
         return torch.stack(images) if images else torch.empty(0, 3, self.image_size, self.image_size)
 
     def load_masks(self, idx, counts: MaskCounts | None = None) -> np.ndarray:
@@ -121,10 +130,12 @@ def warn_non_square(dataset: str, sizes, image_size: int) -> None:
                       "without keeping their aspect ratio (see data/README.md)", stacklevel=2)
 
 
-def task_splits(index: pd.DataFrame, root, task: str, image_size: int,
-                mask_threshold: int | None = MASK_THRESHOLD) -> tuple[TaskSplit, TaskSplit]:
+def task_splits(index: pd.DataFrame, root, task: str, image_size: int, mask_threshold: int | None = MASK_THRESHOLD,
+                normalize: bool = IMAGE_LOADING_DEFAULTS["normalize"],
+                resize: str = IMAGE_LOADING_DEFAULTS["resize"]) -> tuple[TaskSplit, TaskSplit]:
     """(train, test) of `task`. A one-class test split is allowed (its metrics are NaN later); an empty one is not.
-    `root` is the dataset root, or {dataset: root} when the index spans datasets (the multi-dataset stream)."""
+    `root` is the dataset root, or {dataset: root} when the index spans datasets (the multi-dataset stream);
+    `normalize`, `resize`: how its images load (TaskSplit)."""
     tasks = sorted(index["task"].unique())
     if task not in tasks:
         raise choice_error("task", task, tasks)
@@ -141,20 +152,24 @@ def task_splits(index: pd.DataFrame, root, task: str, image_size: int,
         dup = sub["image_path"].duplicated()
         if dup.any():
             raise DatasetError(f"{root}: image {sub.loc[dup, 'image_path'].iloc[0]} listed twice in {task}/{split}")
-        splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size, mask_threshold))
+        splits.append(TaskSplit(datasets[0], task, split, root, sub, image_size, mask_threshold, normalize, resize))
     return splits[0], splits[1]
 
 
 def split_state(split: TaskSplit) -> dict:
     """A TaskSplit as plain data for a checkpoint (its rows, not its images)."""
     return {"dataset": split.dataset, "task": split.task, "split": split.split, "root": str(split.root),
-            "image_size": split.image_size, "rows": split.rows.to_dict("list")}
+            "image_size": split.image_size, "rows": split.rows.to_dict("list"), "normalize": split.normalize,
+            "resize": split.resize}
 
 
 def split_from_state(state: dict, root: Path | None = None) -> TaskSplit:
-    """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path)."""
+    """The TaskSplit of `split_state`, optionally re-rooted (a resumed run may see the dataset at another path).
+    A state saved before the loading was recorded loaded its images the default way."""
     return TaskSplit(state["dataset"], state["task"], state["split"], Path(root or state["root"]),
-                     pd.DataFrame(state["rows"]), state["image_size"])
+                     pd.DataFrame(state["rows"]), state["image_size"],
+                     normalize=state.get("normalize", IMAGE_LOADING_DEFAULTS["normalize"]),
+                     resize=state.get("resize", IMAGE_LOADING_DEFAULTS["resize"]))
 
 
 def rerooted(kept: list, split: TaskSplit) -> list:

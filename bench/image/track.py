@@ -91,15 +91,17 @@ class ImageTrack:
 def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     """(track, index_sha256) of an image run: resolve the model's preset, hyperparameters and version, check its
     memory and backbone, read the dataset index and check every file; bad input fails here, before any work."""
-    check_protocol(config.protocol, model_spec(config.model))
-    config.preset = model_spec(config.model).preset_name(config.preset)
+    spec = model_spec(config.model)
+    check_protocol(config.protocol, spec)
+    config.preset = spec.preset_name(config.preset)
     config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
-    config.model_version = model_spec(config.model).version
+    config.model_version = spec.version
     image = config.image
+    _resolve_loading(image, spec, config.preset)
     # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
-    need = model_spec(config.model).memory_bytes(image.image_size, image.batch_size, config.hparams)
+    need = spec.memory_bytes(image.image_size, image.batch_size, config.hparams)
     check_memory(config.model, image.image_size, image.batch_size, need)
-    if model_spec(config.model).inputs != "features":
+    if spec.inputs != "features":
         image.backbone = NO_BACKBONE  # raw images: the backbone named by the CLI default or a grid plays no part
     elif image.backbone == NO_BACKBONE:
         raise ConfigError(f"{config.model} runs on a pretrained backbone: --backbone {NO_BACKBONE} is only for "
@@ -107,7 +109,8 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     index = read_index(config.dataset, config.root)
     index = index[index["task"].isin(config.tasks)].reset_index(drop=True)
     roots = split_roots(config.dataset, config.root)  # {member: root} for the multi-dataset stream
-    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size, image.mask_threshold))
+    splits = {t: TaskData(*task_splits(index, roots, t, image.image_size, image.mask_threshold,
+                                       image.normalize is not False, image.resize))  # None: ImageSource reads raw
               for t in config.tasks}
     sizes = set()
     for data in splits.values():  # unreadable files fail now, before any work or output
@@ -116,6 +119,20 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
     return ImageTrack(splits, weights_id), index_sha
+
+
+def _resolve_loading(image, spec, preset: str) -> None:
+    """Fill in how images load (ImageInputs.normalize/.resize/.feature_dtype) from the model preset where the run
+    left them None. A detector that reads raw images normalises them itself: its `normalize` is None, whatever was
+    given (like its backbone, the setting plays no part in such a run)."""
+    loading = spec.loading(preset)
+    for name in ("resize", "feature_dtype"):
+        if getattr(image, name) is None:
+            setattr(image, name, loading[name])
+    if spec.inputs != "features":
+        image.normalize = None
+    elif image.normalize is None:
+        image.normalize = loading["normalize"]
 
 
 def _inputs_id(config: RunConfig) -> str:

@@ -115,15 +115,18 @@ def max_of_maps(patch_scores: torch.Tensor, image_size: int, sigma: float,
 ROUTE_BY = ("max", "mean")
 
 
-def route(per_task: torch.Tensor, by: str = "mean", image_size: int = 0,
+def route(per_task: torch.Tensor, by: str = "mean", image_size: int | None = 0,
           sigma: float = 0.0, taps: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Task routing of the task-bank protocols (InCLAD App. C): per-task patch scores [T, B, h, w] → (each
     image's patch scores under the task with the lowest image-level aggregate [B, h, w], that task's index [B]).
 
     by="mean": the mean patch score (App. C.1, PatchCore-CL). by="max": the image score itself, the max of the
-    upsampled, blurred map (`max_of_maps` with `image_size`, `sigma`, `taps`), as App. C.2/C.3 state for PaDiM-CL
-    and CFA-CL: the routed image score is then the lowest image score any task gives."""
-    if by == "max":
+    upsampled, blurred map (`max_of_maps` with `image_size`, `sigma`, `taps`; image_size None: of the patch scores
+    as they are, InCLAD's released PaDiM-CL), as App. C.2/C.3 state for PaDiM-CL and CFA-CL: the routed image score
+    is then the lowest image score any task gives."""
+    if by == "max" and image_size is None:
+        aggregate = per_task.flatten(2).max(2).values
+    elif by == "max":
         aggregate = torch.stack([anomaly_maps(p, image_size, sigma, taps).flatten(1).max(1).values for p in per_task])
     else:
         aggregate = per_task.flatten(2).mean(2)

@@ -1,10 +1,12 @@
 """PaDiM (Defard et al., 2021) and its continual adaptation, one Gaussian model per task (InCLAD App. C.2).
 
-Embedding: backbone layers 1–3, layers 2 and 3 upsampled (nearest) to the layer-1 grid and concatenated, then a
-seeded random subset of `n_features` channels (drawn once, at the first fit, and kept: every task's Gaussians
-live in the same feature space). Per location p: mean μ_p and covariance Σ_p + ε·I; all inverses in one batched
-call. Score: Mahalanobis distance per location, upsampled to the image, blurred with σ = 4; image score = max of
-the map. Defaults = InCLAD Table 6 (100 features, ε = 0.01).
+Embedding: backbone layers 1–3, layers 2 and 3 upsampled to the layer-1 grid (`align`: bilinear, InCLAD's released
+code; nearest, Defard et al.'s) and concatenated, then a seeded random subset of `n_features` channels (drawn
+once, at the first fit, and kept: every task's Gaussians live in the same feature space). Per location p: mean
+μ_p and covariance Σ_p + ε·I; all inverses in one batched call. Score: Mahalanobis distance per location; map =
+that upsampled (bilinear) to the image and blurred with `blur_sigma`; image score = max of the map at feature
+resolution (`image_score="raw"`, InCLAD's released code, no blur) or of the upsampled, blurred map ("map",
+Defard et al.'s, σ = 4: preset `original`). Defaults = InCLAD Table 6 (100 features, ε = 0.01) and its code.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.errors import ConfigError
-from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, max_of_maps, route, tensor_bytes
+from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, anomaly_maps, max_of_maps, route, tensor_bytes
 from bench.models.ops.blur import MAX_SIGMA
 from bench.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
 
@@ -62,13 +64,20 @@ def mahalanobis(z: torch.Tensor, mean: torch.Tensor, inv_cov: torch.Tensor) -> t
     return m2.clamp_min_(0).sqrt_().T
 
 
+ALIGNS = ("bilinear", "nearest")  # how layers 2 and 3 reach the layer-1 grid
+# the map an image score (and the CL routing, route_by="max") is the max of: "raw", the Mahalanobis map at feature
+# resolution (fork src/pyclad/models/padim/padim.py:137-140, padim_cl.py:129-133); "map", the upsampled, blurred map
+IMAGE_SCORES = ("raw", "map")
+
+
 class Padim(Detector):
     name = "padim"
 
     def __init__(self, extractor, *, image_size: int, layers, n_features: int, eps: float, blur_sigma: float,
-                 route_by: str):
+                 route_by: str, align: str, image_score: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.n_features, self.eps, self.blur_sigma, self.route_by = n_features, eps, blur_sigma, route_by
+        self.align, self.image_score = align, image_score
         self.feature_idx_: torch.Tensor | None = None
         self.mean_: torch.Tensor | None = None
         self.inv_cov_: torch.Tensor | None = None
@@ -78,7 +87,10 @@ class Padim(Detector):
         """Selected features [L, B, d] on the grid of the first layer (L = h·w locations), location-major and
         contiguous: the per-location products run about twice as fast as on a strided view."""
         size = feats[0].shape[-2:]
-        full = torch.cat([feats[0]] + [F.interpolate(f, size=size, mode="nearest") for f in feats[1:]], dim=1)
+        # bilinear: the released module's align_feature_maps (upstream pyCLAD 6c98b31 models/vision/utilities/
+        # features.py:15, align_corners=False)
+        up = ({"mode": "bilinear", "align_corners": False} if self.align == "bilinear" else {"mode": "nearest"})
+        full = torch.cat([feats[0]] + [F.interpolate(f, size=size, **up) for f in feats[1:]], dim=1)
         z = full[:, self.feature_idx_.to(full.device)]
         return z.flatten(2).permute(2, 0, 1).contiguous()
 
@@ -111,8 +123,11 @@ class Padim(Detector):
         return torch.stack([mahalanobis(z, mean, inv).view(z.shape[1], *grid) for mean, inv in gaussians])
 
     def finish(self, patch: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """[B, h, w] Mahalanobis maps → (image scores = max of the blurred map, maps [B, S, S])."""
-        return max_of_maps(patch, self.image_size, self.blur_sigma)
+        """[B, h, w] Mahalanobis maps → (image scores, maps [B, S, S]): IMAGE_SCORES."""
+        if self.image_score == "map":
+            return max_of_maps(patch, self.image_size, self.blur_sigma)
+        maps = anomaly_maps(patch, self.image_size, self.blur_sigma)
+        return patch.flatten(1).max(1).values.double().cpu().numpy(), maps.float().cpu().numpy()
 
     # --- Detector API -----------------------------------------------------------------------------
     def fit(self, split, seed: int) -> "Padim":
@@ -154,7 +169,8 @@ class PadimTaskModels(Protocol):
     def predict(self, split, idx) -> Prediction:
         det = self.detector
         z, grid = det._embedding(split, idx)
-        chosen, routed = route(det.patch_maps(z, grid, self.models_), det.route_by, det.image_size,
+        size = det.image_size if det.image_score == "map" else None  # None: the raw map's max
+        chosen, routed = route(det.patch_maps(z, grid, self.models_), det.route_by, size,
                                det.blur_sigma)  # j*(x) = argmin_j A_j(x)
         return Prediction(*det.finish(chosen), routed.cpu().numpy())
 
@@ -184,15 +200,26 @@ def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
 
 
 register(ModelSpec(
-    name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=2,
+    # 3: `inclad` follows InCLAD's released code: raw [0, 1] input, 8-bit resize, DEFAULT weights, bilinear layer
+    # alignment, image score and routing from the raw map, no blur (version 2's values: the `original` preset)
+    name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=3,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    presets={"inclad": {}, "original": {"blur_sigma": 4.0, "align": "nearest", "image_score": "map"}},
     default_preset="inclad",
+    # InCLAD's released config defaults normalize_mean/std to None (fork src/pyclad/models/padim/config.py:22-23)
+    # and its runner sets neither (docs/models.md); torchvision DEFAULT weights (fork vision/backbones.py:72-75)
+    image_loading={"inclad": {"normalize": False}},
+    imagenet_weights={"inclad": "DEFAULT"},
     params={
         "layers": Layers(("layer1", "layer2", "layer3")),
         "n_features": Int(100, 1, doc="randomly selected embedding dimensions"),
         "eps": Float(0.01, 0, low_open=True, doc="ε added to each covariance diagonal"),
-        "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
+        "blur_sigma": Float(0.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none: the released "
+                                                   "code's pixel maps are only upsampled)"),
+        "align": Choice("bilinear", ALIGNS, doc="upsampling of layers 2 and 3 to the layer-1 grid"),
+        "image_score": Choice("raw", IMAGE_SCORES, doc="image score and routing from the max of the raw "
+                                                       "feature-resolution map (raw) or of the upsampled, blurred "
+                                                       "map (map)"),
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.2) or lowest "
                                                 "mean patch score (mean)"),
     },

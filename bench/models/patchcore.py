@@ -7,7 +7,8 @@ layer-2 grid, and the layers' vectors concatenated and pooled again to one 1024-
 `embedding="concat"` (anomalib's): each layer averaged over a 3×3 neighbourhood, layer 3 upsampled, concatenated
 (384-d for resnet18, 1536-d for wide_resnet50_2). Memory bank: greedy k-center coreset (ratio 0.1) chosen on a
 128-d random projection. Score: distance of each test patch to its nearest bank patch; image score = max patch
-score; map = patch scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6.
+score; map = patch scores upsampled to the image and blurred with σ = 4. Defaults = InCLAD Table 6 and, where the
+paper is silent, InCLAD's released code (preset `inclad`; `original`: the method's paper, docs/models.md).
 """
 
 from __future__ import annotations
@@ -21,11 +22,18 @@ import torch.nn.functional as F
 from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
                                tensor_bytes)
 from bench.models.ops.blur import MAX_SIGMA
-from bench.models.ops.coreset import greedy_coreset, random_projection
+from bench.models.ops.coreset import PROJECTIONS, greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
 from bench.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
 
 EMBEDDINGS = ("released", "concat")
+# How PatchCore-CL compresses a previous task's bank (InCLAD App. C.1's weighted greedy coreset):
+# "released": InCLAD's code (ApproximateGreedyCoresetSampler.run_weighted, fork src/pyclad/models/patchcore/
+# patchcore.py:196-222, called from patchcore_cl.py:96-105): on the bank's random projection, d started at the mean
+# distance to random rows, w divided by its mean, int(n · (b_t / n)) patches kept (patchcore_cl.py:97 →
+# patchcore.py:164: b_t − 1 for some n, e.g. (22, 15) → 14). "exact": the formula on the full embedding, the first
+# pick argmax w, exactly b_t patches.
+COMPRESSIONS = ("released", "exact")
 
 
 def pool_matrix(p: int, q: int) -> torch.Tensor:
@@ -93,10 +101,12 @@ class PatchCore(Detector):
     name = "patchcore"
 
     def __init__(self, extractor, *, image_size: int, layers, embedding: str, embed_dim: int, coreset_ratio: float,
-                 projection_dim: int, n_starts: int, blur_sigma: float, previous_ratio: float):
+                 projection_dim: int, projection: str, n_starts: int, blur_sigma: float, previous_ratio: float,
+                 compression: str):
         self.extractor, self.image_size, self.layers = extractor, image_size, tuple(layers)
         self.embedding, self.embed_dim = embedding, embed_dim
         self.coreset_ratio, self.projection_dim, self.n_starts = coreset_ratio, projection_dim, n_starts
+        self.projection, self.compression = projection, compression
         self.blur_sigma, self.previous_ratio = blur_sigma, previous_ratio
         self.memory_bank_: torch.Tensor | None = None
 
@@ -121,8 +131,25 @@ class PatchCore(Detector):
         patches = torch.cat(chunks)
         k = max(1, int(patches.shape[0] * self.coreset_ratio))
         gen = torch.Generator().manual_seed(seed)
-        projected = random_projection(patches, self.projection_dim, gen)
+        projected = random_projection(patches, self.projection_dim, gen, self.projection)
         return patches[greedy_coreset(projected, k, generator=gen, n_starts=self.n_starts)].contiguous()
+
+    def compress(self, bank: torch.Tensor, b_t: int, current: torch.Tensor, seed: int) -> torch.Tensor:
+        """A previous task's bank shrunk to about b_t patches by the distance-weighted greedy coreset
+        (COMPRESSIONS); w_t(z) = distance to the current task's bank, so task-specific patches are kept."""
+        w = nn_distance(bank, current)
+        if self.compression == "exact":
+            return bank[greedy_coreset(bank, b_t, weights=w)].contiguous()
+        n = bank.shape[0]
+        k = max(1, int(n * (b_t / n)))  # the released sampler's ratio round trip
+        mean = float(w.mean())
+        if mean > 0:  # the released weights have mean 1; only rounding depends on it
+            w = w / mean
+        # one seed for the step's samplers, as the released code seeds every sampler with the run's seed: the
+        # projection is the current task's coreset's
+        gen = torch.Generator().manual_seed(seed)
+        projected = random_projection(bank, self.projection_dim, gen, self.projection)
+        return bank[greedy_coreset(projected, k, generator=gen, n_starts=self.n_starts, weights=w)].contiguous()
 
     # --- scoring ----------------------------------------------------------------------------------
     def patch_scores(self, patches: torch.Tensor, bank: torch.Tensor, shape) -> torch.Tensor:
@@ -157,8 +184,8 @@ class PatchCore(Detector):
 
 class PatchCoreTaskBanks(Protocol):
     """InCLAD App. C.1: one bank per task; the current task at native coreset size, previous banks
-    compressed to b_t = max(1, ⌊ρ|C_t| / (t−1)⌋) patches by the distance-weighted greedy coreset;
-    each test image is routed to the bank with the lowest mean patch NN distance."""
+    compressed to b_t = max(1, ⌊ρ|C_t| / (t−1)⌋) patches by the distance-weighted greedy coreset
+    (`PatchCore.compress`); each test image is routed to the bank with the lowest mean patch NN distance."""
 
     routes = True
 
@@ -169,15 +196,14 @@ class PatchCoreTaskBanks(Protocol):
     @torch.no_grad()
     def learn(self, split, step: int) -> None:
         det = self.detector
-        current = det.native_coreset(split, self.step_seed(step))
+        seed = self.step_seed(step)
+        current = det.native_coreset(split, seed)
         t = len(self.banks_) + 1
         if t > 1:
             b_t = max(1, math.floor(det.previous_ratio * current.shape[0] / (t - 1)))
             for j, bank in enumerate(self.banks_):
                 if bank.shape[0] > b_t:
-                    # w_t(z): distance to the current task; task-specific patches are kept preferentially
-                    w = nn_distance(bank, current)
-                    self.banks_[j] = bank[greedy_coreset(bank, b_t, weights=w)].contiguous()
+                    self.banks_[j] = det.compress(bank, b_t, current, seed)
         self.banks_.append(current)
 
     @torch.no_grad()
@@ -200,10 +226,16 @@ class PatchCoreTaskBanks(Protocol):
 
 
 register(ModelSpec(
-    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=2,
+    # 3: `inclad` follows InCLAD's released code: raw [0, 1] input, 8-bit resize, DEFAULT weights, the released
+    # compression and the nn.Linear projection's distribution (version 2's values: the `original` preset)
+    name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=3,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
-    presets={"inclad": {}},  # InCLAD's values are the paper's: no `original` preset
+    presets={"inclad": {}, "original": {"compression": "exact", "projection": "gaussian"}},
     default_preset="inclad",
+    # InCLAD's released config defaults normalize_mean/std to None (fork src/pyclad/models/patchcore/config.py:27-28)
+    # and its runner sets neither (docs/models.md); torchvision DEFAULT weights (fork vision/backbones.py:72-75)
+    image_loading={"inclad": {"normalize": False}},
+    imagenet_weights={"inclad": "DEFAULT"},
     params={
         "layers": Layers(("layer2", "layer3")),
         "embedding": Choice("released", EMBEDDINGS, doc="released: Roth et al.'s pooled 1024-d embedding; "
@@ -211,9 +243,13 @@ register(ModelSpec(
         "embed_dim": Int(1024, 1, doc="released embedding: dimension of each layer's and the final pooling"),
         "coreset_ratio": Float(0.1, 0, 1, low_open=True, doc="share of training patches kept in the bank"),
         "projection_dim": Int(128, 1, doc="random projection used by the greedy coreset"),
+        "projection": Choice("uniform", PROJECTIONS, doc="the projection's entries: uniform (torch.nn.Linear's "
+                                                         "initialisation, the released samplers') or gaussian (JL)"),
         "n_starts": Int(10, 1, doc="random starting points of the greedy coreset"),
         "blur_sigma": Float(4.0, 0, MAX_SIGMA, doc="Gaussian blur of the anomaly map (0 = none)"),
         "previous_ratio": Float(0.25, 0, 1, low_open=True, doc="ρ: share of the bank kept for previous tasks (CL)"),
+        "compression": Choice("released", COMPRESSIONS, doc="CL compression of previous banks: released (InCLAD's "
+                                                            "sampler) or exact (App. C.1's formula, full embedding)"),
     },
     # measured on CPU (peak RSS of a two-image fit at 64 and 160 px, default settings; docs/cluster.md): 210 bytes
     # per pixel of a batch through the backbone with its patch embedding and nearest-neighbour search

@@ -36,10 +36,10 @@ def test_cli_preset_sets_values_and_is_recorded_in_the_result_file(tiny_root, tm
 
 
 def test_an_unknown_preset_is_one_line(tiny_root, tmp_path, capsys):
-    code = main([*RUN, "--root", str(tiny_root), "--model", "patchcore", "--image-size", "64", "--preset", "original",
+    code = main([*RUN, "--root", str(tiny_root), "--model", "patchcore", "--image-size", "64", "--preset", "paper",
                  "--out", str(tmp_path / "x.h5")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "unknown patchcore preset 'original' (valid: inclad)" in err and "\n" not in err
+    assert code == 2 and "unknown patchcore preset 'paper' (valid: inclad, original)" in err and "\n" not in err
 
 
 def test_grid_preset_reaches_the_run_config_and_is_checked_at_load(tiny_root, tmp_path):
@@ -77,8 +77,8 @@ def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
 
     assert {c.preset for c in demo.demo_configs(demo_root)} == {"inclad"}
     assert {c.preset for c in demo.demo_configs(demo_root, model_preset="inclad")} == {"inclad"}
-    with pytest.raises(ConfigError, match="unknown patchcore preset 'original'"):  # no silent fallback
-        demo.demo_configs(demo_root, model_preset="original")
+    with pytest.raises(ConfigError, match="unknown patchcore preset 'paper'"):  # no silent fallback
+        demo.demo_configs(demo_root, model_preset="paper")
     monkeypatch.setattr(demo, "DEMO_MODELS", ("rd4ad",))
     configs = demo.demo_configs(demo_root, model_preset="original")
     assert {c.preset for c in configs} == {"original"}
@@ -110,8 +110,9 @@ def test_cli_without_image_size_takes_the_models_paper_size(tiny_root, capsys):
 
 
 def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
-    """V1 (`tv_in1k`) for PatchCore; torchvision's DEFAULT for InCLAD's RD4AD: V2 (`tv2_in1k`) on
-    wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at once."""
+    """V1 (`tv_in1k`) for PatchCore's `original`; torchvision's DEFAULT for InCLAD's RD4AD and PatchCore: V2
+    (`tv2_in1k`) on wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at
+    once."""
     from bench.features import (published_prefix, resolve_weights, staged_files, staged_weights_path,
                                 torchvision_url, write_source_record)
     from bench.registry import get
@@ -124,11 +125,12 @@ def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
         url = torchvision_url(backbone, tag)  # and the record `make weights` writes after checking the download
         write_source_record(staged_weights_path(backbone, tag), url, published_prefix(url).ljust(64, "0"))
     ids = {(m, p, b): resolve_weights(b, "imagenet", get(m).imagenet_generation(p))[1]
-           for m, p in (("patchcore", None), ("rd4ad", None), ("rd4ad", "original"))
+           for m, p in (("patchcore", None), ("patchcore", "original"), ("rd4ad", None), ("rd4ad", "original"))
            for b in ("resnet18", "wide_resnet50_2")}
-    assert ids[("patchcore", None, "wide_resnet50_2")].startswith("wide_resnet50_2.tv_in1k:")
+    assert ids[("patchcore", "original", "wide_resnet50_2")].startswith("wide_resnet50_2.tv_in1k:")
     assert ids[("rd4ad", None, "wide_resnet50_2")].startswith("wide_resnet50_2.tv2_in1k:")
-    assert ids[("rd4ad", "original", "wide_resnet50_2")] == ids[("patchcore", None, "wide_resnet50_2")]
+    assert ids[("patchcore", None, "wide_resnet50_2")] == ids[("rd4ad", None, "wide_resnet50_2")]
+    assert ids[("rd4ad", "original", "wide_resnet50_2")] == ids[("patchcore", "original", "wide_resnet50_2")]
     assert len({ids[(m, p, "resnet18")] for m, p in (("patchcore", None), ("rd4ad", None))}) == 1
     staged_weights_path("wide_resnet50_2", "tv2_in1k").unlink()
     with pytest.raises(WeightsError, match=r"wide_resnet50_2\.tv2_in1k \(DEFAULT\) are not staged.*make weights"):

@@ -68,10 +68,31 @@ def test_image_run_keys_are_unchanged_by_schemas_2_and_3():
     assert tabular.run_key("ab" * 32, "none") != image_config().run_key("ab" * 32, "none")
 
 
+def test_image_loading_enters_the_run_key_only_where_it_differs_from_before():
+    """ImageInputs.normalize/.resize: a run that loads images as every run did before they were recorded
+    (ImageNet-normalised, float resize) keeps its key (IMAGE_KEY_2); raw input or the 8-bit resize is a new run."""
+    new = image_config()
+    new.model_version, new.image.pixel_eval, new.image.feature_dtype = 2, "resized", "float16"
+    new.image.normalize, new.image.resize = True, "float"
+    assert new.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2
+    keys = {IMAGE_KEY_2}
+    for normalize, resize in ((False, "float"), (True, "8bit"), (False, "8bit")):
+        new.image.normalize, new.image.resize = normalize, resize
+        keys.add(new.run_key("ab" * 32, "tv-imagenet1k-v1"))
+    assert len(keys) == 4
+    read = RunConfig.from_json(new.to_json())  # recorded in the config and read back
+    assert (read.image.normalize, read.image.resize) == (False, "8bit")
+    with pytest.raises(ConfigError, match="resize"):
+        replace(new, inputs=replace(new.image, resize="nearest")).validate()
+    with pytest.raises(ConfigError, match="normalize"):
+        replace(new, inputs=replace(new.image, normalize="yes")).validate()
+
+
 def test_schema_2_flat_configs_read_back_as_core_and_inputs_with_their_keys():
     image = RunConfig.from_json(IMAGE_JSON_2)
     assert image.track == "image" and image.image == ImageInputs(backbone="wide_resnet50_2", image_size=256,
-                                                                 batch_size=16, mask_threshold=None, workers=0)
+                                                                 batch_size=16, mask_threshold=None, workers=0,
+                                                                 feature_dtype="float16")
     assert image.run_key("ab" * 32, "tv-imagenet1k-v1") == IMAGE_KEY_2
     tabular = RunConfig.from_json(TABULAR_JSON_2)  # its image fields were never used: they are dropped
     assert tabular.track == "tabular" and tabular.inputs == TabularInputs()

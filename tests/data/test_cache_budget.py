@@ -28,10 +28,10 @@ def _run(tmp_path, make_config, root, name, **kw):
 
 
 def _bytes_per_image(model, root):
-    """Cached bytes of one image at the runs' default storage (float16)."""
+    """Cached bytes of one image at the runs' default storage (float32: the inclad presets' feature_dtype)."""
     train, _ = task_split_pair(root, TASKS[0], 64)
     extractor = model_extractor(model_layers(model, resolve_hparams(model)))
-    stored = FeatureCache(dtype="float16").stored
+    stored = FeatureCache(dtype="float32").stored
     return sum(stored(f[0]).nbytes for f in extractor(train, np.arange(1)))
 
 

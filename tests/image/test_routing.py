@@ -21,7 +21,9 @@ N_TEST = 16  # tiny preset: test images per task
 SMALL = {"patchcore": {}, "padim": {}, "cfa": {"epochs": 2}}
 # Routing by the mean patch score (PatchCore) sends nearly every image home; routing by the image score (PaDiM,
 # CFA: InCLAD App. C.2/C.3) sends anomalous images to whichever task scores their defect lowest, so fewer.
-MIN_ROUTING_ACCURACY = {"patchcore": 0.9, "padim": 0.6, "cfa": 0.6}
+# PatchCore's `inclad` preset feeds raw [0, 1] pixels, as InCLAD's released code does: on this random-init backbone
+# after step 2 only 3 of the 16 chip images go home (81 % of all routings; normalised input, `original`: all).
+MIN_ROUTING_ACCURACY = {"patchcore": 0.75, "padim": 0.6, "cfa": 0.6}
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import torch
 from bench.data import read_index
 from bench.errors import ConfigError
 from bench.metrics import roc_auc
+from bench.models.base import route
 from bench.models.padim import mahalanobis
 from bench.tools.perf.models import padim_batched, padim_reference
 from bench.models import create
@@ -108,3 +109,45 @@ def test_cl_keeps_one_gaussian_per_task_and_routes_by_its_rule(tiny_root, route_
     one = protocol.predict(splits["disc"][1], np.array([4]))
     np.testing.assert_allclose(one.scores[0], both.scores[4], rtol=1e-5)
     assert one.routed[0] == both.routed[4]
+
+
+def _all_channels(padim, feats):
+    padim.feature_idx_ = torch.arange(sum(f.shape[1] for f in feats))
+    return padim
+
+
+def test_layers_are_aligned_bilinearly_as_released_and_nearest_under_original():
+    """`inclad`: layers 2 and 3 reach the layer-1 grid by F.interpolate(bilinear, align_corners=False), the
+    released module's align_feature_maps (fork src/pyclad/models/padim/padim.py:56 → upstream pyCLAD 6c98b31
+    models/vision/utilities/features.py:15); `original`: nearest, Defard et al.'s code."""
+    g = torch.Generator().manual_seed(0)
+    feats = [torch.randn(2, c, s, s, generator=g) for c, s in ((4, 8), (6, 4), (5, 2))]
+    for kwargs, up in (({}, {"mode": "bilinear", "align_corners": False}), ({"align": "nearest"}, {"mode": "nearest"})):
+        padim = _all_channels(create("padim", model_extractor(), 64, **kwargs), feats)
+        expected = torch.cat([feats[0], *(torch.nn.functional.interpolate(f, size=(8, 8), **up) for f in feats[1:])], 1)
+        torch.testing.assert_close(padim.embed(feats), expected.flatten(2).permute(2, 0, 1))
+
+
+def test_image_score_is_the_raw_map_max_and_the_map_is_not_blurred():
+    """`inclad`: image score = max of the Mahalanobis map at feature resolution (fork padim.py:137-140); the pixel
+    map is that map upsampled bilinearly, never blurred (_resize_maps). `original`: both from the upsampled map
+    blurred with σ = 4 (Defard et al.), whose max is lower than the raw one at an isolated peak."""
+    patch = torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(1))
+    patch[0, 3, 4] = 9.0
+    scores, maps = create("padim", model_extractor(), 32).finish(patch)
+    np.testing.assert_array_equal(scores, patch.flatten(1).max(1).values.double().numpy())
+    up = torch.nn.functional.interpolate(patch[:, None], size=(32, 32), mode="bilinear", align_corners=False)[:, 0]
+    np.testing.assert_array_equal(maps, up.numpy())
+    blurred, _ = create("padim", model_extractor(), 32, blur_sigma=4.0, image_score="map").finish(patch)
+    assert blurred[0] < scores[0] - 1.0
+
+
+def test_cl_routes_by_the_raw_map_max_as_released():
+    """padim_cl.py:129-133: each image goes to the task whose raw map has the lowest max. A task with one high
+    isolated patch loses to a flat task under the raw max, and wins once the map is upsampled and blurred."""
+    spiky = torch.zeros(1, 8, 8)
+    spiky[0, 4, 4] = 10.0
+    flat = torch.full((1, 8, 8), 6.0)
+    per_task = torch.stack([spiky, flat])
+    assert route(per_task, "max", None)[1].tolist() == [1]
+    assert route(per_task, "max", 32, 4.0)[1].tolist() == [0]

@@ -34,7 +34,6 @@ PAPER = {
         "n_features": 100,  # Table 6: n_features
         "eps": 0.01,  # Table 6: regularization
         "layers": ["layer1", "layer2", "layer3"],  # not in Table 6: PaDiM's layers 1–3
-        "blur_sigma": 4.0,  # not in Table 6: σ = 4, as for PatchCore
         "route_by": "max",  # InCLAD §4.3 / App. C.2: routed by the image-level (map max) Mahalanobis score
     },
     "cfa": {
@@ -68,8 +67,10 @@ TABLE_7 = {
 # every image detector's presets (values that differ from the defaults), its default preset (inclad everywhere),
 # and which torchvision ImageNet weights `--weights imagenet` means under each (absent: IMAGENET1K_V1)
 PRESETS = {
-    "patchcore": {"inclad": {}},
-    "padim": {"inclad": {}},
+    # Roth et al.'s paper: App. C.1's compression formula as written, a Gaussian (JL) projection
+    "patchcore": {"inclad": {}, "original": {"compression": "exact", "projection": "gaussian"}},
+    # Defard et al.'s code: layers upsampled nearest, image score the max of the upsampled map blurred with σ = 4
+    "padim": {"inclad": {}, "original": {"blur_sigma": 4.0, "align": "nearest", "image_score": "map"}},
     # Lee et al.'s descriptor over layers 1–3 and scipy's 4σ filter; App. C.3's rebuilt bank; the suite's water filling
     "cfa": {"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,
                                        "ncl_bank": "after", "replay_share": "water"}},
@@ -83,12 +84,20 @@ PRESETS = {
     "fastflow": {"inclad": {}, "original": {"replay_share": "water"}},
     "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
 }
-# InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights, and so do its CFA
-# and FastFlow (routing-cad-icdm src/pyclad/models/vision/backbones.py:72-75 `get_model_weights(model_fn).DEFAULT`)
+# InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights, and so do its CFA,
+# FastFlow, PatchCore and PaDiM (routing-cad-icdm src/pyclad/models/vision/backbones.py:72-75
+# `get_model_weights(model_fn).DEFAULT`, reached from src/pyclad/models/{patchcore,padim}/builder.py)
 IMAGENET_WEIGHTS = {"rd4ad": {"inclad": "DEFAULT"}, "paste": {"inclad": "DEFAULT"}, "stfpm": {"inclad": "DEFAULT"},
-                    "cfa": {"inclad": "DEFAULT"}, "fastflow": {"inclad": "DEFAULT"}}
+                    "cfa": {"inclad": "DEFAULT"}, "fastflow": {"inclad": "DEFAULT"},
+                    "patchcore": {"inclad": "DEFAULT"}, "padim": {"inclad": "DEFAULT"}}
 # what InCLAD's released code does beyond Table 7's rows (the `inclad` preset's values)
 INCLAD_CODE = {
+    # routing-cad-icdm src/pyclad/models/patchcore/patchcore_cl.py:96-105 → patchcore.py:196-222 (run_weighted); the
+    # sampler's projection is a bias-free nn.Linear (patchcore.py:126-133), i.e. uniform entries
+    "patchcore": {"compression": "released", "projection": "uniform"},
+    # routing-cad-icdm src/pyclad/models/padim/padim.py:56 (align_feature_maps: bilinear), :137-140 (image score = max
+    # of the raw map), _resize_maps (bilinear, no blur); padim_cl.py:129-133 (routing by that raw max)
+    "padim": {"blur_sigma": 0.0, "align": "bilinear", "image_score": "raw"},
     # routing-cad-icdm src/pyclad/models/cfa/: architecture.py:13-17 layers, config.py:36-37 kernel 3 σ 4, cfa.py:76
     # the bank built before training; architecture.py:188-196 the mean of batch means; pyCLAD v0.3.0
     # adaptive_balanced.py:20 the floor shares

@@ -32,10 +32,20 @@ def _one_cpu_thread(device: torch.device):
         torch.set_num_threads(before)
 
 
-def random_projection(x: torch.Tensor, dim: int, generator: torch.Generator) -> torch.Tensor:
-    """Gaussian Johnson-Lindenstrauss projection to `dim` dimensions (identity when already small enough)."""
+PROJECTIONS = ("uniform", "gaussian")
+
+
+def random_projection(x: torch.Tensor, dim: int, generator: torch.Generator, kind: str = "gaussian") -> torch.Tensor:
+    """Random linear projection to `dim` dimensions (identity when already small enough). `kind="gaussian"`: a
+    Johnson-Lindenstrauss matrix of N(0, 1/dim) entries; `"uniform"`: U(−1/√d, 1/√d) entries for d input dimensions,
+    the default initialisation of the bias-free `torch.nn.Linear` that Roth et al.'s and InCLAD's released samplers
+    project with. The greedy picks do not depend on the matrix's scale, only on its distribution."""
     if x.shape[1] <= dim:
         return x
+    if kind == "uniform":
+        bound = x.shape[1] ** -0.5
+        w = torch.rand(x.shape[1], dim, generator=generator, dtype=torch.float32).mul_(2 * bound).sub_(bound)
+        return x @ w.to(x.device)
     w = torch.randn(x.shape[1], dim, generator=generator, dtype=torch.float32).to(x.device)
     return (x @ w) / dim**0.5
 
@@ -62,12 +72,12 @@ def greedy_coreset(
     block: int = 128,
     candidates: int = 2048,
 ) -> torch.Tensor:
-    """Indices of k rows of x chosen by (optionally weighted) greedy k-center selection.
+    """Indices of k rows of x chosen by (optionally weighted) greedy k-center selection: each step takes the row
+    with the largest w(z) · d(z), d(z) = min_{s∈S} ||z − s|| over the selection S (w = 1 unweighted).
 
-    Unweighted (PatchCore's approximate greedy coreset): the running min-distance starts as the mean
-    distance to `n_starts` random rows, then each step takes the row farthest from the selection.
-    Weighted (InCLAD App. C.1 compression): each step takes argmax w(z) · min_{s∈S} ||z − s||; with S
-    empty the first pick is argmax w(z).
+    With a `generator` (PatchCore's approximate greedy coreset, and InCLAD's released weighted compression,
+    `run_weighted`): d starts as the mean distance to `n_starts` random rows. Without one (weighted only: InCLAD
+    App. C.1's formula read with S = ∅), the first pick is argmax w(z).
     """
     n = x.shape[0]
     if k >= n:
@@ -77,11 +87,11 @@ def greedy_coreset(
     selected = torch.empty(k, dtype=torch.long, device=x.device)
     w = None if weights is None else weights.float()
     i = 0
-    if w is None:
-        if generator is None:
-            raise ValueError("greedy_coreset needs a seeded generator for its random starting points")
+    if generator is not None:
         starts = torch.randperm(n, generator=generator)[: max(1, n_starts)].to(x.device)
         min_d = _dist_to(x, sq, x[starts]).mean(1)
+    elif w is None:
+        raise ValueError("greedy_coreset needs a seeded generator for its random starting points")
     else:
         selected[0] = j = int(torch.argmax(w))
         min_d, i = _min_dist_to(x, sq, x[j : j + 1]), 1
