@@ -92,7 +92,8 @@ def cmd_run(args) -> int:
         config = config_from_args(args)
         run = prepare(config, out=args.out)
     print(f"run {run.out.stem}: {config.model}/{config.protocol} on {config.dataset} "
-          f"({len(config.tasks)} tasks, {config.ordering}: {', '.join(config.tasks)})")
+          f"({len(config.tasks)} task{'s' if len(config.tasks) != 1 else ''}, {config.ordering}: "
+          f"{', '.join(config.tasks)})")
     path = execute(run, progress=not args.no_progress, max_steps=args.max_steps)
     print(f"results: {path}")
     print_summary(path)

@@ -9,8 +9,8 @@ and what is allowed.
 
 Presets: a detector may name sets of hyperparameter values (InCLAD's released code, the method's own paper, a
 framework's released code). The spec's `params` defaults are its default preset's values; every other preset lists
-only the values that differ. A run records the preset's name (`RunConfig.preset`); the run key covers the values
-it resolves to, so two presets that agree on every value give one run. `ParamTable` is the same mechanism for
+only the values that differ. The run key covers the values a run resolves to, so two presets that agree on every
+value give one run, and a run records the preset its values are (`ModelSpec.recorded_preset`), not the name asked. `ParamTable` is the same mechanism for
 settings that belong to no detector (e.g. the tabular framework's filter thresholds).
 """
 
@@ -256,6 +256,21 @@ class ModelSpec:
         """Defaults, the preset's values (None: the default preset), then checked overrides; an unknown name
         lists the valid ones."""
         return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
+
+    def recorded_preset(self, asked: str | None, hparams: dict, *, weights_by_preset: bool) -> str:
+        """The preset name a run with the resolved `hparams` records: decided by the values, not by the name asked,
+        so every run of one key records one name (`--preset original --set blur_sigma=0`, equal to `inclad`,
+        records inclad, whichever command made the file). Among the presets that give the run's inputs (all of
+        them, or with `weights_by_preset` those whose ImageNet weights generation is the asked one's), the first in
+        the spec's order with the fewest values differing from `hparams`: the exact match where there is one."""
+        generation = self.imagenet_generation(asked)
+        same_inputs = [p for p in self.presets if not weights_by_preset or self.imagenet_generation(p) == generation]
+
+        def differing(preset: str) -> int:
+            values = self.resolve(preset=preset)
+            return sum(values.get(k) != hparams.get(k) for k in set(values) | set(hparams))
+
+        return min(same_inputs, key=differing)
 
     def asset_ids(self, hparams: dict) -> dict:
         return self.assets(hparams) if self.assets is not None else {}

@@ -87,15 +87,26 @@ class ImageTrack:
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
         _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
 
+    def probe(self, run, protocol) -> np.ndarray:
+        """Scores of the first task's first test batch under a restored protocol (the runner checks a resumed
+        state with them). The batch is the one evaluation scores first, so the features it caches are those
+        evaluation would compute; scoring is pointwise, so nothing measured changes."""
+        split = run.splits[run.config.tasks[0]].test
+        with torch.no_grad():
+            pred = protocol.predict(split, next(iter(split.batches(run.config.image.batch_size))))
+        return pred.scores if pred.maps is None else np.append(pred.scores, pred.maps.max(axis=(1, 2)))
+
 
 def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     """(track, index_sha256) of an image run: resolve the model's preset, hyperparameters and version, check its
     memory and backbone, read the dataset index and check every file; bad input fails here, before any work."""
     check_protocol(config.protocol, model_spec(config.model))
-    config.preset = model_spec(config.model).preset_name(config.preset)
-    config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
-    config.model_version = model_spec(config.model).version
-    image = config.image
+    spec, image = model_spec(config.model), config.image
+    config.hparams = resolve_hparams(config.model, config.hparams, spec.preset_name(config.preset))
+    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
+    config.preset = spec.recorded_preset(config.preset, config.hparams,
+                                         weights_by_preset=spec.inputs == "features" and image.weights == "imagenet")
+    config.model_version = spec.version
     # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
     need = model_spec(config.model).memory_bytes(image.image_size, image.batch_size, config.hparams)
     check_memory(config.model, image.image_size, image.batch_size, need)

@@ -24,6 +24,7 @@ from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.tabular.protocols import REPLAY_RECORDS, RecordSplit
 
+PROBE_RECORDS = 64  # what a resumed run's restored state scores first (TabularTrack.probe)
 MATRICES = ("R/record", "R/record_ap", "R/record_npr_auc", "R/record_prevalence", "R/record_expected_ap")
 
 
@@ -68,6 +69,12 @@ class TabularTrack:
     def attrs(self) -> dict:
         return {"backbone_forward_images": 0}
 
+    def probe(self, run, protocol) -> np.ndarray:
+        """Scores of the first task's first test records under a restored protocol (the runner checks a resumed
+        state with them; scoring is pointwise, so nothing measured changes)."""
+        split = self.splits[run.config.tasks[0]].test
+        return protocol.predict(split, np.arange(min(len(split), PROBE_RECORDS)))
+
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
         from bench.metrics import expected_random_ap
 
@@ -97,8 +104,9 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")
-    config.preset = spec.preset_name(config.preset)
-    config.hparams = spec.resolve(config.hparams, config.preset)
+    config.hparams = spec.resolve(config.hparams, spec.preset_name(config.preset))
+    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
+    config.preset = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
     index, X, meta = load_index(config.root)

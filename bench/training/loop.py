@@ -113,6 +113,10 @@ def state_sha256(modules: dict[str, nn.Module]) -> str:
     return h.hexdigest()
 
 
+# what resuming an epoch checkpoint restores: its digest is saved with it and checked before any of it is used
+RESTORED = ("epoch", "losses", "modules", "optimizers", "schedulers", "order_rng")
+
+
 def _binding(ctx: TrainContext, start: str, epochs: int, n_samples: int) -> dict:
     """What an epoch checkpoint must match to be continued: this run, step, training, start weights and sizes."""
     return {"tag": ctx.tag, "step": ctx.step, "call": ctx.calls, "start": start, "epochs": epochs,
@@ -169,6 +173,9 @@ def _check_epoch(path: Path, state: dict, binding: dict, modules: dict[str, nn.M
             raise CheckpointError(f"{path}: no {key} list")
     if not isinstance(state.get("order_rng"), torch.Tensor):
         raise CheckpointError(f"{path}: no sample-order generator state")
+    if state.get("digest") != checkpoint.digest({key: state[key] for key in RESTORED}):
+        raise CheckpointError(f"{path}: epoch checkpoint's weights or training state do not match the digest saved "
+                              f"with them (changed after it was written)")
 
 
 def _restore(ctx, modules, optimizers, schedulers, order_rng, resumed) -> bool:
@@ -251,11 +258,11 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
             ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
                     f"({ctx.epoch_seconds[-1]:.1f}s)")
         if binding is not None:
-            checkpoint.save(ctx.checkpoint, {
-                **binding, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
-                "modules": {name: m.state_dict() for name, m in modules.items()},
-                "optimizers": [_optimizer_state(o) for o in optimizers],
-                "schedulers": [s.state_dict() for s in schedulers]})
+            restored = {"epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
+                        "modules": {name: m.state_dict() for name, m in modules.items()},
+                        "optimizers": [_optimizer_state(o) for o in optimizers],
+                        "schedulers": [s.state_dict() for s in schedulers]}
+            checkpoint.save(ctx.checkpoint, {**binding, **restored, "digest": checkpoint.digest(restored)})
     bar.close()
     for module in modules.values():
         module.eval()
