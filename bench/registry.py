@@ -10,7 +10,8 @@ and what is allowed.
 Presets: a detector may name sets of hyperparameter values (InCLAD's released code, the method's own paper, a
 framework's released code). The spec's `params` defaults are its default preset's values; every other preset lists
 only the values that differ. The run key covers the values a run resolves to, so two presets that agree on every
-value give one run, and a run records the preset its values are (`ModelSpec.recorded_preset`), not the name asked. `ParamTable` is the same mechanism for
+value give one run, and a run records the preset its values are (`ModelSpec.recorded_preset`), not the name
+asked. `ParamTable` is the same mechanism for
 settings that belong to no detector (e.g. the tabular framework's filter thresholds).
 """
 

@@ -202,7 +202,7 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
     for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",
-                "cpu_threads", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
+                "cpu_threads", "load_avg_start", "load_avg_end", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
                 "container_digest", "started_at", "finished_at"):
         row[key] = a.get(key, "")  # "" for files older than the attribute
     return row

@@ -20,6 +20,7 @@ one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task i
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -107,6 +108,10 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
     """Run (or resume) the stream; returns the result file. `max_steps` stops early (resumable)."""
     check_max_steps(max_steps)
     check_output(run.out, run.run_key)  # again: the file may have changed since planning
+    if results.is_complete(run.out, run.run_key) and not os.access(run.out.parent, os.W_OK | os.X_OK):
+        # a finished result on a read-only mount: no lock can be taken there, and none is needed to report it
+        log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
+        return run.out
     with output_lock(run.out), stop_on_sigterm():
         remove_stale_temps(run.out, (run.checkpoint_path, run.epoch_checkpoint_path), log)
         if results.is_complete(run.out, run.run_key):
@@ -141,7 +146,10 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
                   "evaluation": cfg.evaluation,
                   # a float32 training run sums in another order with another thread count, so on CPU a trained
                   # detector's R is reproducible at the same count (a job's: its SLURM cpus, OMP_NUM_THREADS)
-                  "cpu_threads": torch.get_num_threads()}
+                  "cpu_threads": torch.get_num_threads(),
+                  # beside it the machine's 1-minute load average as this execution started (the end: `_write`):
+                  # timings made under load mislead, and so may a shared machine's thread count
+                  "load_avg_start": load_average()}
     tasks_info = _tasks_info(run)
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
@@ -158,7 +166,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             synchronize(device)
             t0 = time.perf_counter()
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t)
+            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t,
+                                   heartbeat=None if progress else log)
             protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
             protocol.learn(run.splits[task].train, t)
             if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
@@ -232,7 +241,8 @@ def _write(run, state, routing, tasks_info, attrs):
             if all(len(s) > k for s in state.scores):
                 scores[f"scores/{name}"] = np.concatenate([s[k] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
-    attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
+    attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished,
+             "load_avg_end": load_average()}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
 
 
@@ -264,7 +274,8 @@ def _resume(run: Run, protocol, log) -> RunState | None:
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = checkpoint.move_aside(path)
         first = str(e).splitlines()[0] if str(e) else ""
-        reason = str(e) if isinstance(e, CheckpointError) else f"{path}: unusable checkpoint ({type(e).__name__}: {first})"
+        reason = (str(e) if isinstance(e, CheckpointError)
+                  else f"{path}: unusable checkpoint ({type(e).__name__}: {first})")
         log(f"warning: {reason}; moved it to {bad.name} and starting the run afresh")
         return None
     log(f"resuming {run.out.name} after step {state.steps_done}/{n}")
@@ -340,6 +351,15 @@ def _warn_ties(log, cfg, state, t, unit: str) -> None:
         if step == t and count > MOSTLY_TIED * len(values):
             log(f"warning: step {t + 1}, task {cfg.tasks[j]}: {count} of {len(values)} test {unit} have one score "
                 f"({value:.6g}); its ROC-AUC is decided by ties (counted in the summary; docs/models.md, Ties)")
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (runnable processes; compare with cpu_threads); NaN where the system
+    has none."""
+    try:
+        return float(os.getloadavg()[0])
+    except OSError:
+        return float("nan")
 
 
 def _device_name(device: torch.device) -> str:

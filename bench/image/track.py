@@ -33,6 +33,7 @@ from bench.image.protocols import check_protocol, make_protocol
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.registry import get as model_spec
+from bench.training.loop import Heartbeat
 
 
 class ImageTrack:
@@ -47,9 +48,11 @@ class ImageTrack:
         self.splits = splits
         self.weights_id = weights_id  # the run key's id of the backbone weights and the detector's assets
         self.extractor = None
+        self.log = None  # the runner's log, from `start`
         self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
+        self.log = log  # evaluation's heartbeat where no progress bar is drawn
         image = cfg.image
         if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
             self.extractor = ImageSource(device, batch_size=image.batch_size, workers=image.workers,
@@ -85,7 +88,7 @@ class ImageTrack:
                 **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
 
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
-        _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
+        _evaluate(run, protocol, state, routing, self.masks, t, j, progress, Heartbeat(None if progress else self.log))
 
     def probe(self, run, protocol) -> np.ndarray:
         """Scores of the first task's first test batch under a restored protocol (the runner checks a resumed
@@ -168,7 +171,7 @@ def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
         pixel.update(m[None], mask[None])
 
 
-def _evaluate(run, protocol, state, routing, masks, t, j, progress):
+def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
     if split.name not in masks:
@@ -177,9 +180,13 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     pixel = PixelRocAuc() if mask is not None else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.image.batch_size))
+    done = 0
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
                     disable=not progress):
         check_terminated()
+        if alive.due():  # no bar off a terminal: a line at least every minute of a long evaluation
+            alive.log(f"  evaluating step {t + 1} on {split.task}: {done}/{len(split)} images scored")
+        done += len(idx)
         with torch.no_grad():
             pred = protocol.predict(split, idx)
         scores[idx] = pred.scores
