@@ -85,3 +85,32 @@ def test_a_one_task_run_says_bwt_is_not_applicable_up_front_and_in_its_summary(t
     assert note < out.index("learning task 1/1")
     summary = out[out.index("results: "):]
     assert "BWT n/a (one task)" in summary and "FM n/a (one task)" in summary and "nan" not in summary.lower()
+
+
+def test_a_filtering_failure_names_each_pass_and_writes_its_record_before_the_error(tmp_path):
+    """Issue 31 §5: scenario construction that filtered every task away logged `kept [...] removed [...] mean W
+    None` and failed with counts only; now each pass says which task went by which criteria, the candidate's
+    record (candidates/<name>/filtering.json) is written before the error, and the message counts "0 tasks"."""
+    import json
+
+    import pytest
+
+    from bench.errors import ConfigError
+    from bench.registry import get
+    from bench.tabular.discovery import DiscoverySettings
+    from bench.tabular.filtering import FilterSettings
+    from bench.tabular.scenario import construct
+    from bench.tabular.synthetic import generate
+
+    root = generate(tmp_path / "raw", seed=0, n_normal=200, n_anomal=50)
+    said = []
+    with pytest.raises(ConfigError) as info:  # γ_l = 0.5: no ROC-AUC beats the baseline by more, FC1 flags all
+        construct("synthetic", tmp_path / "out", root=root, candidates=[DiscoverySettings()], models=("iforest",),
+                  hparams={"iforest": get("iforest", "tabular").quick}, fs=FilterSettings(gamma_l=0.5),
+                  log=said.append)
+    record = json.loads((tmp_path / "out" / "candidates" / "natural-day" / "filtering.json").read_text())
+    assert record["kept"] == [] and len(record["passes"]) == len(record["removed"]) > 1
+    line = next(s for s in said if s.startswith("candidate natural-day: kept"))
+    assert line.startswith("candidate natural-day: kept 0 tasks; pass 1 removed ") and "(FC1" in line
+    assert "mean W undefined" in line and "[" not in line and "None" not in line
+    assert "natural-day: 0 tasks" in str(info.value) and "filtering.json" in str(info.value)
