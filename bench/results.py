@@ -186,7 +186,7 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
         "status": a["status"], "track": config.track, "evaluation": config.evaluation,
-        "dataset": config.dataset, "model": config.model, "backbone": inputs["backbone"],
+        "dataset": config.name, "reader": config.dataset, "model": config.model, "backbone": inputs["backbone"],
         "weights": inputs["weights"], "protocol": config.protocol, "ordering": config.ordering,
         "seed": config.seed, "image_size": inputs["image_size"],
         "n_tasks": int(a["n_tasks"]), "steps_done": done,

@@ -64,3 +64,28 @@ def test_a_complete_result_on_a_read_only_mount_is_reported_complete(tiny_root, 
     said = capsys.readouterr().out
     assert "already complete" in said and "ROC-AUC_CL" in said
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_label_names_data_read_through_another_datasets_reader(tiny_root, tmp_path, capsys, monkeypatch):
+    """Own images read through a reader (here `synthetic`; on real data `mvtec`, or `cicunsw` for an improved
+    CIC-IDS2017) carried the reader's name in every table and title. `--label` names the result set, the file and
+    the summary row's dataset (what every table and title shows; `reader` keeps the reader); the run key is the
+    unlabelled run's, and an unlabelled config's JSON (its hash) is what it was."""
+    from bench import results
+    from bench.cli import build_parser, config_from_args
+
+    monkeypatch.chdir(tmp_path)
+    argv = [*RUN, "--root", str(tiny_root), "--model", "patchcore", "--no-progress"]
+    assert main([*argv, "--label", "own-parts"]) == 0
+    (path,) = (tmp_path / "outputs" / "own-parts" / "runs").glob("*.h5")
+    assert path.name.startswith("own-parts_patchcore_")
+    run = results.read_run(path)
+    row = results.summary_row(run)
+    assert (row["dataset"], row["reader"]) == ("own-parts", "synthetic")
+    plain = config_from_args(build_parser().parse_args(argv))
+    assert "label" not in plain.to_json()
+    from bench.continual.runner import prepare
+
+    assert prepare(plain, out_dir=tmp_path / "x").run_key == run["attrs"]["run_key"]
+    capsys.readouterr()
+    assert main([*argv, "--label", "a/b"]) == 2 and "--label 'a/b' is not allowed" in capsys.readouterr().err
