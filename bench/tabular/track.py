@@ -72,6 +72,8 @@ class TabularTrack:
     def probe(self, run, protocol) -> np.ndarray:
         """Scores of the first task's first test records under a restored protocol (the runner checks a resumed
         state with them; scoring is pointwise, so nothing measured changes)."""
+        if not getattr(protocol, "restores_model", True):  # the STE expert: the next step fits a fresh one
+            return np.empty(0)
         split = self.splits[run.config.tasks[0]].test
         return protocol.predict(split, np.arange(min(len(split), PROBE_RECORDS)))
 
