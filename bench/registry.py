@@ -258,12 +258,14 @@ class ModelSpec:
         lists the valid ones."""
         return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
 
-    def recorded_preset(self, asked: str | None, hparams: dict, *, weights_by_preset: bool) -> str:
-        """The preset name a run with the resolved `hparams` records: decided by the values, not by the name asked,
-        so every run of one key records one name (`--preset original --set blur_sigma=0`, equal to `inclad`,
-        records inclad, whichever command made the file). Among the presets that give the run's inputs (all of
-        them, or with `weights_by_preset` those whose ImageNet weights generation is the asked one's), the first in
-        the spec's order with the fewest values differing from `hparams`: the exact match where there is one."""
+    def recorded_preset(self, asked: str | None, hparams: dict, *, weights_by_preset: bool) -> tuple[str, list]:
+        """(the preset name a run with the resolved `hparams` records, every preset as near): decided by
+        the values, not by the name asked, so every run of one key records the same (`--preset original --set
+        blur_sigma=0`, equal to `inclad`, records inclad, whichever command made the file). Among the presets that
+        give the run's inputs (all of them, or with `weights_by_preset` those whose ImageNet weights generation is
+        the asked one's), the first in the spec's order with the fewest values differing from `hparams`: the exact
+        match where there is one; every preset at that distance is listed (a tabular model's `released` may equal
+        its `suite`)."""
         generation = self.imagenet_generation(asked)
         same_inputs = [p for p in self.presets if not weights_by_preset or self.imagenet_generation(p) == generation]
 
@@ -271,7 +273,9 @@ class ModelSpec:
             values = self.resolve(preset=preset)
             return sum(values.get(k) != hparams.get(k) for k in set(values) | set(hparams))
 
-        return min(same_inputs, key=differing)
+        fewest = min(differing(p) for p in same_inputs)
+        nearest = [p for p in same_inputs if differing(p) == fewest]
+        return nearest[0], nearest
 
     def asset_ids(self, hparams: dict) -> dict:
         return self.assets(hparams) if self.assets is not None else {}

@@ -9,6 +9,7 @@ mask's native size) and normalised PR-AUC, plus every test image's score.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -49,6 +50,7 @@ class ImageTrack:
         self.weights_id = weights_id  # the run key's id of the backbone weights and the detector's assets
         self.extractor = None
         self.log = None  # the runner's log, from `start`
+        self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_image`)
         self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
@@ -84,7 +86,7 @@ class ImageTrack:
     def attrs(self) -> dict:
         # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
         cache = self.extractor.cache  # None for detectors that read raw images
-        return {"backbone_forward_images": self.extractor.forward_images,
+        return {"backbone_forward_images": self.extractor.forward_images, "presets": json.dumps(self.presets),
                 **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
 
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
@@ -107,7 +109,7 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     spec, image = model_spec(config.model), config.image
     config.hparams = resolve_hparams(config.model, config.hparams, spec.preset_name(config.preset))
     # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
-    config.preset = spec.recorded_preset(config.preset, config.hparams,
+    config.preset, presets = spec.recorded_preset(config.preset, config.hparams,
                                          weights_by_preset=spec.inputs == "features" and image.weights == "imagenet")
     config.model_version = spec.version
     # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
@@ -129,7 +131,9 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     warn_non_square(config.dataset, sizes, image.image_size)
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
-    return ImageTrack(splits, weights_id), index_sha
+    track = ImageTrack(splits, weights_id)
+    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
+    return track, index_sha
 
 
 def _inputs_id(config: RunConfig) -> str:

@@ -13,6 +13,7 @@ has a timestamp for every record of a test set, each score also carries the reco
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,7 @@ class TabularTrack:
 
     def __init__(self, spec, splits: dict):
         self.spec, self.splits = spec, splits
+        self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_tabular`)
 
     def start(self, cfg, device, progress: bool, log, out_dir) -> None:
         pass  # the record features are already in memory; nothing to load
@@ -67,7 +69,7 @@ class TabularTrack:
         return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
 
     def attrs(self) -> dict:
-        return {"backbone_forward_images": 0}
+        return {"backbone_forward_images": 0, "presets": json.dumps(self.presets)}
 
     def probe(self, run, protocol) -> np.ndarray:
         """Scores of the first task's first test records under a restored protocol (the runner checks a resumed
@@ -108,7 +110,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     spec = get(config.model, "tabular")
     config.hparams = spec.resolve(config.hparams, spec.preset_name(config.preset))
     # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
-    config.preset = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
+    config.preset, presets = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
     index, X, meta = load_index(config.root)
@@ -129,7 +131,9 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
         splits[task] = TaskData(RecordSplit(task, X[train], train),
                                 LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
                                                 stream_order(index["timestamp"].to_numpy()[test], test)))
-    return TabularTrack(spec, splits), meta["index_sha256"]
+    track = TabularTrack(spec, splits)
+    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
+    return track, meta["index_sha256"]
 
 
 def record_replay_size(config) -> None:

@@ -49,6 +49,7 @@ def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made
         assert main([*RUN, "--root", str(tiny_root), *second, "--out", str(out)]) == 0
         assert "already complete" in capsys.readouterr().out
         assert results.run_config(results.read_run(out)).preset == "inclad"
+        assert json.loads(results.read_run(out)["attrs"]["presets"]) == ["inclad"]
     assert prepare(_config(tiny_root, *quick, "--preset", "original"), out_dir=tmp_path).config.preset == "original"
 
 
@@ -60,9 +61,10 @@ def test_the_recorded_preset_keeps_the_weights_the_asked_one_resolves_to():
 
     spec = get("rd4ad")
     inclad_values = spec.resolve(preset="inclad")
-    assert spec.recorded_preset("original", inclad_values, weights_by_preset=True) == "original"
-    assert spec.recorded_preset("original", inclad_values, weights_by_preset=False) == "inclad"
-    assert spec.recorded_preset("inclad", spec.resolve(preset="original"), weights_by_preset=False) == "original"
+    assert spec.recorded_preset("original", inclad_values, weights_by_preset=True) == ("original", ["original"])
+    assert spec.recorded_preset("original", inclad_values, weights_by_preset=False) == ("inclad", ["inclad"])
+    assert spec.recorded_preset("inclad", spec.resolve(preset="original"),
+                                weights_by_preset=False) == ("original", ["original"])
 
 
 @pytest.mark.parametrize("model, overrides, expected", [
