@@ -7,10 +7,13 @@ str, int, float, bool, None — and files are read with `weights_only=True`, whi
 Anything unreadable (truncated, corrupt, another program's file) raises CheckpointError naming the file, and so
 does a failed write (a full disk: torch.save raises RuntimeError, not OSError); the old file is then kept intact.
 A checkpoint that cannot be used is moved aside (`move_aside`), never deleted: it may be evidence.
+`digest(obj)` fingerprints plain data (values, dtypes, shapes), so a checkpoint can carry its own content's digest:
+a file whose values were changed (weights zeroed, say) but whose identifying fields were copied is then told apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -69,6 +72,38 @@ def load(path):
     if data.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {data.get('version')!r}, expected {VERSION}")
     return _decode(data["payload"])
+
+
+def digest(obj) -> str:
+    """SHA-256 of plain data (see the module doc): keys, types, dtypes, shapes and values; memory layout and the
+    array/tensor distinction ignored (a numpy array and the tensor it is stored as digest alike)."""
+    h = hashlib.sha256()
+    _feed(h, _encode(obj, ""))
+    return h.hexdigest()
+
+
+def _feed(h, obj) -> None:
+    if isinstance(obj, dict):
+        if set(obj) == {_NDARRAY}:
+            obj = obj[_NDARRAY]
+        else:
+            h.update(f"dict{len(obj)}(".encode())
+            for key in sorted(obj):
+                h.update(f"{key!r}:".encode())
+                _feed(h, obj[key])
+            h.update(b")")
+            return
+    if isinstance(obj, torch.Tensor):
+        t = obj.contiguous()
+        h.update(f"tensor:{t.dtype}:{tuple(t.shape)}:".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"{type(obj).__name__}{len(obj)}(".encode())
+        for v in obj:
+            _feed(h, v)
+        h.update(b")")
+    else:  # None, str, int, float, bool: repr tells them (and 1 from 1.0 from True) apart
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
 
 
 def _encode(obj, where: str):

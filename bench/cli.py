@@ -41,7 +41,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "default": None, "default_text": "the model's paper input size, e.g. 256 for STFPM"})
     add_setting_options(p, RunConfig, ("device",))
     add_setting_options(p, ImageInputs, ("workers",))
-    add_setting_options(p, RunConfig, ("preset",), preset={"metavar": "NAME"})
+    add_setting_options(p, RunConfig, ("preset", "label"), preset={"metavar": "NAME"}, label={"metavar": "NAME"})
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
     add_setting_options(p, ImageInputs, ("pixel_eval", "mask_threshold", "feature_dtype", "cache_budget"),
                         cache_budget={"metavar": "SIZE"})
@@ -73,7 +73,7 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
                             ordering=args.ordering, tasks=args.tasks, protocol=args.protocol, seed=args.seed,
                             device=args.device, hparams=parse_overrides(args.set), preset=args.preset,
-                            inputs=inputs)
+                            label=args.label, inputs=inputs)
 
 
 def print_summary(path: Path) -> None:
@@ -92,7 +92,8 @@ def cmd_run(args) -> int:
         config = config_from_args(args)
         run = prepare(config, out=args.out)
     print(f"run {run.out.stem}: {config.model}/{config.protocol} on {config.dataset} "
-          f"({len(config.tasks)} tasks, {config.ordering}: {', '.join(config.tasks)})")
+          f"({len(config.tasks)} task{'s' if len(config.tasks) != 1 else ''}, {config.ordering}: "
+          f"{', '.join(config.tasks)})")
     path = execute(run, progress=not args.no_progress, max_steps=args.max_steps)
     print(f"results: {path}")
     print_summary(path)

@@ -321,7 +321,17 @@ class RunConfig:
     # are, so a preset is part of a run's identity through the values it sets. Files before it read back None.
     preset: str | None = setting(None, "hyperparameter preset of the model; --set overrides apply on top",
                                  default_text="its default preset, e.g. inclad: what InCLAD's released code ran")
+    # the data's own name where it is read through another dataset's reader (own images via `mvtec`, an improved
+    # CIC-IDS2017 via `cicunsw`): the result set, the file name, every table's and title's dataset. Not in the run
+    # key (the data's content is); left out of the config JSON when unset, so earlier configs hash as before.
+    label: str | None = setting(None, "name of the data in result sets, file names, tables and titles when it is "
+                                      "read through another dataset's reader", default_text="the dataset's name")
     inputs: ImageInputs | TabularInputs = field(default_factory=ImageInputs)
+
+    @property
+    def name(self) -> str:
+        """What tables and titles call the data: the label, else the dataset."""
+        return self.label or self.dataset
 
     @property
     def track(self) -> str:
@@ -358,6 +368,8 @@ class RunConfig:
                 raise ConfigError(f"unknown {name} {getattr(self, name)!r} (valid: {', '.join(valid)})")
         check_int("seed", self.seed, *SEED_RANGE)
         check_file_name("--ordering", self.ordering)
+        if self.label is not None:
+            check_file_name("--label", self.label)
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if self.preset is not None and (not isinstance(self.preset, str) or not self.preset.strip()):
@@ -374,7 +386,8 @@ class RunConfig:
         return self
 
     def to_json(self) -> str:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "inputs"
+                and not (f.name == "label" and self.label is None)}
         data.update(track=self.track, inputs=asdict(self.inputs))
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
@@ -421,12 +434,13 @@ class RunConfig:
     @property
     def result_set(self) -> str:
         """The name of this run's outputs/<name>/runs folder (and of `make aggregate DATASET=<name>`): the dataset,
-        prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks)."""
-        return self.inputs.result_set(self.dataset)
+        prefixed `tabular-` where an image dataset has the same name (the synthetic benchmarks); a run's label
+        replaces it."""
+        return self.label or self.inputs.result_set(self.dataset)
 
     def run_name(self, run_key: str) -> str:
         """Readable file stem: what a human looks for, plus the key that makes it unique."""
-        parts = (self.dataset.replace("/", "-"), self.model, *self.inputs.name_parts(), self.protocol, self.ordering,
+        parts = (self.name.replace("/", "-"), self.model, *self.inputs.name_parts(), self.protocol, self.ordering,
                  f"s{self.seed}", run_key[:12])
         return "_".join(parts)
 

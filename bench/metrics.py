@@ -266,6 +266,26 @@ def summarize(R) -> dict:
     }
 
 
+# A cell most of whose test scores are one value ranks almost nothing: its ROC-AUC is set by the ties (each tied
+# normal/anomalous pair counts one half), not by the detector's ordering. The runner warns of such a cell and the
+# summaries count them, as they count NaN cells.
+MOSTLY_TIED = 0.5
+
+
+def largest_tie(scores) -> tuple[int, float]:
+    """(how many scores share the most common value, that value); (0, nan) for no scores."""
+    values, counts = np.unique(np.asarray(scores, dtype=np.float64), return_counts=True)
+    if not len(counts):
+        return 0, float("nan")
+    i = int(np.argmax(counts))
+    return int(counts[i]), float(values[i])
+
+
+def mostly_tied(scores) -> bool:
+    """More than MOSTLY_TIED of `scores` share one value."""
+    return largest_tie(scores)[0] > MOSTLY_TIED * len(scores)
+
+
 def expected_random_ap(n, k):
     """E[AP] of a uniformly random ranking of `n` records with `k` positives (vectorised over arrays).
 

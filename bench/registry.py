@@ -9,8 +9,9 @@ and what is allowed.
 
 Presets: a detector may name sets of hyperparameter values (InCLAD's released code, the method's own paper, a
 framework's released code). The spec's `params` defaults are its default preset's values; every other preset lists
-only the values that differ. A run records the preset's name (`RunConfig.preset`); the run key covers the values
-it resolves to, so two presets that agree on every value give one run. `ParamTable` is the same mechanism for
+only the values that differ. The run key covers the values a run resolves to, so two presets that agree on every
+value give one run, and a run records the preset its values are (`ModelSpec.recorded_preset`), not the name
+asked. `ParamTable` is the same mechanism for
 settings that belong to no detector (e.g. the tabular framework's filter thresholds).
 """
 
@@ -287,6 +288,31 @@ class ModelSpec:
         """Defaults, the preset's values (None: the default preset), then checked overrides; an unknown name
         lists the valid ones."""
         return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
+
+    def recorded_preset(self, asked: str | None, hparams: dict, *, weights_by_preset: bool,
+                        loading: dict | None = None) -> tuple[str, list]:
+        """(the preset name a run with the resolved `hparams` records, every preset as near): decided by
+        the values, not by the name asked, so every run of one key records the same (`--preset original --set
+        blur_sigma=0`, equal to `inclad`, records inclad, whichever command made the file). Among the presets that
+        give the run's inputs (all of them, or with `weights_by_preset` those whose ImageNet weights generation is
+        the asked one's, and with `loading` those whose image loading is the run's), the first in the spec's order
+        with the fewest values differing from `hparams`: the exact match where there is one; every preset at that
+        distance is listed (a tabular model's `released` may equal its `suite`). No preset gives the run's inputs
+        (loading set by hand): the asked name."""
+        generation = self.imagenet_generation(asked)
+        same_inputs = [p for p in self.presets
+                       if (not weights_by_preset or self.imagenet_generation(p) == generation)
+                       and all(self.loading(p)[k] == v for k, v in (loading or {}).items() if v is not None)]
+        if not same_inputs:
+            return self.preset_name(asked), [self.preset_name(asked)]
+
+        def differing(preset: str) -> int:
+            values = self.resolve(preset=preset)
+            return sum(values.get(k) != hparams.get(k) for k in set(values) | set(hparams))
+
+        fewest = min(differing(p) for p in same_inputs)
+        nearest = [p for p in same_inputs if differing(p) == fewest]
+        return nearest[0], nearest
 
     def asset_ids(self, hparams: dict) -> dict:
         return self.assets(hparams) if self.assets is not None else {}

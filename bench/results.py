@@ -186,7 +186,7 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     row = {
         "path": str(path) if path else "", "run_name": a["run_name"], "run_key": a["run_key"],
         "status": a["status"], "track": config.track, "evaluation": config.evaluation,
-        "dataset": config.dataset, "model": config.model, "backbone": inputs["backbone"],
+        "dataset": config.name, "reader": config.dataset, "model": config.model, "backbone": inputs["backbone"],
         "weights": inputs["weights"], "protocol": config.protocol, "ordering": config.ordering,
         "seed": config.seed, "image_size": inputs["image_size"],
         "n_tasks": int(a["n_tasks"]), "steps_done": done,
@@ -198,10 +198,11 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
         # routing accuracy: over all evaluations so far, the share of test images routed to their own bank
         counts = run["routing/counts"][:done]
         row["routing_accuracy"] = float(np.trace(counts, axis1=1, axis2=2).sum() / counts.sum())
+    row["tied_cells"] = tied_cells(run)[0]  # cells with most scores tied (bench.metrics.MOSTLY_TIED)
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
     for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",
-                "cpu_threads", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
+                "cpu_threads", "load_avg_start", "load_avg_end", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
                 "container_digest", "started_at", "finished_at"):
         row[key] = a.get(key, "")  # "" for files older than the attribute
     return row
@@ -225,6 +226,19 @@ def is_complete(path: Path, run_key: str | None = None) -> bool:
         return False
 
 
+def tied_cells(run: dict) -> tuple[int, int]:
+    """(cells whose test scores are mostly one value, cells with scores) of a run (bench.metrics.mostly_tied):
+    counted in the summaries beside the NaN cells; (0, 0) for a file without per-score records."""
+    from bench.metrics import mostly_tied
+
+    if "scores/value" not in run:
+        return 0, 0
+    cell = run["scores/step"].astype(np.int64) * (1 << 16) + run["scores/task"]
+    order = np.argsort(cell, kind="stable")
+    groups = np.split(run["scores/value"][order], np.flatnonzero(np.diff(cell[order])) + 1)
+    return sum(mostly_tied(g) for g in groups if len(g)), sum(1 for g in groups if len(g))
+
+
 def summary_lines(path: Path) -> list[str]:
     """What `bench run` / `bench tabular run` print at the end: per level ROC-AUC_CL, BWT and both forgetting
     measures, and for records nPR-AUC_CL beside the test sets' prevalence p (the normalisation depends on it)."""
@@ -232,11 +246,18 @@ def summary_lines(path: Path) -> list[str]:
 
     run = read_run(path)
     lines = []
-    for level in levels(run):
+    tied, cells = tied_cells(run)
+    for i, level in enumerate(levels(run)):
         s = summarize(run[f"R/{level}"])
         nan = f"  ({s['nan_cells']}/{s['n_cells']} cells NaN)" if s["nan_cells"] else ""
-        lines.append(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM {s['forgetting']:.4f} "
-                     f"(Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD 675a9c9 formula){nan}")
+        if tied and i == 0:  # the per-score records are the first level's (image, record)
+            nan += f"  ({tied}/{cells} cells with most scores tied)"
+        if len(run[f"R/{level}"]) == 1:  # Eq. 2 and both forgetting measures compare a later step: none here
+            lines.append(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT n/a (one task)  FM n/a (one task){nan}")
+        else:
+            lines.append(f"{level:>5}: ROC-AUC_CL {s['roc_auc_cl']:.4f}  BWT {s['bwt']:+.4f}  FM "
+                         f"{s['forgetting']:.4f} (Chaudhry, last step)  FM {s['forgetting_released']:.4f} (CAD "
+                         f"675a9c9 formula){nan}")
         if level == "record":
             p = np.diag(run["R/record_prevalence"])  # a test set's prevalence: the same at every step
             p = p[np.isfinite(p)]

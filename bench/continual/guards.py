@@ -25,7 +25,8 @@ from bench.io import tmp_path
 
 def check_output(out: Path, run_key: str, probe: bool = True) -> None:
     """Refuse, before any work, a result path that is not this run's: only an absent file or one holding this
-    run key (complete, running or failed) may be written. The folder must take a file: `probe` creates it and
+    run key (complete, running or failed) may be written; this run's complete result needs no writable folder (it
+is only reported). Otherwise the folder must take a file: `probe` creates it and
     writes a small file there (a full disk fails now); without it (planning, dry runs) nothing is created and
     only the nearest existing folder is checked."""
     if out.exists() or out.is_symlink():
@@ -37,6 +38,8 @@ def check_output(out: Path, run_key: str, probe: bool = True) -> None:
         if found != run_key:
             raise ConfigError(f"{out}: --out holds another run (run key {found[:12]}, this run {run_key[:12]}); "
                               "refusing to replace it: choose another --out or remove the file")
+        if results.is_complete(out, run_key):
+            return  # nothing will be written: a finished result on a read-only mount is reported complete
     folder = out.parent
     if not probe:
         existing = next(p for p in (folder, *folder.parents) if p.exists())

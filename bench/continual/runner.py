@@ -9,7 +9,8 @@ the complete file from it, or finds the complete file and only removes the check
 The result path belongs to one run, one process at a time runs it, and SIGTERM stops it with its checkpoint kept
 (bench/continual/guards.py). Checkpoints are plain data read without unpickling code (bench/checkpoint.py); an
 unreadable one, or one with this run's key whose content does not fit the run (steps, array shapes, missing
-entries), is moved aside to `<ckpt>.bad-<timestamp>` and the run starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py).
+entries, a protocol state holding NaN, or one that cannot score this run's first task: a bank of another width),
+is moved aside to `<ckpt>.bad-<timestamp>` with a warning and the run starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py).
 
 Every track goes through this one loop. What differs is a small *track* object, prepared by the module its track
 registered in bench.tracks (bench/image/track.py, bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
@@ -19,6 +20,7 @@ one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task i
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ from bench.continual.guards import (check_output, check_terminated, output_lock,
                                    stop_on_sigterm)
 from bench.devices import resolve_device, synchronize
 from bench.errors import BenchError, CheckpointError
+from bench.metrics import MOSTLY_TIED, largest_tie
 from bench.training.loop import TrainContext, record_losses
 
 
@@ -106,6 +109,10 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
     """Run (or resume) the stream; returns the result file. `max_steps` stops early (resumable)."""
     check_max_steps(max_steps)
     check_output(run.out, run.run_key)  # again: the file may have changed since planning
+    if results.is_complete(run.out, run.run_key) and not os.access(run.out.parent, os.W_OK | os.X_OK):
+        # a finished result on a read-only mount: no lock can be taken there, and none is needed to report it
+        log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
+        return run.out
     with output_lock(run.out), stop_on_sigterm():
         remove_stale_temps(run.out, (run.checkpoint_path, run.epoch_checkpoint_path), log)
         if results.is_complete(run.out, run.run_key):
@@ -142,10 +149,16 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
                   "evaluation": cfg.evaluation,
                   # a float32 training run sums in another order with another thread count, so on CPU a trained
                   # detector's R is reproducible at the same count (a job's: its SLURM cpus, OMP_NUM_THREADS)
-                  "cpu_threads": torch.get_num_threads()}
+                  "cpu_threads": torch.get_num_threads(),
+                  # beside it the machine's 1-minute load average as this execution started (the end: `_write`):
+                  # timings made under load mislead, and so may a shared machine's thread count
+                  "load_avg_start": load_average()}
     tasks_info = _tasks_info(run)
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
+    if n == 1:  # said before the work, not discovered in a summary of NaNs
+        log("note: a stream of one task: ROC-AUC_CL is its one cell; BWT and forgetting need a second task and "
+            "are reported as n/a (one task)")
     try:
         for t in range(state.steps_done, stop):
             check_terminated()
@@ -156,7 +169,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             synchronize(device)
             t0 = time.perf_counter()
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t)
+            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t,
+                                   heartbeat=None if progress else log)
             protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
             protocol.learn(run.splits[task].train, t)
             if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
@@ -173,6 +187,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
             state.steps_done = t + 1
             _log_step(log, cfg, state, t, track.levels[0], evaluated)
+            _warn_ties(log, cfg, state, t, track.unit)
             _save_checkpoint(run, protocol, state)
             run.epoch_checkpoint_path.unlink(missing_ok=True)
             if state.steps_done < n:
@@ -229,7 +244,8 @@ def _write(run, state, routing, tasks_info, attrs):
             if all(len(s) > k for s in state.scores):
                 scores[f"scores/{name}"] = np.concatenate([s[k] for s in state.scores])
     finished = results.now() if attrs["status"] != "running" else ""
-    attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished}
+    attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished,
+             "load_avg_end": load_average()}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
 
 
@@ -256,10 +272,18 @@ def _resume(run: Run, protocol, log) -> RunState | None:
             log(f"{path}: checkpoint belongs to another run key; starting from scratch")
             return None
         state = _checked_state(path, ckpt, n, run.track.matrices)
+        _check_finite(path, ckpt["protocol"], "protocol")
         protocol.load_state_dict(ckpt["protocol"])
+        # the state must fit this run (a bank of another width fails in the first scoring, on every rerun): score
+        # a sample of the first task with it, as evaluation will (pointwise scoring: nothing else changes)
+        if not np.isfinite(run.track.probe(run, protocol)).all():
+            raise CheckpointError(f"{path}: the restored state scores the first task's test samples as NaN or "
+                                  f"infinite")
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = checkpoint.move_aside(path)
-        reason = str(e) if isinstance(e, CheckpointError) else f"{path}: unusable checkpoint ({type(e).__name__}: {e})"
+        first = str(e).splitlines()[0] if str(e) else ""
+        reason = (str(e) if isinstance(e, CheckpointError)
+                  else f"{path}: unusable checkpoint ({type(e).__name__}: {first})")
         log(f"warning: {reason}; moved it to {bad.name} and starting the run afresh")
         return None
     log(f"resuming {run.out.name} after step {state.steps_done}/{n}")
@@ -296,6 +320,25 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     return RunState(n, matrices, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], commits, dirty)
 
 
+def _check_finite(path: Path, obj, where: str) -> None:
+    """CheckpointError naming the first array or tensor of `obj` (plain data) holding NaN or infinity: every
+    detector's state is finite, so such a value was planted or is left by a diverged step that is not this run's."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _check_finite(path, value, f"{where}/{key}")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _check_finite(path, value, f"{where}[{i}]")
+    elif _non_finite(obj):
+        raise CheckpointError(f"{path}: {where} holds NaN or infinite values")
+
+
+def _non_finite(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.is_floating_point() and not bool(torch.isfinite(value).all())
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and not bool(np.isfinite(value).all())
+
+
 def _score_ok(record, steps: int, n: int) -> bool:
     if not isinstance(record, (list, tuple)) or not 4 <= len(record) <= 4 + len(EXTRA_SCORE_COLUMNS):
         return False
@@ -310,6 +353,24 @@ def _log_step(log, cfg, state, t, level: str, evaluated) -> None:
     row = " ".join(f"{a[f'R/{level}'][t, j]:.3f}" for j in evaluated)
     log(f"[step {t + 1}/{len(cfg.tasks)}] {cfg.tasks[t]:<14} train {a['timing/train_s'][t]:6.1f}s "
         f"eval {a['timing/eval_s'][t]:6.1f}s  {level} R[{t + 1},:] = {row}")
+
+
+def _warn_ties(log, cfg, state, t, unit: str) -> None:
+    """One warning per cell of step t whose test scores are mostly one value: its ROC-AUC is set by ties."""
+    for step, j, _labels, values, *_ in state.scores:
+        count, value = largest_tie(values)
+        if step == t and count > MOSTLY_TIED * len(values):
+            log(f"warning: step {t + 1}, task {cfg.tasks[j]}: {count} of {len(values)} test {unit} have one score "
+                f"({value:.6g}); its ROC-AUC is decided by ties (counted in the summary; docs/models.md, Ties)")
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (runnable processes; compare with cpu_threads); NaN where the system
+    has none."""
+    try:
+        return float(os.getloadavg()[0])
+    except OSError:
+        return float("nan")
 
 
 def _device_name(device: torch.device) -> str:

@@ -111,11 +111,15 @@ def load_mask(path, size: int | None, image_path, threshold: int | None = MASK_T
     Defect pixels: above `threshold` on the 8-bit scale (scaled to the mask's bit depth; a mask holding only 0
     and 1 marks defects with 1); `threshold=None`: any nonzero pixel. `counts` tallies soft and empty masks.
 
-    The mask must have its (upright) image's size: a mismatch means the wrong mask was paired with the image.
+    The mask is read upright (its EXIF orientation applied, as `load_image` does) and must have its upright
+    image's size: a mismatch means the wrong mask was paired with the image.
     """
     image_size = header_size(image_path, "image")
     try:
         with Image.open(path) as im:
+            orientation = _orientation(im)  # a mask stored with an orientation tag is read upright, as its image
+            if orientation in _UPRIGHT:
+                im = im.transpose(_UPRIGHT[orientation])
             if im.size != image_size:
                 raise DatasetError(f"{path}: mask size {im.size[0]}x{im.size[1]} differs from image {image_path} "
                                    f"size {image_size[0]}x{image_size[1]}")

@@ -77,7 +77,7 @@ def resolve_tasks(dataset: str, root, available: list[str], ordering: str | None
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
                      tasks: list[str] | str | None = None, protocol: str = "cl", seed: int = 0,
                      device: str = "auto", hparams: dict | None = None, preset: str | None = None,
-                     inputs: ImageInputs | None = None) -> RunConfig:
+                     inputs: ImageInputs | None = None, label: str | None = None) -> RunConfig:
     """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
     if isinstance(tasks, str):
@@ -86,7 +86,8 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
             raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
     root = Path(root).expanduser()
     config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
-                       device=device, hparams=dict(hparams or {}), preset=preset, inputs=inputs or ImageInputs())
+                       device=device, hparams=dict(hparams or {}), preset=preset, label=label,
+                       inputs=inputs or ImageInputs())
     config.validate(tasks=False)
     available = sorted(read_index(dataset, root)["task"].unique())
     config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)

@@ -210,7 +210,7 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
                 _positive_int(overrides[key], path, f"{key} of model {model!r}")
         if not isinstance(overrides.get("hparams") or {}, dict):
             raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
-        _check_preset(model, overrides, path)
+        _check_model_settings(model, overrides, path)
         for axis, kind in (("backbones", str), ("orderings", str), ("protocols", str), ("seeds", int)):
             if axis in overrides:
                 _list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
@@ -224,18 +224,19 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     return grid
 
 
-def _check_preset(model: str, overrides: dict, path: Path, track: str = "image") -> None:
-    """A model's `preset` names one of its registry presets (checked at load, not when its runs are planned)."""
-    if "preset" not in overrides:
-        return
+def _check_model_settings(model: str, overrides: dict, path: Path, track: str = "image") -> None:
+    """A model's `preset` names one of its registry presets and its `hparams` resolve on it (names, ranges, the
+    files a preset requires), checked at load: an error names the grid and the model entry, not a CLI option."""
     from bench.registry import get
 
+    where = ", ".join(k for k in ("preset", "hparams") if k in overrides) or "settings"
     try:
-        if not isinstance(overrides["preset"], str):
+        if "preset" in overrides and not isinstance(overrides["preset"], str):
             raise ConfigError(f"expected a preset name, got {overrides['preset']!r}")
-        get(model, track).preset_name(overrides["preset"])
+        spec = get(model, track)
+        spec.asset_ids(spec.resolve(overrides.get("hparams"), overrides.get("preset")))
     except ConfigError as e:
-        raise ConfigError(f"{path}: preset of model {model!r}: {e}") from None
+        raise ConfigError(f"{path}: {where} of model {model!r}: {e}") from None
 
 
 def _models(data: dict, path: Path, model_keys, axes) -> dict:
@@ -293,7 +294,7 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
         grid.model_resources(model)
         if not isinstance(overrides.get("hparams") or {}, dict):
             raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
-        _check_preset(model, overrides, path, "tabular")
+        _check_model_settings(model, overrides, path, "tabular")
         for axis, valid in (("orderings", ORDERINGS), ("protocols", grid_protocols)):
             bad = [v for v in grid.axis(model, axis) if v not in valid]
             if bad:

@@ -9,6 +9,7 @@ mask's native size) and normalised PR-AUC, plus every test image's score.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from bench.image.protocols import check_protocol, make_protocol
 from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.registry import get as model_spec
+from bench.training.loop import Heartbeat
 
 
 class ImageTrack:
@@ -47,9 +49,12 @@ class ImageTrack:
         self.splits = splits
         self.weights_id = weights_id  # the run key's id of the backbone weights and the detector's assets
         self.extractor = None
+        self.log = None  # the runner's log, from `start`
+        self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_image`)
         self.masks: dict = {}  # test split name → its pixel masks (None: no pixel labels), read once per run
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
+        self.log = log  # evaluation's heartbeat where no progress bar is drawn
         image = cfg.image
         if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
             self.extractor = ImageSource(device, batch_size=image.batch_size, workers=image.workers,
@@ -81,23 +86,36 @@ class ImageTrack:
     def attrs(self) -> dict:
         # images this process pushed through the backbone (the cache keeps it at ≤ 1 per image), and what spilled
         cache = self.extractor.cache  # None for detectors that read raw images
-        return {"backbone_forward_images": self.extractor.forward_images,
+        return {"backbone_forward_images": self.extractor.forward_images, "presets": json.dumps(self.presets),
                 **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
 
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
-        _evaluate(run, protocol, state, routing, self.masks, t, j, progress)
+        _evaluate(run, protocol, state, routing, self.masks, t, j, progress, Heartbeat(None if progress else self.log))
+
+    def probe(self, run, protocol) -> np.ndarray:
+        """Scores of the first task's first test batch under a restored protocol (the runner checks a resumed
+        state with them). The batch is the one evaluation scores first, so the features it caches are those
+        evaluation would compute; scoring is pointwise, so nothing measured changes."""
+        split = run.splits[run.config.tasks[0]].test
+        with torch.no_grad():
+            pred = protocol.predict(split, next(iter(split.batches(run.config.image.batch_size))))
+        return pred.scores if pred.maps is None else np.append(pred.scores, pred.maps.max(axis=(1, 2)))
 
 
 def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     """(track, index_sha256) of an image run: resolve the model's preset, hyperparameters and version, check its
     memory and backbone, read the dataset index and check every file; bad input fails here, before any work."""
-    spec = model_spec(config.model)
+    spec, image = model_spec(config.model), config.image
     check_protocol(config.protocol, spec)
-    config.preset = spec.preset_name(config.preset)
-    config.hparams = resolve_hparams(config.model, config.hparams, config.preset)
+    asked = spec.preset_name(config.preset)
+    config.hparams = resolve_hparams(config.model, config.hparams, asked)
+    _resolve_loading(image, spec, asked)
+    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets");
+    # only presets that load images as this run did count (the loading is part of what a preset ran)
+    config.preset, presets = spec.recorded_preset(
+        asked, config.hparams, weights_by_preset=spec.inputs == "features" and image.weights == "imagenet",
+        loading={name: getattr(image, name) for name in ("normalize", "resize", "feature_dtype")})
     config.model_version = spec.version
-    image = config.image
-    _resolve_loading(image, spec, config.preset)
     # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
     need = spec.memory_bytes(image.image_size, image.batch_size, config.hparams)
     check_memory(config.model, image.image_size, image.batch_size, need)
@@ -118,7 +136,9 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     warn_non_square(config.dataset, sizes, image.image_size)
     weights_id = _inputs_id(config)
     index_sha = index_sha256(index, generation_record(config.dataset, config.root), content_sha256(index, roots))
-    return ImageTrack(splits, weights_id), index_sha
+    track = ImageTrack(splits, weights_id)
+    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
+    return track, index_sha
 
 
 def _resolve_loading(image, spec, preset: str) -> None:
@@ -174,7 +194,7 @@ def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
         pixel.update(m[None], mask[None])
 
 
-def _evaluate(run, protocol, state, routing, masks, t, j, progress):
+def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
     cfg = run.config
     split = run.splits[cfg.tasks[j]].test
     if split.name not in masks:
@@ -183,9 +203,13 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress):
     pixel = PixelRocAuc() if mask is not None else None
     scores = np.empty(len(split))
     batches = list(split.batches(cfg.image.batch_size))
+    done = 0
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
                     disable=not progress):
         check_terminated()
+        if alive.due():  # no bar off a terminal: a line at least every minute of a long evaluation
+            alive.log(f"  evaluating step {t + 1} on {split.task}: {done}/{len(split)} images scored")
+        done += len(idx)
         with torch.no_grad():
             pred = protocol.predict(split, idx)
         scores[idx] = pred.scores

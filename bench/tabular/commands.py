@@ -54,6 +54,9 @@ def register(sub) -> None:
     q.add_argument("--preset", metavar="NAME",
                    help="hyperparameter preset of the model (default: its default preset, suite; released: what "
                         "the CAD framework's released code ran); --quick and --set apply on top")
+    q.add_argument("--label", metavar="NAME", help="name of the data in result sets, file names, tables and titles "
+                                                   "when it is read through another dataset's reader (e.g. an "
+                                                   "improved CIC-IDS2017 via cicunsw; default: the dataset's name)")
     q.add_argument("--quick", action="store_true", help="the model's small test setting")
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
     q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
@@ -205,7 +208,7 @@ def cmd_run(args) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
-                       inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset,
+                       inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset, label=args.label,
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
     path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")

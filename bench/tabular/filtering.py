@@ -216,6 +216,18 @@ def iterative_filter(M, tasks: list[str], s: FilterSettings = FilterSettings()) 
             "settings": s.to_dict()}
 
 
+def removals(passes: list[dict]) -> list[str]:
+    """One phrase per pass that removed a task: which task, by which criteria (no Python reprs, for messages)."""
+    out = []
+    for n, stats in enumerate(passes, start=1):
+        if stats["removed"] is None:
+            continue
+        i = stats["tasks"].index(stats["removed"])
+        by = ", ".join(name.upper() for name in CRITERIA if stats[name][i])
+        out.append(f"pass {n} removed {stats['removed']} ({by})")
+    return out
+
+
 def _plain(x):
     x = x.item() if isinstance(x, np.generic) else x
     return None if isinstance(x, float) and not np.isfinite(x) else x

@@ -285,11 +285,12 @@ def select_candidate(mean_w: dict[str, float], n_tasks: dict[str, int]) -> str:
     candidate with two or more tasks is taken even without a defined W (one model: nothing to choose between)."""
     from bench.errors import ConfigError
 
-    counts = ", ".join(f"{c}: {n_tasks[c]}" for c in mean_w)
+    counts = ", ".join(f"{c}: {n_tasks[c]} task{'' if n_tasks[c] == 1 else 's'}" for c in mean_w)
     eligible = [c for c in mean_w if n_tasks[c] >= 2]
     if not eligible:
         raise ConfigError(f"no candidate split kept two or more tasks after filtering (tasks kept: {counts}); "
-                          f"nothing to order: loosen the filtering (--filter) or try other candidates")
+                          f"nothing to order: loosen the filtering (--filter) or try other candidates (each "
+                          f"candidate's passes: candidates/<name>/filtering.json)")
     if len(mean_w) == 1:
         return eligible[0]
     finite = [c for c in eligible if np.isfinite(mean_w[c])]

@@ -20,7 +20,7 @@ from bench.errors import ConfigError
 from bench.io import write_text_atomic
 from bench.tabular import cic
 from bench.tabular.discovery import DiscoverySettings, discover
-from bench.tabular.filtering import FilterSettings, iterative_filter
+from bench.tabular.filtering import FilterSettings, iterative_filter, removals
 from bench.tabular.orderings import FAMILIES, ORDERINGS, concordance, model_orderings, select_candidate
 from bench.tabular.preprocess import PrepSettings, build_index, load_index
 from bench.tabular.ste import read_matrix, ste_run
@@ -123,7 +123,12 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
         results[cand.name] = evaluate_candidate(cand.name, cdir / "index", cdir / "ste", models, seed,
                                                 hparams or {}, fs, log)
         r = results[cand.name]
-        log(f"candidate {cand.name}: kept {r['kept']}, removed {r['removed']}, mean W {r['mean_w']}")
+        # the record of every pass, written before select_candidate can refuse the candidates
+        write_text_atomic(cdir / "filtering.json", json.dumps(_finite(
+            {"kept": r["kept"], "removed": r["removed"], "passes": r["passes"]}), indent=1) + "\n")
+        mean_w = "undefined" if r["mean_w"] is None or not np.isfinite(r["mean_w"]) else f"{r['mean_w']:.3f}"
+        log(f"candidate {cand.name}: kept {_tasks(r['kept'])}; {'; '.join(removals(r['passes'])) or 'none removed'}"
+            f"; mean W {mean_w} (record: {cdir / 'filtering.json'})")
     mean_w = {c: (r["mean_w"] if r["mean_w"] is not None else float("nan")) for c, r in results.items()}
     chosen = select_candidate(mean_w, {c: len(r["kept"]) for c, r in results.items()})
     manifest = release(out / "release", dataset, chosen, results, index_meta, out / "candidates" / chosen / "index",
@@ -135,6 +140,12 @@ def construct(dataset: str, out: Path, *, root: Path | None = None, candidates: 
     log(f"selected {chosen}: {results[chosen]['kept']}; orderings in {out / 'release' / 'orderings.json'}, "
         f"report {report}")
     return manifest
+
+
+def _tasks(names: list[str]) -> str:
+    """'1 task (a)', '3 tasks (a, b, c)', '0 tasks'."""
+    listed = f" ({', '.join(names)})" if names else ""
+    return f"{len(names)} task{'' if len(names) == 1 else 's'}{listed}"
 
 
 def check_enough_tasks(cand: DiscoverySettings, meta: dict) -> None:

@@ -21,6 +21,8 @@ from bench.tabular.protocols import Naive
 class Expert(Naive):
     """Protocol "ste": the detector after step i is a fresh one fitted on task i alone (seeded by the run seed)."""
 
+    restores_model = False  # its state holds no detector (see state_dict): a resumed state has nothing to score
+
     def __init__(self, factory, seed: int):
         super().__init__(factory(), seed)
         self.factory = factory

@@ -19,6 +19,7 @@ finite score stops it as before.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,7 @@ from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.tabular.protocols import REPLAY_RECORDS, RecordSplit
 
+PROBE_RECORDS = 64  # what a resumed run's restored state scores first (TabularTrack.probe)
 MATRICES = ("R/record", "R/record_ap", "R/record_npr_auc", "R/record_prevalence", "R/record_expected_ap")
 
 
@@ -51,6 +53,7 @@ class TabularTrack:
 
     def __init__(self, spec, splits: dict):
         self.spec, self.splits = spec, splits
+        self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_tabular`)
 
     def start(self, cfg, device, progress: bool, log, out_dir) -> None:
         pass  # the record features are already in memory; nothing to load
@@ -73,7 +76,15 @@ class TabularTrack:
         return make_protocol(cfg.protocol, self.spec, cfg.hparams, cfg.seed)
 
     def attrs(self) -> dict:
-        return {"backbone_forward_images": 0}
+        return {"backbone_forward_images": 0, "presets": json.dumps(self.presets)}
+
+    def probe(self, run, protocol) -> np.ndarray:
+        """Scores of the first task's first test records under a restored protocol (the runner checks a resumed
+        state with them; scoring is pointwise, so nothing measured changes)."""
+        if not getattr(protocol, "restores_model", True):  # the STE expert: the next step fits a fresh one
+            return np.empty(0)
+        split = self.splits[run.config.tasks[0]].test
+        return protocol.predict(split, np.arange(min(len(split), PROBE_RECORDS)))
 
     def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
         from bench.metrics import expected_random_ap
@@ -114,8 +125,9 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")
-    config.preset = spec.preset_name(config.preset)
-    config.hparams = spec.resolve(config.hparams, config.preset)
+    config.hparams = spec.resolve(config.hparams, spec.preset_name(config.preset))
+    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
+    config.preset, presets = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
     index, X, meta = load_index(config.root)
@@ -136,7 +148,9 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
         splits[task] = TaskData(RecordSplit(task, X[train], train),
                                 LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
                                                 stream_order(index["timestamp"].to_numpy()[test], test)))
-    return TabularTrack(spec, splits), meta["index_sha256"]
+    track = TabularTrack(spec, splits)
+    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
+    return track, meta["index_sha256"]
 
 
 def record_replay_size(config) -> None:

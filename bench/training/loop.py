@@ -1,7 +1,8 @@
 """The one training loop of gradient-trained detectors (their base class: bench.models.gradient).
 
 The loop (`train`) owns the rest: epochs, a seeded sample order, explicit train()/eval(), the per-epoch mean
-loss (the runner stores it as `train/loss`, step × epoch), a progress bar (one line per epoch off a TTY), an
+loss (the runner stores it as `train/loss`, step × epoch), a progress bar on a terminal and elsewhere (a SLURM
+log) a line at least every minute (`Heartbeat`: epoch, samples done, loss), an
 error naming the epoch when the loss is not finite, and an epoch checkpoint (`TrainContext.checkpoint`): a run
 killed mid-task resumes at the last finished epoch and ends with the same weights as an uninterrupted one.
 
@@ -32,6 +33,27 @@ from bench import checkpoint
 from bench.errors import BenchError, CheckpointError
 
 
+# Where no progress bar is drawn (a SLURM log is not a terminal) a long phase logs a line at most this often, so a
+# log shows one at least every minute unless one batch takes longer than the rest of it.
+HEARTBEAT_S = 30.0
+clock = time.monotonic  # what Heartbeat reads (module-level: tests replace it with a fake clock)
+
+
+class Heartbeat:
+    """Lines showing that a long phase is alive: `due()` is True (and restarts the interval) when HEARTBEAT_S have
+    passed since the phase began or since its last line; never where `log` is None (a progress bar is drawn)."""
+
+    def __init__(self, log: Callable | None):
+        self.log, self.last = log, clock()
+
+    def due(self) -> bool:
+        now = clock()
+        if self.log is None or now - self.last < HEARTBEAT_S:
+            return False
+        self.last = now
+        return True
+
+
 class NonFiniteLossError(BenchError):
     """Training diverged: the loss became NaN or infinite (the model would be garbage)."""
 
@@ -44,6 +66,8 @@ class TrainContext:
     tag: str = ""  # the run (its run key): a checkpoint of another run is moved aside, never loaded
     progress: bool = False
     log: Callable = lambda *_: None
+    # where no progress bar is drawn, the log that gets a line at least every minute (Heartbeat); None: no lines
+    heartbeat: Callable | None = None
     cache_features: bool = True  # False: recompute the frozen network every epoch (the perf baseline only)
     losses: list = field(default_factory=list)  # per-epoch mean losses of this step's trainings, in order
     epoch_seconds: list = field(default_factory=list)  # wall seconds of each of those epochs
@@ -113,6 +137,10 @@ def state_sha256(modules: dict[str, nn.Module]) -> str:
     return h.hexdigest()
 
 
+# what resuming an epoch checkpoint restores: its digest is saved with it and checked before any of it is used
+RESTORED = ("epoch", "losses", "modules", "optimizers", "schedulers", "order_rng")
+
+
 def _binding(ctx: TrainContext, start: str, epochs: int, n_samples: int) -> dict:
     """What an epoch checkpoint must match to be continued: this run, step, training, start weights and sizes."""
     return {"tag": ctx.tag, "step": ctx.step, "call": ctx.calls, "start": start, "epochs": epochs,
@@ -169,6 +197,9 @@ def _check_epoch(path: Path, state: dict, binding: dict, modules: dict[str, nn.M
             raise CheckpointError(f"{path}: no {key} list")
     if not isinstance(state.get("order_rng"), torch.Tensor):
         raise CheckpointError(f"{path}: no sample-order generator state")
+    if state.get("digest") != checkpoint.digest({key: state[key] for key in RESTORED}):
+        raise CheckpointError(f"{path}: epoch checkpoint's weights or training state do not match the digest saved "
+                              f"with them (changed after it was written)")
 
 
 def _restore(ctx, modules, optimizers, schedulers, order_rng, resumed) -> bool:
@@ -224,8 +255,10 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         # whether a run was resumed or not (CPU kernels may round differently for other batch compositions).
         for batch in _batches(samples, detector.extractor.batch_size):
             sample_features(detector.extractor, batch)
+    drawn = ctx.progress and _is_tty()
     bar = tqdm(total=epochs, initial=start, desc=f"train {detector.name}", unit="epoch", leave=False,
-               disable=not (ctx.progress and _is_tty()))
+               disable=not drawn)
+    alive = Heartbeat(None if drawn else ctx.heartbeat)
     for epoch in range(start, epochs):
         t0 = time.perf_counter()
         for module in modules.values():
@@ -233,8 +266,11 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         order = torch.randperm(len(samples), generator=order_rng).tolist()
         total, count = 0.0, 0
         with seeded(epoch_seed(seed, epoch)):  # dropout, noise: the same draws after a resume
-            for batch in _batches([samples[i] for i in order], batch_size):
+            for b, batch in enumerate(_batches([samples[i] for i in order], batch_size)):
                 value = detector.train_step(batch, optimizers)
+                if alive.due():
+                    alive.log(f"  {detector.name} epoch {epoch + 1}/{epochs}: {min((b + 1) * batch_size, len(samples))}"
+                            f"/{len(samples)} samples" + (f", last epoch's loss {losses[-1]:.6g}" if losses else ""))
                 if value is None:  # the detector dropped this batch untrained (e.g. one record under BatchNorm)
                     continue
                 if not np.isfinite(value):
@@ -247,15 +283,15 @@ def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int
         ctx.epoch_seconds.append(time.perf_counter() - t0)
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.4g}")
-        if ctx.progress and not _is_tty():
-            ctx.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
-                    f"({ctx.epoch_seconds[-1]:.1f}s)")
+        if alive.due():
+            alive.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
+                      f"({ctx.epoch_seconds[-1]:.1f}s)")
         if binding is not None:
-            checkpoint.save(ctx.checkpoint, {
-                **binding, "epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
-                "modules": {name: m.state_dict() for name, m in modules.items()},
-                "optimizers": [_optimizer_state(o) for o in optimizers],
-                "schedulers": [s.state_dict() for s in schedulers]})
+            restored = {"epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
+                        "modules": {name: m.state_dict() for name, m in modules.items()},
+                        "optimizers": [_optimizer_state(o) for o in optimizers],
+                        "schedulers": [s.state_dict() for s in schedulers]}
+            checkpoint.save(ctx.checkpoint, {**binding, **restored, "digest": checkpoint.digest(restored)})
     bar.close()
     for module in modules.values():
         module.eval()

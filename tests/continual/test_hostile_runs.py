@@ -79,6 +79,8 @@ def _plant(state, how: str, path: Path) -> None:
     state = {**state}
     if how == "epoch 99, zeroed weights":  # what the hostile probe planted: accepted, it gave a wrong ROC-AUC_CL
         state.update(epoch=99, losses=[0.0] * 99, modules=_zeroed(state))
+    elif how == "in range, zeroed weights, binding copied":  # issue 31 §3: resumed, ROC-AUC_CL 0.685 for 0.982
+        state.update(modules=_zeroed(state))
     elif how == "continues other weights":  # e.g. left by a run whose main checkpoint was since replaced
         state.update(start="0" * 64, modules=_zeroed(state))
     elif how == "another run":
@@ -96,7 +98,8 @@ def _plant(state, how: str, path: Path) -> None:
         path.write_bytes(data[: len(data) // 2])
 
 
-@pytest.mark.parametrize("how", ["epoch 99, zeroed weights", "continues other weights", "another run",
+@pytest.mark.parametrize("how", ["epoch 99, zeroed weights", "in range, zeroed weights, binding copied",
+                                 "continues other weights", "another run",
                                  "a later step", "wrong shapes", "missing keys", "truncated"])
 def test_an_unusable_epoch_checkpoint_is_moved_aside_and_the_task_retrains(how, training, tmp_path):
     train, whole, saved = training
@@ -142,8 +145,10 @@ def _partial(root, out):
 
 
 @pytest.mark.parametrize("how", ["steps_done beyond the tasks", "R of the wrong shape", "an array missing",
-                                 "scores of a later step"])
+                                 "scores of a later step", "a bank of another width", "a NaN bank"])
 def test_a_main_checkpoint_with_the_right_key_and_wrong_content_is_moved_aside(how, small_root, tmp_path):
+    """Issue 31 §3 adds the last two: a PatchCore CL bank of another width tracebacked in the first scoring, a NaN
+    bank failed as "the model diverged", each on every rerun; both are now moved aside by the resume check."""
     run = _partial(small_root, tmp_path / "run.h5")
     state = checkpoint.load(run.checkpoint_path)
     if how == "steps_done beyond the tasks":
@@ -152,8 +157,13 @@ def test_a_main_checkpoint_with_the_right_key_and_wrong_content_is_moved_aside(h
         state["arrays"]["R/image"] = np.zeros((1, 1))
     elif how == "an array missing":
         del state["arrays"]["timing/train_s"]
-    else:
+    elif how == "scores of a later step":
         state["scores"][0] = (7, 0, *state["scores"][0][2:])
+    elif how == "a bank of another width":
+        bank = state["protocol"]["banks"][0]
+        state["protocol"]["banks"][0] = torch.zeros(bank.shape[0], bank.shape[1] + 3)
+    else:
+        state["protocol"]["banks"][0] = torch.full_like(state["protocol"]["banks"][0], float("nan"))
     checkpoint.save(run.checkpoint_path, state)
     messages = []
     execute(run, progress=False, log=messages.append)

@@ -35,6 +35,56 @@ def test_cli_preset_sets_values_and_is_recorded_in_the_result_file(tiny_root, tm
     assert default.run_key != results.file_run_key(out)  # the values differ, so the run does
 
 
+def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made_the_file(tiny_root, tmp_path,
+                                                                                          capsys):
+    """Issue 31 §2: `--preset original` with overrides that give inclad's values is inclad's run (one key); the
+    file recorded the first command's name, so the preset a result was made under depended on history. Both
+    orders now record inclad (ModelSpec.recorded_preset), and a genuine `original` run still records original."""
+    quick = ["--model", "ganomaly", "--image-size", "32", "--set", "epochs=1", "--set", "n_features=8",
+             "--set", "latent=8"]
+    alias = [*quick, "--preset", "original", "--set", "losses=anomalib"]
+    for first, second, name in ((alias, quick, "a.h5"), (quick, alias, "b.h5")):
+        out = tmp_path / name
+        assert main([*RUN, "--root", str(tiny_root), *first, "--out", str(out)]) == 0
+        assert main([*RUN, "--root", str(tiny_root), *second, "--out", str(out)]) == 0
+        assert "already complete" in capsys.readouterr().out
+        assert results.run_config(results.read_run(out)).preset == "inclad"
+        assert json.loads(results.read_run(out)["attrs"]["presets"]) == ["inclad"]
+    assert prepare(_config(tiny_root, *quick, "--preset", "original"), out_dir=tmp_path).config.preset == "original"
+
+
+def test_the_recorded_preset_keeps_the_weights_the_asked_one_resolves_to():
+    """rd4ad's inclad preset means torchvision's DEFAULT ImageNet weights, original V1: with `--weights imagenet`
+    original's run at inclad's values has other inputs (another key) and keeps its name; with weights none or a
+    file the generation plays no part and the values decide alone."""
+    from bench.registry import get
+
+    spec = get("rd4ad")
+    inclad_values = spec.resolve(preset="inclad")
+    assert spec.recorded_preset("original", inclad_values, weights_by_preset=True) == ("original", ["original"])
+    assert spec.recorded_preset("original", inclad_values, weights_by_preset=False) == ("inclad", ["inclad"])
+    assert spec.recorded_preset("inclad", spec.resolve(preset="original"),
+                                weights_by_preset=False) == ("original", ["original"])
+
+
+@pytest.mark.parametrize("model, overrides, expected", [
+    ("patchcore", {"hparams": {"coreset_ratio": 5}}, "hparams of model 'patchcore': patchcore hyperparameter "
+                                                     "coreset_ratio=5 is not allowed"),
+    ("patchcore", {"hparams": {"bogus": 1}}, "hparams of model 'patchcore': unknown patchcore hyperparameter"),
+    ("efficientad", {"preset": "original"}, "preset of model 'efficientad': efficientad teacher=required")])
+def test_grid_hyperparameter_and_preset_errors_name_the_grid_and_the_model_entry(model, overrides, expected,
+                                                                                 tmp_path):
+    """Issue 31 §2: a grid's bad hparams were reported at planning without the grid or the entry, and a preset that
+    needs a file said "pass --set teacher=PATH", an option the grid user never typed; now one line at load."""
+    from bench.hpc import grid as grids
+
+    path = write_grid(tmp_path / "g.yaml", models={model: overrides})
+    with pytest.raises(ConfigError) as info:
+        grids.load_grid("synthetic", path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {expected}") and "pass --set" not in message and "\n" not in message
+
+
 def test_an_unknown_preset_is_one_line(tiny_root, tmp_path, capsys):
     code = main([*RUN, "--root", str(tiny_root), "--model", "patchcore", "--image-size", "64", "--preset", "paper",
                  "--out", str(tmp_path / "x.h5")])

@@ -123,7 +123,7 @@ def check_required(hparams: dict) -> None:
     for key, hint in REQUIRED_HINT.items():
         if hparams[key] == REQUIRED:
             raise ConfigError(f"efficientad {key}={REQUIRED}: this preset needs a file the suite cannot make; "
-                              f"pass --set {key}={hint}")
+                              f"set {key}={hint} (--set on the command line, hparams in a grid)")
 
 
 def asset_ids(hparams: dict) -> dict:
