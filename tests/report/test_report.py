@@ -844,3 +844,12 @@ def test_one_key_two_thread_counts_says_what_differs(tmp_path, capsys):
     assert _aggregate(outputs) == 2
     err = one_error_line(capsys)
     assert "cpu_threads 2 vs 1" in err and "neither need be wrong" in err and "delete the wrong one" not in err
+
+
+def test_a_table_whose_runs_span_thread_counts_says_so(tmp_path):
+    """Runs made with 1 and 2 CPU threads were pooled without a word; the table now names both counts."""
+    outputs = tmp_path / "outputs"
+    write(outputs, seed=0, attrs={"cpu_threads": 1})
+    write(outputs, seed=1, attrs={"cpu_threads": 2})
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    assert "Made with 1, 2 CPU threads" in (outputs / "synthetic/tables/table2.md").read_text()
