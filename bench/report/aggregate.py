@@ -292,7 +292,10 @@ def verify(outputs: Path, dataset: str, log=print) -> list[str]:
     """Every difference between what was published and what the run files give now (empty: all verified)."""
     out = Path(outputs) / dataset
     manifest = _read_manifest(out)
-    options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
+    try:
+        options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
+    except (TypeError, KeyError) as e:
+        raise BenchError(f"{out / MANIFEST}: its options are not this suite's ({type(e).__name__}: {e})") from None
     c = collect(Path(outputs), dataset)
     problems = []
     then = {e["path"]: e for e in manifest["inputs"]}

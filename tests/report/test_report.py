@@ -853,3 +853,18 @@ def test_a_table_whose_runs_span_thread_counts_says_so(tmp_path):
     write(outputs, seed=1, attrs={"cpu_threads": 2})
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     assert "Made with 1, 2 CPU threads" in (outputs / "synthetic/tables/table2.md").read_text()
+
+
+def test_verify_range_checks_the_options_a_manifest_holds(tmp_path, capsys):
+    """A manifest's options are read back into the same checked Options: a crafted bootstrap count or an unknown
+    option is one line, not a 745 GiB allocation or a TypeError."""
+    outputs = tmp_path / "outputs"
+    write(outputs)
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    path = outputs / "synthetic/tables/manifest.json"
+    manifest = json.loads(path.read_text())
+    for options, message in (({**manifest["options"], "bootstrap": 10**12}, "--bootstrap 1000000000000"),
+                             ({**manifest["options"], "colour": 1}, "its options are not this suite's")):
+        path.write_text(json.dumps({**manifest, "options": options}))
+        assert main(["verify", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
+        assert message in one_error_line(capsys)
