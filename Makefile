@@ -23,7 +23,11 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.lock
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
-	@touch $(STAMP)
+	@# a prerequisite dated in the future (a clock skew, an unpacked archive) would leave the stamp older than it
+	@# and make every target reinstall: the stamp then takes the newest prerequisite's time
+	@touch $(STAMP); for f in $^; do if [ "$$f" -nt $(STAMP) ]; then \
+	  echo "note: $$f is dated in the future ($$(date -r "$$f" -u '+%F %T UTC')); the venv stamp takes its time" >&2; \
+	  touch -r "$$f" $(STAMP); fi; done
 
 venv: $(STAMP) ## create/update .venv from requirements.lock
 

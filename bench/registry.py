@@ -37,6 +37,7 @@ BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 # modules of the detector packages that are not detectors
 _INFRASTRUCTURE = {"base", "gradient", "ops"}
 TRACKS = ("image", "tabular")
+INPUTS = {"image": ("features", "images"), "tabular": ("records",)}  # what a spec's `inputs` may say, per track
 IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
 # How images (and their cached backbone features) are loaded when a run leaves ImageInputs.normalize / .resize /
 # .feature_dtype unset: LOADING_DEFAULTS, then the values for a preset of this name for every detector, then the
@@ -324,28 +325,45 @@ class ModelSpec:
 
 
 _SPECS: dict[str, ModelSpec] = {}
+_BUILT_IN: set[str] = set()  # names the suite's own detector packages registered
 _DISCOVERED = False
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> the one line its load failed with
+_WARNED: set[str] = set()
 
 
 def register(spec: ModelSpec) -> ModelSpec:
-    """Called once, at the bottom of the detector's own file."""
-    if spec.name in _SPECS and _SPECS[spec.name].factory is not spec.factory:
-        raise RuntimeError(f"detector {spec.name!r} registered twice")
+    """Called once, at the bottom of the detector's own file. A name is registered once: a second spec under it
+    (another factory, or the same factory with other defaults) would move every run of the first."""
+    if spec.name in _SPECS and _SPECS[spec.name] != spec:
+        owner = "a built-in detector" if spec.name in _BUILT_IN else "another module"
+        raise RuntimeError(f"detector {spec.name!r} registered twice (it is {owner}'s name)")
+    _check_spec(spec)
     _SPECS[spec.name] = spec
     return spec
 
 
-def _discover() -> None:
-    """Import every detector module of each track's detector package (bench.tracks.DETECTOR_PACKAGES), then
-    every plugin of the entry-point group (each registers itself)."""
+def _check_spec(spec: ModelSpec) -> None:
+    """What a plugin's spec must get right before any run uses it (the suite's own are checked the same way)."""
+    if spec.track not in TRACKS:
+        raise choice_error(f"{spec.name}: track", spec.track, TRACKS)
+    if spec.inputs not in INPUTS[spec.track]:
+        raise choice_error(f"{spec.name}: inputs", spec.inputs, INPUTS[spec.track])
+    for key, param in spec.params.items():
+        default = list(param.default) if isinstance(param.default, list) else param.default
+        param.check(spec.name, key, default)  # a default outside its own range: ConfigError naming it
+    spec.resolve(spec.quick)
+
+
+def _discover_built_ins() -> None:
+    """Import every detector module of each track's detector package (bench.tracks.DETECTOR_PACKAGES): each
+    registers itself. Plugins are imported only when asked for by name (`get`) or listed with their specs."""
     global _DISCOVERED
     if _DISCOVERED:
         return
     for prefix in DETECTOR_PACKAGES.values():  # by name: the registry imports no track
         for name in _module_names(importlib.import_module(prefix)):
             importlib.import_module(f"{prefix}.{name}")
-    for entry in _entry_points():
-        _load_plugin(entry)
+    _BUILT_IN.update(_SPECS)
     _DISCOVERED = True
 
 
@@ -354,23 +372,73 @@ def _module_names(package) -> list[str]:
             if i.name not in _INFRASTRUCTURE and not i.name.startswith("_")]
 
 
-def _entry_points():
-    from importlib.metadata import entry_points
+def _warn_once(text: str) -> None:
+    import warnings
 
-    return entry_points(group=ENTRY_POINT_GROUP)
+    if text not in _WARNED:
+        _WARNED.add(text)
+        warnings.warn(text, stacklevel=3)
+
+
+def _entry_points() -> dict:
+    """{name: entry point} of the plugin group, each distribution's entry points read on its own: a malformed
+    entry_points.txt is one warning naming its distribution, not the end of every command (even `--help`)."""
+    from importlib.metadata import distributions
+
+    found, seen = {}, set()
+    for dist in distributions():
+        name = dist.metadata["Name"] or "?"
+        if name in seen:  # the same distribution twice on sys.path: the first one is what imports
+            continue
+        seen.add(name)
+        try:
+            entries = dist.entry_points.select(group=ENTRY_POINT_GROUP)
+        except Exception as e:  # noqa: BLE001 - whatever a malformed file raises, name the distribution
+            _warn_once(f"distribution {name!r}: its entry_points.txt cannot be read ({type(e).__name__}: {e}); "
+                       "its detectors are not available")
+            continue
+        for entry in entries:
+            found.setdefault(entry.name, entry)
+    return found
 
 
 def _load_plugin(entry) -> None:
-    """Import one plugin's module; a plugin that fails, or registers no detector of its entry point's name, is one
-    line naming the entry point (a broken plugin is never skipped: its runs would silently vanish from grids)."""
-    where = f"detector plugin {entry.name!r} (entry point {ENTRY_POINT_GROUP}: {entry.name} = {entry.value})"
+    """Import one plugin's module; every way the import can fail (SystemExit and KeyboardInterrupt included), or
+    a module that registers no detector of its entry point's name, is one BenchError naming the distribution
+    and entry point, remembered so it is raised again, not retried."""
+    if entry.name in _PLUGIN_ERRORS:
+        raise BenchError(_PLUGIN_ERRORS[entry.name])
+    dist = getattr(entry.dist, "name", None) or "?"
+    where = (f"detector plugin {entry.name!r} (distribution {dist}, entry point {ENTRY_POINT_GROUP}: "
+             f"{entry.name} = {entry.value})")
+    before = set(_SPECS)
     try:
         entry.load()
-    except Exception as e:  # noqa: BLE001 - whatever the plugin raises, the user needs its name and the error
-        raise BenchError(f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")) from None
-    if entry.name not in _SPECS:
-        raise BenchError(f"{where} registered no detector named {entry.name!r}: its module must call "
-                         f"bench.registry.register(ModelSpec(name={entry.name!r}, ...))")
+        problem = None
+    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user needs its name and the error
+        problem = f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")
+    if problem is None and (entry.name not in _SPECS or entry.name in _BUILT_IN):
+        problem = (f"{where} registered no detector named {entry.name!r}: its module must call "
+                   f"bench.registry.register(ModelSpec(name={entry.name!r}, ...))"
+                   + (" (it is a built-in detector's name)" if entry.name in _BUILT_IN else ""))
+    if problem is not None:
+        for name in set(_SPECS) - before:  # a half-registered plugin is not available either
+            del _SPECS[name]
+        _PLUGIN_ERRORS[entry.name] = problem
+        raise BenchError(problem)
+
+
+def _load_plugins() -> None:
+    """Every plugin not loaded yet, for the listings (specs()): one that fails is a warning and left out; a run
+    that names it gets the error (`get`)."""
+    _discover_built_ins()
+    for name, entry in _entry_points().items():
+        if name in _SPECS and name not in _BUILT_IN:  # loaded already
+            continue
+        try:
+            _load_plugin(entry)
+        except BenchError as e:
+            _warn_once(f"{e}; left out")
 
 
 def names() -> tuple[str, ...]:
@@ -378,7 +446,7 @@ def names() -> tuple[str, ...]:
     modules of bench.models and the plugins' entry-point names, in specs()' order. A plugin's track is known only
     once it is loaded, so a tabular plugin is listed too; `get` then refuses it, listing the valid names."""
     package = importlib.import_module(DETECTOR_PACKAGES["image"])  # by name: the registry imports no track
-    found = set(_module_names(package)) | {entry.name for entry in _entry_points()}
+    found = set(_module_names(package)) | set(_entry_points())
     return tuple(m for m in INCLAD_MODELS if m in found) + tuple(sorted(found - set(INCLAD_MODELS)))
 
 
@@ -386,14 +454,22 @@ def specs(track: str = "image") -> dict[str, ModelSpec]:
     """Registered detectors of one track; image: InCLAD's nine first in their canonical order, then by name."""
     if track not in TRACKS:
         raise choice_error("track", track, TRACKS)
-    _discover()
+    _load_plugins()
     mine = {m for m, s in _SPECS.items() if s.track == track}
     order = [m for m in INCLAD_MODELS if m in mine] + sorted(mine - set(INCLAD_MODELS))
     return {m: _SPECS[m] for m in order}
 
 
 def get(name: str, track: str = "image") -> ModelSpec:
-    registered = specs(track)
-    if name not in registered:
-        raise choice_error("tabular model" if track == "tabular" else "model", name, registered)
-    return registered[name]
+    """The spec of `name`, importing only the plugin of that name (a broken plugin stops only what uses it)."""
+    if track not in TRACKS:
+        raise choice_error("track", track, TRACKS)
+    _discover_built_ins()
+    if name not in _SPECS:
+        entries = _entry_points()
+        if name in entries:
+            _load_plugin(entries[name])
+    spec = _SPECS.get(name)
+    if spec is None or spec.track != track:  # listing the valid names loads the other plugins
+        raise choice_error("tabular model" if track == "tabular" else "model", name, specs(track))
+    return spec

@@ -130,17 +130,48 @@ def file_run_key(path: Path) -> str | None:
     return _plain(key) if key is not None else None
 
 
+# A dataset may declare more bytes than the file stores only by compression (this suite's writer never
+# compresses); beyond this ratio the shape is a lie (a crafted file declaring 10^11 scores in 20 KB) and reading it
+# would try to allocate it all
+MAX_EXPANSION = 1000
+
+
 def read_run(path: Path) -> dict:
-    """{'attrs': {...}, 'tasks': [...], '<group/name>': array, ...} of one run file."""
+    """{'attrs': {...}, 'tasks': [...], '<group/name>': array, ...} of one run file. Every dataset's declared
+    shape is checked against what the file holds and against its task count before anything is read."""
     try:
         with h5py.File(path, "r", locking=False) as f:
+            datasets = {}
+            f.visititems(lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset)
+                         else None)
+            _check_shapes(path, datasets)
             out = {"attrs": {k: _plain(v) for k, v in f.attrs.items()},
                    "tasks": [t.decode() if isinstance(t, bytes) else str(t) for t in f["tasks"][()]]}
-            f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset)
-                         and name != "tasks" else None)
-    except (OSError, KeyError) as e:
-        raise BenchError(f"{path}: not a readable result file ({e})") from None
+            out.update((name, obj[()]) for name, obj in datasets.items() if name != "tasks")
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise BenchError(f"{path}: not a readable result file ({type(e).__name__}: {e})") from None
     return out
+
+
+def _check_shapes(path: Path, datasets: dict) -> None:
+    """BenchError for a dataset that declares more than the file stores, or whose shape does not fit the file's
+    task count (one row per task; the per-score arrays share one length). check_file checks R's [N, N]."""
+    for name, obj in datasets.items():
+        declared = obj.size * obj.dtype.itemsize
+        if declared > max(obj.id.get_storage_size(), 1) * MAX_EXPANSION:
+            raise BenchError(f"{path}: dataset {name} declares shape {obj.shape} ({declared:,} bytes) but the "
+                             f"file stores {obj.id.get_storage_size():,} bytes of it: crafted or corrupt")
+    if "tasks" not in datasets or datasets["tasks"].ndim != 1:
+        raise BenchError(f"{path}: not a readable result file (no one-dimensional tasks dataset)")
+    n = datasets["tasks"].shape[0]
+    lengths = {obj.shape for name, obj in datasets.items() if name.startswith("scores/")}
+    if len(lengths) > 1 or any(len(s) != 1 for s in lengths):
+        raise BenchError(f"{path}: the scores/ datasets differ in shape ({', '.join(map(str, sorted(lengths)))}); "
+                         "expected one length")
+    for name, obj in datasets.items():
+        if name != "tasks" and not name.startswith("scores/") and (not obj.shape or obj.shape[0] != n):
+            raise BenchError(f"{path}: dataset {name} has shape {obj.shape}, expected one row per task (the "
+                             f"file's {n} tasks)")
 
 
 def _plain(value):

@@ -31,7 +31,7 @@ from bench.data.tasks import task_splits, warn_non_square
 from bench.errors import ConfigError, NumericalError
 from bench.features import FeatureExtractor, ImageSource, cache_budget, resolve_weights, scratch_dir
 from bench.image.protocols import check_protocol, make_protocol
-from bench.metrics import PixelRocAuc, normalized_pr_auc, roc_auc
+from bench.metrics import PixelRocAuc, normalized_pr_auc, pointwise_gap, roc_auc
 from bench.models import build_detector, model_layers, resolve_hparams
 from bench.registry import get as model_spec
 from bench.training.loop import Heartbeat
@@ -222,10 +222,36 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
                                 [mask[i] for i in idx])
         if pred.routed is not None and routing is not None:
             np.add.at(routing[t, j], pred.routed, 1)
+    if j == t:  # once per step, on the task just learned
+        check_pointwise(cfg, protocol, split, scores, batches)
     state.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
     state.arrays["R/pixel"][t, j] = pixel.compute() if pixel is not None else np.nan
     state.arrays["R/image_npr_auc"][t, j] = normalized_pr_auc(split.labels, scores)[0]
     state.scores.append((t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
+
+
+# The image track's pointwise audit (the tabular track's is bench.tabular.audit): two test images scored alone
+# must get the scores they got inside their batches. Far above float noise on any device (batch-size-dependent
+# kernels differ by ~1e-6), far below what a batch-dependent detector gives (a batch-mean score: 1e-1)
+IMAGE_POINTWISE_RTOL = 1e-3
+
+
+def check_pointwise(cfg: RunConfig, protocol, split, scores: np.ndarray, batches: list) -> None:
+    """BenchError when a detector's image scores depend on the other images of their batch: its ROC-AUC would
+    then depend on --batch-size (a plugin's gave ROC-AUC_CL 0.926 / 0.963 / 1.000 at batch sizes 2 / 5 / 8)."""
+    if all(len(idx) == 1 for idx in batches):
+        return  # every image was scored alone already
+    probe = np.array(sorted({0, len(split) - 1}))
+    with torch.no_grad():
+        alone = np.array([protocol.predict(split, np.array([i])).scores[0] for i in probe], dtype=np.float64)
+    gap = pointwise_gap(alone, scores[probe])
+    if gap > IMAGE_POINTWISE_RTOL:
+        i = int(probe[np.argmax(np.abs(alone - scores[probe]))])
+        raise NumericalError(f"{cfg.model}: image scores depend on the batch they are scored in (test image {i} "
+                             f"of {split.name}: {alone[list(probe).index(i)]:.6g} alone, {scores[i]:.6g} in its "
+                             f"batch of up to {cfg.image.batch_size}; relative gap {gap:.2g}); its ROC-AUC would "
+                             "depend on --batch-size: make its predict pointwise (docs/models.md, \"Your own "
+                             "detector\")")
 
 
 tracks.register("image", prepare_image)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bench import results
+from bench.config import SEED_RANGE, check_int
 from bench.errors import BenchError
 from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
@@ -43,6 +44,9 @@ from bench.report.timing import timing_latex, timing_markdown, timing_table
 PIXEL_NOTE = ("Pixel ROC-AUC is not verifiable from the file: the per-pixel scores are not stored, so unlike the "
               "image metrics it is not recomputed from the run files' scores.")
 MANIFEST = "tables/manifest.json"
+# resamples × the largest test set's float64 weights are held at once (bench/report/bootstrap.py): 10^5 × 1,000
+# images is 0.8 GB
+MAX_BOOTSTRAP = 100_000
 MANIFEST_VERSION = 1
 # Columns that identify a row of each published CSV (verify names mismatching cells by them).
 CSV_KEYS = {
@@ -72,6 +76,12 @@ class Options:
     figure_formats: tuple = ("png", "pdf")  # empty: heatmap values (heatmaps.csv) only, no drawing
     pool: str = "entries"  # the paper comparison's reading of Table 2's pooling judged (bench.report.paper.POOLS)
     own_paper_tables: bool = False  # edited data/paper tables are the user's: accept them (their digests recorded)
+
+    def __post_init__(self):
+        # also what a manifest read back by `verify` holds: a crafted one is one line too
+        check_int("bootstrap", self.bootstrap, 0, MAX_BOOTSTRAP)
+        check_int("bootstrap_seed", self.bootstrap_seed, *SEED_RANGE)
+        check_int("select_top", self.select_top, 1, 10**4)
 
 
 @dataclass
@@ -328,7 +338,10 @@ def verify(outputs: Path, dataset: str, log=print) -> list[str]:
     """Every difference between what was published and what the run files give now (empty: all verified)."""
     out = Path(outputs) / dataset
     manifest = _read_manifest(out)
-    options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
+    try:
+        options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
+    except (TypeError, KeyError) as e:
+        raise BenchError(f"{out / MANIFEST}: its options are not this suite's ({type(e).__name__}: {e})") from None
     c = collect(Path(outputs), dataset)
     problems = []
     then = {e["path"]: e for e in manifest["inputs"]}

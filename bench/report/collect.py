@@ -40,6 +40,15 @@ PROVENANCE_ATTRS = ("run_key", "run_name", "status", "steps_done", "n_tasks", "c
 REQUIRED_ARRAYS = ("timing/train_s", "timing/eval_s")  # and R/<level> of each of the file's levels
 SCORE_ARRAYS = ("scores/step", "scores/task", "scores/label", "scores/value")
 R_TOLERANCE = 1e-9  # the ROC-AUC is exact (rank counts); only float summation order may differ
+# The type of every attribute aggregate reads with a meaning; SHOWN_ATTRS are copied into runs.csv as they are
+ATTR_TYPES = {**dict.fromkeys(("run_key", "run_name", "status", "config", "config_sha256", "index_sha256",
+                               "weights_id", "git_commit", "packages", "python", "host", "started_at", "track",
+                               "levels", "evaluation", "error"), str),
+              **dict.fromkeys(("steps_done", "n_tasks", "seed", "git_dirty", "cpu_threads"), int)}
+SHOWN_ATTRS = ("device", "finished_at", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id",
+               "container_image", "container_runtime", "container_digest")
+STATUSES = ("running", "complete", "failed")
+MAX_TASKS = 10_000
 
 
 class ProvenanceError(BenchError):
@@ -76,34 +85,108 @@ def check_file(run: dict, path: Path, dataset: str) -> None:
     """Refuse a file that cannot be traced to its code and inputs, or whose identity does not add up."""
     a = run["attrs"]
     version = a.get("schema_version")
-    if version not in READABLE_SCHEMAS:
-        raise ProvenanceError(f"{path}: unknown schema version {version!r} (this suite reads "
+    if not _is(version, int) or version not in READABLE_SCHEMAS:
+        raise ProvenanceError(f"{path}: unknown schema version {_shown(version)} (this suite reads "
                               f"{', '.join(map(str, READABLE_SCHEMAS))})")
     absent = [k for k in PROVENANCE_ATTRS if k not in a or (isinstance(a[k], str) and not a[k])]
     if absent:
         raise ProvenanceError(f"{path}: no provenance: attributes {', '.join(absent)} missing or empty")
+    _check_attr_types(a, path)
     if a["git_commit"] == "unknown":
         raise ProvenanceError(f"{path}: no provenance: git commit unknown (run from a git checkout, or set "
                               "BENCH_GIT_COMMIT in containers)")
     if hashlib.sha256(a["config"].encode()).hexdigest() != a["config_sha256"]:
         raise ProvenanceError(f"{path}: config does not match its recorded config_sha256")
-    try:
-        config = RunConfig.from_json(a["config"])
-    except (BenchError, TypeError, json.JSONDecodeError) as e:
-        raise ProvenanceError(f"{path}: unreadable config ({e})") from None
+    config = _read_config(run, path)
     if config.run_key(a["index_sha256"], a["weights_id"]) != a["run_key"]:
         raise ProvenanceError(f"{path}: run_key does not match its config, index and weights")
     if config.result_set != dataset:
         raise ProvenanceError(f"{path}: holds a {config.result_set!r} run but lies under {dataset}/runs")
-    matrices = [f"R/{level}" for level in results.levels(run)]
+    for name, recorded, configured in (("seed", a["seed"], config.seed), ("track", results.track(run), config.track),
+                                       ("evaluation", a.get("evaluation", "continual"), config.evaluation)):
+        if recorded != configured:
+            raise ProvenanceError(f"{path}: attribute {name}={_shown(recorded)} but its config says "
+                                  f"{_shown(configured)}")
+    matrices = [f"R/{level}" for level in _levels(run, path)]
     missing = [k for k in (*matrices, *REQUIRED_ARRAYS) if k not in run]
     if missing:
         raise ProvenanceError(f"{path}: datasets {', '.join(missing)} missing (schema {version} requires them)")
-    n = int(a["n_tasks"])
+    n = a["n_tasks"]
     if len(run["tasks"]) != n or any(run[k].shape != (n, n) for k in matrices):
         raise ProvenanceError(f"{path}: tasks and R matrices disagree with n_tasks={n}")
-    if a["status"] == "complete" and int(a["steps_done"]) != n:
+    if run["tasks"] != config.tasks:
+        raise ProvenanceError(f"{path}: its tasks dataset does not list its config's tasks in order")
+    if a["status"] == "complete" and a["steps_done"] != n:
         raise ProvenanceError(f"{path}: status complete but steps_done={a['steps_done']} of {n}")
+
+
+def _is(value, kind: type) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A value for a message: short, and for arrays only their type and shape (a crafted file may hold anything)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_attr_types(a: dict, path: Path) -> None:
+    """Every attribute aggregate reads has its type and range (a crafted file or a broken writer: one line)."""
+    for name, value in a.items():
+        kind = ATTR_TYPES.get(name)
+        if kind is not None and not _is(value, kind):
+            raise ProvenanceError(f"{path}: attribute {name} is {_shown(value)}, expected "
+                                  f"{'a string' if kind is str else 'an integer'}")
+        if kind is None and name in SHOWN_ATTRS and not isinstance(value, (str, int, float)):
+            raise ProvenanceError(f"{path}: attribute {name} is {_shown(value)}, expected a string or a number")
+    if a["status"] not in STATUSES:
+        raise ProvenanceError(f"{path}: status {_shown(a['status'])} (expected {', '.join(STATUSES)})")
+    if a["git_dirty"] not in (-1, 0, 1):
+        raise ProvenanceError(f"{path}: git_dirty={a['git_dirty']} (expected 0, 1, or -1 outside a git checkout)")
+    if not (1 <= a["n_tasks"] <= MAX_TASKS and 0 <= a["steps_done"] <= a["n_tasks"]):
+        raise ProvenanceError(f"{path}: n_tasks={a['n_tasks']}, steps_done={a['steps_done']} (expected 1 to "
+                              f"{MAX_TASKS} tasks and at most that many steps done)")
+
+
+def _read_config(run: dict, path: Path) -> RunConfig:
+    """The file's config, with the types the tables read from it."""
+    try:
+        config = RunConfig.from_json(run["attrs"]["config"])
+    except RecursionError:
+        raise ProvenanceError(f"{path}: unreadable config (nested too deeply to be a run's config)") from None
+    except (BenchError, TypeError, ValueError) as e:
+        raise ProvenanceError(f"{path}: unreadable config ({type(e).__name__}: {e})"[:300]) from None
+    inputs = config.inputs.summary()
+    texts = {"dataset": config.dataset, "model": config.model, "ordering": config.ordering,
+             "protocol": config.protocol, "evaluation": config.evaluation, "backbone": inputs["backbone"],
+             "weights": inputs["weights"]}
+    wrong = [k for k, v in texts.items() if not isinstance(v, str)]
+    if not _is(config.seed, int):
+        wrong.append("seed")
+    if not isinstance(config.hparams, dict):
+        wrong.append("hparams")
+    if not (isinstance(config.tasks, list) and all(isinstance(t, str) for t in config.tasks)):
+        wrong.append("tasks")
+    if not (_is(inputs["image_size"], int) or (config.track == "tabular")):
+        wrong.append("image_size")
+    if wrong:
+        raise ProvenanceError(f"{path}: config fields {', '.join(wrong)} have the wrong type")
+    return config
+
+
+def _levels(run: dict, path: Path) -> list[str]:
+    try:
+        levels = results.levels(run)
+    except RecursionError:
+        raise ProvenanceError(f"{path}: attribute levels is nested too deeply (expected a JSON list)") from None
+    except ValueError as e:  # JSONDecodeError
+        raise ProvenanceError(f"{path}: attribute levels is not JSON ({e})") from None
+    if not (isinstance(levels, list) and levels and all(isinstance(v, str) and v for v in levels)
+            and len(set(levels)) == len(levels)):
+        raise ProvenanceError(f"{path}: attribute levels is {_shown(levels)}, expected a list of level names")
+    return levels
 
 
 def result_arrays(run: dict) -> list[str]:
@@ -176,15 +259,38 @@ def _same_results(a: dict, b: dict) -> str | None:
     return None
 
 
+# Where two files of one run key may differ without either being wrong: what the run key leaves out because the
+# same computation gives the same numbers anywhere, except in float summation order (docs/cluster.md, "Threads")
+MACHINE_ATTRS = ("cpu_threads", "device", "packages", "git_commit", "host")
+
+
+def _conflict(key: str, first: Path, second: Path, diff: str, a: dict, b: dict) -> ProvenanceError:
+    """Two complete files of one run key with different results: say what else differs between them."""
+    made = [f"{k} {_shown(a.get(k, ''))} vs {_shown(b.get(k, ''))}" for k in MACHINE_ATTRS
+            if a.get(k, "") != b.get(k, "")]
+    if made:
+        advice = (f"they were made differently ({'; '.join(made)}), so neither need be wrong; keep the one made "
+                  "like the rest of this result set and move the other out of runs/")
+    else:
+        advice = "nothing recorded tells them apart; delete the wrong one"
+    return ProvenanceError(f"{first} and {second}: same run key {key[:12]} but different results ({diff}); "
+                           + advice)
+
+
 def run_paths(runs_dir: Path) -> list[Path]:
-    """Every *.h5 under runs_dir; a folder that cannot be listed is a ProvenanceError naming it (Path.rglob would
-    skip it without a word)."""
+    """Every *.h5 under runs_dir, linked folders followed; a folder that cannot be listed, or a link to a folder
+    already listed (a loop), is a ProvenanceError naming it (Path.rglob would skip either without a word)."""
     def refuse(e: OSError):
         raise ProvenanceError(f"{e.filename}: cannot list this folder under {runs_dir} ({e.strerror}); fix its "
                               f"permissions or move it away: a table from the other folders would look complete")
 
-    found = []
-    for folder, dirs, files in os.walk(runs_dir, onerror=refuse):
+    found, seen = [], set()
+    for folder, dirs, files in os.walk(runs_dir, onerror=refuse, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            raise ProvenanceError(f"{folder}: a link to a folder already listed under {runs_dir} ({real}); "
+                                  "remove the link: its files would be read twice, or forever")
+        seen.add(real)
         dirs.sort()
         found += [Path(folder) / f for f in files if f.endswith(".h5")]
         odd = [d for d in dirs if d.endswith(".h5")]
@@ -200,36 +306,97 @@ def _read_dir(dataset: str, runs_dir: Path):
         yield path, run
 
 
+# The columns that make a table row: its runs differ only in their seed, which the row averages over
+ROW = ("track", "dataset", "ordering", "model", "backbone", "weights", "protocol", "evaluation")
+
+
+def settings(run: dict) -> dict:
+    """Everything that changes a run's numbers but its seed: the run key's preimage without the seed."""
+    a = run["attrs"]
+    identity = results.run_config(run).identity(a["index_sha256"], a["weights_id"])
+    identity.pop("seed")
+    return identity
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out, absent = [], object()
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k, absent), b.get(k, absent)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{k}.")
+        elif x != y:
+            x, y = ("(not recorded)" if v is absent else _shown(v) for v in (x, y))
+            out.append(f"{prefix}{k} {x} vs {y}")
+    return out
+
+
+def check_rows(used: list[tuple[Path, dict, dict]]) -> None:
+    """Refuse runs that would share a table row (ROW) but differ in anything but the seed: a row's value is the
+    mean of its seeds, and averaging two settings (or keeping one of them) would publish a number nobody ran."""
+    first: dict[tuple, tuple[Path, dict]] = {}
+    for path, run, row in used:
+        where = tuple(str(row[k]) for k in ROW)
+        mine = settings(run)
+        if where not in first:
+            first[where] = (path, mine)
+            continue
+        other, theirs = first[where]
+        diff = _differences(theirs, mine)
+        if diff:
+            raise ProvenanceError(
+                f"{other} and {path}: one table row ({', '.join(w for w in where[1:] if w)}) but their settings "
+                f"differ in more than the seed ({'; '.join(diff)}); a row averages seeds only: aggregate them "
+                "under separate --outputs, or remove one")
+
+
+def _pick(key: str, held: tuple[Path, dict], path: Path, run: dict) -> tuple[Path, dict]:
+    """Of two files of one run key and the same results, the one whose row is used: the named ordering over
+    `custom` (the same task list asked for by --tasks), whatever the file order; two names are refused."""
+    names = [results.run_config(r).ordering for r in (held[1], run)]
+    if names[0] == names[1]:
+        return held
+    if "custom" in names:
+        return held if names[1] == "custom" else (path, run)
+    raise ProvenanceError(f"{held[0]} and {path}: one run (key {key[:12]}) filed under two orderings "
+                          f"({names[0]}, {names[1]}) that name the same task list; remove one")
+
+
 def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
     """(rows, details, missing rows, inputs) of the runs under `dirs`, duplicates checked and collapsed.
 
     Each input gets a role: used, duplicate (same key and results as a used file), superseded (incomplete, but
     its key finished in another file) or missing; and a scope: tables, or selection (MultiDataset reference)."""
     complete: dict[str, tuple[Path, dict]] = {}
-    rows, missing, inputs, pending = [], [], [], []
+    entries: dict[Path, dict] = {}
+    missing, inputs, pending = [], [], []
     for dataset, runs_dir in dirs.items():
         for path, run in _read_dir(dataset, runs_dir):
             a = run["attrs"]
             entry = {"path": path.relative_to(outputs).as_posix(), "sha256": file_sha256(path),
                      "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
             inputs.append(entry)
+            entries[path] = entry
             if a["status"] != "complete":
                 pending.append((entry, run))
                 continue
             entry["scores_checked"] = check_scores(run, path)
             key = a["run_key"]
             if key in complete:
-                other = complete[key][0]
-                diff = _same_results(complete[key][1], run)
+                held = complete[key]
+                diff = _same_results(held[1], run)
                 if diff:
-                    raise ProvenanceError(f"{other} and {path}: same run key {key[:12]} but different results "
-                                          f"({diff}); delete the wrong one")
-                entry["role"] = "duplicate"
+                    raise _conflict(key, held[0], path, diff, held[1]["attrs"], a)
+                complete[key] = _pick(key, held, path, run)
+                entries[complete[key][0]]["role"] = "used"
+                entries[path if complete[key][0] == held[0] else held[0]]["role"] = "duplicate"
                 continue
             complete[key] = (path, run)
-            row = results.summary_row(run, path.relative_to(outputs))
-            row["file_sha256"] = entry["sha256"]
-            rows.append(row)
+    used = []
+    for path, run in complete.values():
+        row = results.summary_row(run, path.relative_to(outputs))
+        row["file_sha256"] = entries[path]["sha256"]
+        used.append((path, run, row))
+    check_rows(used)
     for entry, run in pending:
         if entry["run_key"] in complete:
             entry["role"] = "superseded"  # a stale partial copy of a run that has finished elsewhere
@@ -238,12 +405,12 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
         a = run["attrs"]
         config = results.run_config(run)
         missing.append({"path": entry["path"], "run_name": a["run_name"], "run_key": a["run_key"],
-                        "status": a["status"], "steps_done": int(a["steps_done"]), "n_tasks": int(a["n_tasks"]),
+                        "status": a["status"], "steps_done": a["steps_done"], "n_tasks": a["n_tasks"],
                         **{k: getattr(config, k) for k in ("dataset", "model", "protocol", "ordering", "seed")},
                         "backbone": config.inputs.summary()["backbone"],
                         "error": a.get("error", "")})
     details = {key: run for key, (_, run) in complete.items()}
-    return rows, details, missing, inputs
+    return [row for _, _, row in used], details, missing, inputs
 
 
 RUN_ORDER = ["dataset", "ordering", "model", "backbone", "weights", "protocol", "seed", "run_key"]

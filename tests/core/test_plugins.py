@@ -1,6 +1,7 @@
 """Detectors from outside: the example package of docs/models.md ("Your own detector"), installed with pip into a
 temporary folder (offline, the shared environment untouched), runs through `bench run` and the result reader; a
-broken plugin stops the CLI with one line naming its entry point."""
+broken plugin is one line naming its distribution and entry point for the command that asks for it, and never
+stops one that does not; a plugin's spec is checked at registration and cannot replace a built-in's."""
 
 from __future__ import annotations
 
@@ -78,31 +79,123 @@ def test_the_cli_lists_the_plugin_without_importing_it_or_torch(plugin_site):
     assert "meandist" in _bench(plugin_site, "run", "--help").stdout
 
 
-def _hand_installed_plugin(site: Path, module: str, source: str) -> None:
+def _hand_installed_plugin(site: Path, module: str, source: str, entry_points: str | None = None) -> None:
     """A plugin's module plus the .dist-info pip would write for it (METADATA, entry_points.txt, RECORD): enough
     for importlib.metadata to list its entry point; no build needed for a plugin that is meant to fail."""
     dist = site / "broken_plugin-0.1.dist-info"
     dist.mkdir(parents=True)
     (site / f"{module}.py").write_text(source)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{GROUP}]\nbroken = {module}\n")
+    (dist / "entry_points.txt").write_text(entry_points or f"[{GROUP}]\nbroken = {module}\n")
     (dist / "RECORD").write_text(f"{module}.py,,\n{dist.name}/METADATA,,\n{dist.name}/entry_points.txt,,\n"
                                  f"{dist.name}/RECORD,,\n")
+
+
+REREGISTER = ("import dataclasses\nfrom bench.registry import Int, get, register\nspec = get('patchcore')\n"
+              "register(dataclasses.replace(spec, params={**spec.params, 'n_starts': Int(9, 1)}))\n")
 
 
 @pytest.mark.parametrize("source,expected", [
     ("raise ImportError('needs a package that is not installed')",
      "failed to load: ImportError: needs a package that is not installed"),
+    ("import sys\nsys.exit(0)", "failed to load: SystemExit: 0"),
+    ("raise KeyboardInterrupt", "failed to load: KeyboardInterrupt"),
     ("X = 1  # registers nothing", "registered no detector named 'broken'"),
+    (REREGISTER, "detector 'patchcore' registered twice (it is a built-in detector's name)"),
 ])
-def test_a_broken_plugin_is_one_line_naming_its_entry_point(tiny_root, tmp_path, source, expected):
+def test_a_broken_plugin_is_one_line_naming_its_distribution_where_it_is_asked_for(tiny_root, tmp_path, source,
+                                                                                   expected):
+    """Issue 31 §6: a plugin that raises, exits (sys.exit(0) made every command exit 0 with no output), is
+    interrupted (reported as a resumable SIGINT), registers nothing, or re-registers a built-in is one line
+    naming its distribution and entry point, for the command that asks for it."""
     site = tmp_path / "site"
     _hand_installed_plugin(site, "broken_plugin", source)
-    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "patchcore",
+    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "broken",
                  "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
                  "--out", tmp_path / "out.h5")
     err = run.stderr.strip()
     assert run.returncode == 2 and "\n" not in err and "Traceback" not in err, err
-    assert err.startswith(f"error: detector plugin 'broken' (entry point {GROUP}: broken = broken_plugin)")
+    assert err.startswith(f"error: detector plugin 'broken' (distribution broken-plugin, entry point {GROUP}: "
+                          "broken = broken_plugin)"), err
     assert expected in err
     assert not (tmp_path / "out.h5").exists()
+
+
+def test_commands_that_do_not_use_a_broken_plugin_run(tiny_root, tmp_path):
+    """With a plugin installed that calls sys.exit(0) at import, `bench run` of a built-in detector ran nothing
+    and exited 0; now it runs (the plugin is never imported), and listing every spec warns about the plugin in
+    one line and leaves it out."""
+    site = tmp_path / "site"
+    _hand_installed_plugin(site, "broken_plugin", "import sys\nsys.exit(0)")
+    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "padim",
+                 "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
+                 "--workers", "0", "--out", tmp_path / "out.h5")
+    assert run.returncode == 0 and (tmp_path / "out.h5").is_file(), run.stderr
+    probe = _bench(site, code=("import warnings; warnings.simplefilter('always'); from bench.registry import specs; "
+                               "print('broken' in specs(), 'padim' in specs())"))
+    assert probe.returncode == 0 and probe.stdout.split() == ["False", "True"], probe.stderr
+    assert "detector plugin 'broken' (distribution broken-plugin" in probe.stderr and "left out" in probe.stderr
+
+
+def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_path):
+    """A line without `=` in a plugin's entry_points.txt made importlib raise in every command, `run --help`
+    included; now it is one warning naming the distribution."""
+    site = tmp_path / "site"
+    _hand_installed_plugin(site, "broken_plugin", "X = 1", entry_points=f"[{GROUP}]\nbroken\n")
+    run = _bench(site, "run", "--help")
+    assert run.returncode == 0 and "--model" in run.stdout, run.stderr
+    assert "distribution 'broken-plugin': its entry_points.txt cannot be read" in run.stderr
+
+
+class _Entry:
+    """What importlib.metadata gives for an entry point: a name, a value, a distribution, load()."""
+
+    def __init__(self, name, load):
+        self.name, self.value, self.dist, self.load = name, f"{name}_plugin", None, load
+
+
+def test_an_entry_point_named_like_a_built_in_is_refused_not_checked_on_the_built_in(monkeypatch):
+    """An entry point called `patchcore` whose module registers something else passed the check on the
+    built-in PatchCore spec."""
+    from bench import registry
+    from bench.errors import BenchError
+
+    registry.get("patchcore")
+    monkeypatch.setattr(registry, "_PLUGIN_ERRORS", {})
+    with pytest.raises(BenchError, match="registered no detector named 'patchcore'.*it is a built-in detector's name"):
+        registry._load_plugin(_Entry("patchcore", lambda: None))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"params": "n_features"}, "zz_plugin hyperparameter n_features=0 is not allowed"),
+    ({"inputs": "pixels"}, "unknown zz_plugin: inputs 'pixels' (valid: features, images)"),
+])
+def test_a_plugin_spec_is_checked_at_registration(monkeypatch, change, message):
+    """A default outside its own range and an unknown `inputs` kind passed registration and failed later, inside
+    a run. The name stays unregistered."""
+    import dataclasses
+
+    from bench import registry
+    from bench.errors import ConfigError
+
+    spec = dataclasses.replace(registry.get("padim"), name="zz_plugin")
+    if "params" in change:
+        change = {"params": {**spec.params, "n_features": registry.Int(0, 1)}}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        registry.register(dataclasses.replace(spec, **change))
+    assert "zz_plugin" not in registry._SPECS
+
+
+def test_a_built_in_spec_cannot_be_replaced_even_with_its_own_factory():
+    """Re-registering `patchcore` with the same factory and another default passed, and moved every PatchCore
+    run (and the comparison's `inclad` reference) with it."""
+    import dataclasses
+
+    from bench import registry
+
+    spec = registry.get("patchcore")
+    changed = dataclasses.replace(spec, params={**spec.params, "n_starts": registry.Int(9, 1)})
+    with pytest.raises(RuntimeError, match="'patchcore' registered twice"):
+        registry.register(changed)
+    assert registry.get("patchcore") is spec
+    registry.register(spec)  # the same spec again (a module imported twice) is harmless

@@ -21,6 +21,7 @@ import pytest
 from bench import results
 from bench.cli import main
 from bench.config import ImageInputs, RunConfig
+from bench.errors import BenchError
 from bench.report import heatmaps as hm
 from bench.report.aggregate import Options, aggregate, verify
 from bench.report.bootstrap import roc_auc_cl_interval, roc_auc_cl_samples
@@ -46,7 +47,7 @@ def lower(rng, n, lo=0.5, hi=1.0):
 def write(outputs: Path, *, dataset="synthetic", model="patchcore", backbone="resnet18", weights="none",
           protocol="cl", ordering="easy_to_hard", seed=0, tasks=TASKS, image=None, pixel=None, train=None,
           evals=None, status="complete", steps=None, attrs=None, extra=None, rng=None, path=None,
-          hparams=None) -> Path:
+          hparams=None, image_size=64) -> Path:
     """One crafted run file; returns its path (outputs/<dataset>/runs/<run_name>.h5 unless `path`)."""
     # run keys hash the task order, not the ordering's name: each ordering needs its own order
     tasks = {"hard_to_easy": tasks[::-1], "random": tasks[1:] + tasks[:1]}.get(ordering, tasks)
@@ -54,7 +55,7 @@ def write(outputs: Path, *, dataset="synthetic", model="patchcore", backbone="re
     n = len(tasks)
     cfg = RunConfig(dataset=dataset, root="/data", model=model, tasks=list(tasks), ordering=ordering,
                     protocol=protocol, seed=seed, hparams=dict(hparams or {}),
-                    inputs=ImageInputs(backbone=backbone, weights=weights, image_size=64))
+                    inputs=ImageInputs(backbone=backbone, weights=weights, image_size=image_size))
     key = cfg.run_key("f" * 64, weights)
     all_attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": status,
                  "steps_done": n if steps is None else steps, "n_tasks": n, "config": cfg.to_json(),
@@ -383,14 +384,15 @@ def test_routing_table_from_task_bank_runs(tmp_path):
 
 
 def test_routing_table_shows_each_rule_a_method_was_run_under(tmp_path):
-    """PaDiM-CL run with route_by=max (the default) and route_by=mean: two rows, never averaged together."""
+    """PaDiM-CL run with route_by=max (the default) and route_by=mean: two rows, never averaged together (on two
+    backbones: one table row holds one setting, test_runs_differing_in_more_than_the_seed_are_refused)."""
     outputs, n = tmp_path / "outputs", 2
-    for rule, home in (("max", 6), ("mean", 9)):
+    for rule, home, backbone in (("max", 6, "resnet18"), ("mean", 9, "wide_resnet50_2")):
         counts = np.zeros((n, n, n), dtype=np.int64)
         counts[0, 0, 0] = 10
         counts[1] = [[home, 10 - home], [0, 10]]
         own = np.where(np.tri(n, dtype=bool), np.diagonal(counts, axis1=1, axis2=2) / counts.sum(2).clip(1), np.nan)
-        write(outputs, model="padim", tasks=TASKS[:2], protocol="cl", hparams={"route_by": rule},
+        write(outputs, model="padim", backbone=backbone, tasks=TASKS[:2], protocol="cl", hparams={"route_by": rule},
               extra={"routing/counts": counts, "routing/own_fraction": own})
     aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
     rt = read_csv(outputs / "synthetic/tables/routing.csv")
@@ -690,3 +692,179 @@ def test_model_rows_keep_the_papers_order_and_a_new_detector_follows_with_its_re
     frame = pd.DataFrame({"model": ["zz_unregistered", "aa_new", *sorted(paper)]})
     assert sort_frame(frame, ["model"])["model"].tolist() == [*paper, "aa_new", "zz_unregistered"]  # Tables 4-5
     assert [label("model", m) for m in ("aa_new", "rd4ad", "zz_unregistered")] == ["AaNew", "RD4AD", "zz_unregistered"]
+
+
+# ------------------------------------------------------------ one table row, one setting (issue 31 §1, §6)
+
+def _aggregate(outputs, *extra) -> int:
+    return main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs), "--bootstrap", "0",
+                 "--figures", "none", *extra])
+
+
+@pytest.mark.parametrize("second, named", [
+    ({"hparams": {"coreset_ratio": 0.05}}, "hparams.coreset_ratio (not recorded) vs 0.05"),
+    ({"image_size": 96}, "image_size 64 vs 96"),
+    ({"ordering": "custom", "tasks": TASKS[::-1]}, "tasks ["),
+])
+def test_runs_differing_in_more_than_the_seed_are_refused(tmp_path, capsys, second, named):
+    """Two seeds of one model × backbone × weights × ordering × protocol that differ in a hyperparameter, the
+    image size or the task list (under one ordering name) were averaged as seeds of one method: now one line
+    naming both files and every differing setting, and nothing published."""
+    outputs = tmp_path / "outputs"
+    a = write(outputs, seed=0, ordering=second.get("ordering", "easy_to_hard"))
+    b = write(outputs, seed=1, **second)
+    assert _aggregate(outputs) == 2
+    err = one_error_line(capsys)
+    assert a.name in err and b.name in err and named in err and "averages seeds only" in err
+    assert "seed 0 vs 1" not in err
+    assert not (outputs / "synthetic/tables/manifest.json").exists()
+
+
+def _tabular_file(outputs, seed, replay_size) -> Path:
+    from bench.config import TabularInputs
+
+    cfg = RunConfig(dataset="synthetic", root="/data", model="iforest", tasks=list(TASKS[:2]), protocol="cl",
+                    seed=seed, inputs=TabularInputs(index_content_sha256="c" * 64, replay_size=replay_size))
+    key = cfg.run_key("f" * 64, "none")
+    rng = np.random.default_rng(seed)
+    attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": "complete", "steps_done": 2,
+             "n_tasks": 2, "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": "f" * 64,
+             "weights_id": "none", "seed": seed, "track": "tabular", "levels": json.dumps(["record"]),
+             "evaluation": "continual"}
+    path = outputs / cfg.result_set / "runs" / f"{cfg.run_name(key)}.h5"
+    results.write_run(path, attrs, {"R/record": lower(rng, 2), "timing/train_s": np.ones(2),
+                                    "timing/eval_s": np.ones(2)}, list(TASKS[:2]))
+    return path
+
+
+def test_tabular_replay_runs_of_one_seed_and_two_buffer_sizes_are_refused(tmp_path):
+    """Two Replay runs, seed 0, replay sizes 40 and 80: tabular Table 2 keyed its cell's seeds by seed, so one
+    replaced the other (one value, n_seeds 1); now collecting refuses them, naming the replay size."""
+    outputs = tmp_path / "outputs"
+    _tabular_file(outputs, 0, 40)
+    _tabular_file(outputs, 0, 80)
+    with pytest.raises(BenchError, match=r"differ in more than the seed \(replay_size (40 vs 80|80 vs 40)\)"):
+        collect(outputs, "tabular-synthetic")
+
+
+def test_one_run_made_by_tasks_and_by_ordering_uses_the_named_ordering_whatever_the_file_order(tmp_path):
+    """The same task list asked for as `--tasks` (ordering custom) and as `--ordering easy_to_hard` is one run
+    key: the row used was the first file by name. Now the named ordering's file is used, and the other is a
+    duplicate, with the files' names in either order."""
+    for first in ("custom", "easy_to_hard"):
+        outputs = tmp_path / first / "outputs"
+        paths = {o: write(outputs, ordering=o, rng=np.random.default_rng(7)) for o in ("custom", "easy_to_hard")}
+        for o, p in paths.items():  # rename so that `first` sorts first
+            p.rename(p.with_name(("a-" if o == first else "b-") + p.name))
+        c = collect(outputs, "synthetic")
+        assert c.runs["ordering"].tolist() == ["easy_to_hard"]
+        assert sorted((Path(e["path"]).name.split("_")[4], e["role"]) for e in c.inputs) == [
+            ("custom", "duplicate"), ("easy", "used")]
+
+
+def test_a_symlinked_runs_subfolder_is_followed_and_a_loop_refused(tmp_path, capsys):
+    """A runs/ subfolder that is a link was skipped (Table 2 from 2 of 4 runs, exit 0): its runs are read now;
+    a link back up the tree is one line."""
+    outputs = tmp_path / "outputs"
+    for protocol in ("ncl", "cl"):
+        write(outputs, protocol=protocol)
+        write(outputs, protocol=protocol, seed=1, path=tmp_path / "elsewhere" / f"{protocol}.h5")
+    (outputs / "synthetic/runs/linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert len(collect(outputs, "synthetic").runs) == 4
+    (tmp_path / "elsewhere" / "loop").symlink_to(outputs / "synthetic/runs", target_is_directory=True)
+    assert _aggregate(outputs) == 2
+    assert "a link to a folder already listed" in one_error_line(capsys)
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"seed": 1}, "attribute seed=1 but its config says 0"),
+    ({"seed": "0"}, "attribute seed is '0', expected an integer"),
+    ({"n_tasks": np.arange(4)}, "attribute n_tasks is an array of shape (4,), expected an integer"),
+    ({"status": "done"}, "status 'done' (expected running, complete, failed)"),
+    ({"git_dirty": 7}, "git_dirty=7"),
+    ({"schema_version": np.array([3, 3])}, "unknown schema version an array of shape (2,)"),
+    ({"levels": NESTED}, "attribute levels is nested too deeply"),
+    ({"levels": json.dumps(["image", 3])}, "attribute levels is ['image', 3], expected a list of level names"),
+    ({"track": "tabular"}, "attribute track='tabular' but its config says 'image'"),
+    ({"config": NESTED, "config_sha256": __import__("hashlib").sha256(NESTED.encode()).hexdigest()},
+     "unreadable config (nested too deeply"),
+    ({"host": np.float64(1.5)}, "attribute host is 1.5, expected a string"),
+])
+def test_crafted_provenance_attributes_are_one_line(tmp_path, capsys, attrs, message):
+    """Attributes of the wrong type or disagreeing with the config (a crafted file, a broken writer) tracebacked
+    or were accepted (a seed attribute other than the config's); a config of 100,000 nested brackets raised
+    RecursionError. Each is one line naming the file."""
+    outputs = tmp_path / "outputs"
+    bad = write(outputs, attrs=attrs)
+    assert _aggregate(outputs) == 2
+    err = one_error_line(capsys)
+    assert message in err and bad.name in err, err
+
+
+def test_a_small_file_declaring_huge_arrays_is_refused_before_reading(tmp_path, capsys):
+    """A 20 KB file declaring 10^11 scores (chunked, nothing stored) made aggregate allocate 745 GiB; a dataset
+    with a row per task of another task count tracebacked later. Both are refused from the shapes alone."""
+    outputs = tmp_path / "outputs"
+    bad = write(outputs)
+    with h5py.File(bad, "a", locking=False) as f:
+        for name in ("scores/step", "scores/task", "scores/label", "scores/value"):
+            f.create_dataset(name, shape=(10**11,), dtype="f8", chunks=(2**20,), compression="gzip")
+    assert bad.stat().st_size < 100_000
+    assert _aggregate(outputs) == 2
+    assert "dataset scores/label declares shape (100000000000,)" in one_error_line(capsys)
+    bad = write(outputs, extra={"memory/state_bytes": np.zeros(7)})
+    for old in (outputs / "synthetic/runs").glob("*.h5"):
+        if old != bad:
+            old.unlink()
+    assert _aggregate(outputs) == 2
+    assert "dataset memory/state_bytes has shape (7,), expected one row per task" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("option", [["--bootstrap", "-1"], ["--bootstrap", "10000000000"],
+                                    ["--bootstrap-seed", "-3"], ["--select-top", "0"]])
+def test_report_options_are_range_checked(tmp_path, capsys, option):
+    """A negative --bootstrap silently meant none and a huge one tracebacked allocating 745 GiB; a negative
+    bootstrap seed or a top-0 selection were accepted. Each is one line naming the option."""
+    outputs = tmp_path / "outputs"
+    write(outputs)
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs), *option]) == 2
+    assert option[0] in one_error_line(capsys)
+
+
+def test_one_key_two_thread_counts_says_what_differs(tmp_path, capsys):
+    """Two files of one run key made with 1 and 2 CPU threads (a trained detector's R depends on it): the
+    refusal said "delete the wrong one" though neither is wrong; it now names the thread counts."""
+    outputs = tmp_path / "outputs"
+    first = write(outputs, attrs={"cpu_threads": 1})
+    write(outputs, attrs={"cpu_threads": 2}, image=lower(np.random.default_rng(9), 4),
+          path=first.with_name("copy-" + first.name))
+    assert _aggregate(outputs) == 2
+    err = one_error_line(capsys)
+    assert "cpu_threads 2 vs 1" in err and "neither need be wrong" in err and "delete the wrong one" not in err
+
+
+def test_a_table_whose_runs_span_thread_counts_says_so(tmp_path):
+    """Runs made with 1 and 2 CPU threads were pooled without a word; the table now names both counts."""
+    outputs = tmp_path / "outputs"
+    write(outputs, seed=0, attrs={"cpu_threads": 1})
+    write(outputs, seed=1, attrs={"cpu_threads": 2})
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    assert "Made with 1, 2 CPU threads" in (outputs / "synthetic/tables/table2.md").read_text()
+
+
+def test_verify_range_checks_the_options_a_manifest_holds(tmp_path, capsys):
+    """A manifest's options are read back into the same checked Options: a crafted bootstrap count or an unknown
+    option is one line, not a 745 GiB allocation or a TypeError."""
+    outputs = tmp_path / "outputs"
+    write(outputs)
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    path = outputs / "synthetic/tables/manifest.json"
+    manifest = json.loads(path.read_text())
+    for options, message in (({**manifest["options"], "bootstrap": 10**12}, "--bootstrap 1000000000000"),
+                             ({**manifest["options"], "colour": 1}, "its options are not this suite's")):
+        path.write_text(json.dumps({**manifest, "options": options}))
+        assert main(["verify", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
+        assert message in one_error_line(capsys)

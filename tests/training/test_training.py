@@ -168,16 +168,19 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 # --- the four detectors --------------------------------------------------------------------------------
 
 
-# PaSTe's student shares the teacher's stem and mimics later stages of the same architecture: with a random-init
-# teacher (weights=none) it learns to reproduce it almost exactly, anomalies included, so on the synthetic tasks its
-# AUROC peaks early and then falls (docs/models.md has the sweep that chose its quick setting, lr 0.1: min 0.812;
-# at Table 7's lr 0.4, 5 epochs: checker 0.797; 10 epochs at lr 0.1: stripes 0.281).
-MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.8}
+# Each learning assertion below holds across the spread measured on this suite's inputs (tiny synthetic benchmark,
+# held-out textures, 64 px, random-init resnet18, quick settings) over training seeds 0-4 at 1 and 2 CPU threads
+# (OMP_NUM_THREADS and torch.set_num_threads in a subprocess; issue 31 §0): a threshold tuned on one seed and one
+# thread count failed at another (RD4AD clouds, seed 0: 0.797 with one thread, 0.625 with two).
+# Synthetic tasks, min-max over the spread: STFPM 0.875 (checker, stripes)-1.0; FastFlow 1.0 on every task;
+# RD4AD chip/grain 1.0, disc 0.938-1.0, stripes 0.844-0.984, checker 0.359-0.75 (at some seeds no better than
+# its untrained network: not asserted); PaSTe chip 0.984-1.0, grain 1.0, stripes 0.828-1.0, disc 0.734-0.984,
+# checker 0.688-0.859. PaSTe's student shares the teacher's stem and, with a random-init teacher, learns to
+# reproduce it, anomalies included (docs/models.md has the sweep that chose its quick setting).
+MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.7}
 REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}}
-# Since the `inclad` defaults (RD4AD's official init and no blur, PaSTe's un-normalised first layer) the
-# quick settings, chosen before, leave checker weaker: measured RD4AD checker 0.688 (chip 1.0, disc 0.938, grain
-# 1.0, stripes 0.984), PaSTe checker 0.688 (chip 1.0, disc 0.953, grain 1.0, stripes 1.0). Pinned as weak cases.
-WEAK = {"rd4ad": {"checker": 0.65}, "paste": {"checker": 0.65}}
+# tasks held to their own floor (None: measured and reported, not asserted)
+WEAK = {"rd4ad": {"checker": None}, "paste": {"checker": 0.65}}
 
 
 @pytest.mark.slow
@@ -192,17 +195,16 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
     print(model, {t: round(a, 3) for t, a in aucs.items()})  # the figures, shown by pytest -rP
     weak = WEAK.get(model, {})
     assert min(a for t, a in aucs.items() if t not in weak) >= MIN_AUROC[model], aucs
-    assert all(aucs[t] >= low for t, low in weak.items()), aucs
+    assert all(aucs[t] >= low for t, low in weak.items() if low is not None), aucs
 
 
-# Held-out textures (tests/textures.py: none of the synthetic tasks the quick settings were chosen on), 64 px,
-# random-init resnet18, quick settings. Measured (docs/models.md, `python tests/textures.py`): STFPM clouds 1.0,
-# FastFlow weave 1.0, PaSTe clouds 0.969. Weak cases measured and left out: STFPM weave 0.469, FastFlow dots 0.531,
-# PaSTe weave 0.438 / dots 0.5.
-# RD4AD learns slowly on a random encoder (side by side with anomalib 2.7 on the same encoder weights and
-# the same initial weights the two give the same loss and gradients and reach the same AUROCs, docs/models.md):
-# clouds 0.578 after its quick 10 epochs, 0.703 after 30, so it is held to 30 here (weave 0.625 after 30).
-HELD_OUT = {"stfpm": ("clouds", 0.9), "fastflow": ("weave", 0.9), "paste": ("clouds", 0.9), "rd4ad": ("clouds", 0.65)}
+# Held-out textures (tests/textures.py: none of the synthetic tasks the quick settings were chosen on). What holds
+# across the spread (seeds 0-4, 1 and 2 threads) is that training beats the same network untrained (its `build`
+# only) by a margin, and that the loss falls; the AUROC itself does not: STFPM clouds 0.938-1.0 (untrained at most
+# 0.812, gap at least 0.156), FastFlow weave 1.0 (untrained at most 0.906, gap 0.094), RD4AD clouds after 30
+# epochs 0.484-0.891 (gap at least 0.094), PaSTe clouds 0.484-0.969 (gap down to -0.016: not asserted, reported).
+HELD_OUT = {"stfpm": ("clouds", 0.1), "fastflow": ("weave", 0.05), "paste": ("clouds", None),
+            "rd4ad": ("clouds", 0.05)}
 HELD_OUT_SETTINGS = {"rd4ad": {"epochs": 30}}
 
 
@@ -216,12 +218,22 @@ def texture_root(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", GRADIENT)
 def test_learns_a_held_out_texture(texture_root, model):
-    from textures import image_auroc
+    """Training beats the untrained network by the margin that held over seeds and thread counts, and the loss
+    falls (issue 31 §0: the AUROC threshold of 0.65 held only at the thread count it was tuned at)."""
+    from textures import splits
 
-    task, minimum = HELD_OUT[model]
-    auc = image_auroc(model, texture_root, task, 64, **{**get(model).quick, **HELD_OUT_SETTINGS.get(model, {})})
-    print(model, task, round(auc, 3))  # the figure, shown by pytest -rP
-    assert auc >= minimum, (model, task, auc)
+    task, margin = HELD_OUT[model]
+    settings = {**get(model).quick, **HELD_OUT_SETTINGS.get(model, {})}
+    train, test = splits(texture_root, task, 64)
+    untrained = create(model, _extractor(model), 64, **settings)
+    untrained.build(0)
+    det = create(model, _extractor(model), 64, **settings).fit(train, seed=0)
+    auc = {name: roc_auc(test.labels, d.predict(test, np.arange(len(test))).scores)
+           for name, d in (("trained", det), ("untrained", untrained))}
+    print(model, task, {k: round(v, 3) for k, v in auc.items()})  # the figures, shown by pytest -rP
+    assert det.losses_[-1] < det.losses_[0], det.losses_
+    if margin is not None:
+        assert auc["trained"] >= auc["untrained"] + margin, (model, task, auc)
 
 
 # Measured under the inclad preset (PaSTe's first-layer loss un-normalised, InCLAD's code): PaSTe's NCL BWT on this
