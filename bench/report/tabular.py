@@ -20,7 +20,8 @@ MSTE, Replay = cl), with the interval, the method that made it and the long-bloc
 feasibility (the best ROC-AUC_CL of MSTE and Cumulative, minus 0.5, a random ranking's), non-triviality (best of
 Replay, Cumulative and MSTE minus Naive, and each of them minus Naive: paired differences of the shared resamples)
 and forgetting (Naive's FM, beside MSTE's; both FM forms, Chaudhry's last-step one and the formula of the CAD
-framework's released code, CAD 675a9c9, on the lower triangle).
+framework's released code, CAD 675a9c9: on the full matrix for a cross-evaluated run, the `released` preset's, on
+the lower triangle for a continual one, and labelled so). Every other summary reads the lower triangle only.
 
 `run_length_table`: the contiguous anomaly runs of every test set in stream order (the reason for the block).
 """
@@ -44,32 +45,45 @@ LEVELS = ("record",)  # the R matrices of a tabular run (R/record), drawn by ben
 STRATEGIES = (("ncl", "Naive"), ("cumulative", "Cumulative (warm)"), ("cumulative_fresh", "Cumulative (fresh)"),
               ("mste", "MSTE"), ("cl", "Replay"))
 # FM twice, labelled: Chaudhry et al.'s final-step measure (the suite's) and the formula the CAD framework's released
-# code defines (bench.metrics.forgetting_released, CAD 675a9c9 forgetting_measure.py), on the lower triangle: the
-# continual runs never evaluate a task before it was learned, which the released max also reads (labelled so)
+# code defines (bench.metrics.forgetting_released, CAD 675a9c9 forgetting_measure.py). A cross-evaluated run (the
+# `released` preset's) holds the cells before a task was learned, which the released max reads: its FM is on the
+# full matrix; a continual run's is on the lower triangle (FM_MATRIX says which, in the label and `fm_matrix`)
 METRICS = ("roc_auc_cl", "npr_auc_cl", "ap_cl", "random_ap_cl", "fm", "fm_released")
 METRIC_NAMES = {"roc_auc_cl": "ROC-AUC_CL", "npr_auc_cl": "nPR-AUC_CL", "ap_cl": "AP_CL",
                 "random_ap_cl": "AP_CL of a random ranking", "fm": "FM (Chaudhry, last step)",
                 "fm_released": "FM (CAD 675a9c9 formula, lower triangle)"}
+FM_MATRIX = {"cross": "full matrix", "continual": "lower triangle"}  # what fm_released reads, by run evaluation
 # the chance level a cell's interval is compared with (its conclusion: above, across or below it); the random
 # ranking's AP is a chance level itself (no interval), and two strategies on one test set share it (no placement)
 CHANCE = {"roc_auc_cl": 0.5, "npr_auc_cl": 0.0, "ap_cl": None, "fm": 0.0, "fm_released": 0.0}
 PLACED = tuple(m for m in METRICS if m != "random_ap_cl")
 KEYS = ["dataset", "ordering", "model", "metric", "protocol"]
 COLUMNS = KEYS + ["value", "ci_low", "ci_high", "method", "block", "ci_low_long", "ci_high_long", "block_long",
-                  "conclusion_changes", "stratified_tasks", "n_seeds", "seed_values"]
+                  "conclusion_changes", "stratified_tasks", "n_seeds", "seed_values", "fm_matrix"]
+
+
+def _evaluation(run: dict) -> str:
+    return run.get("attrs", {}).get("evaluation", "continual")
+
+
+def fm_released_name(matrices) -> str:
+    """The released FM's label for cells computed on `matrices` (FM_MATRIX values)."""
+    return f"FM (CAD 675a9c9 formula, {' / '.join(sorted(set(matrices)))})"
 
 
 def _test_sets(run: dict) -> tuple[dict, dict, dict | None]:
-    """(scores {(i, j): [n]}, labels {j: [n]}, stream order {j: [n]} or None) of the continual cells, every test
-    set's records sorted by record id (the same order at every step)."""
+    """(scores {(i, j): [n]}, labels {j: [n]}, stream order {j: [n]} or None) of the evaluated cells (those above
+    the diagonal only of a cross-evaluated run, read by the released FM alone), every test set's records sorted by
+    record id (the same order at every step)."""
     step, task = run["scores/step"].astype(int), run["scores/task"].astype(int)
     stored = run.get("scores/order")
     name = run.get("attrs", {}).get("run_name", "a tabular run")
     if stored is not None and stored.shape != step.shape:
         raise ProvenanceError(f"{name}: scores/order holds {stored.size} positions for {step.size} scores")
     scores, labels, order = {}, {}, {}
+    cross = _evaluation(run) == "cross"
     for i, j in set(zip(step.tolist(), task.tolist())):
-        if j > i:  # cross-evaluation cells are not part of the continual summaries
+        if j > i and not cross:  # a continual run holds none; read only where the run was evaluated cross-wise
             continue
         sel = np.flatnonzero((step == i) & (task == j))
         sel = sel[np.argsort(run["scores/record"][sel], kind="stable")]
@@ -132,7 +146,7 @@ def _replicates(run: dict, n_boot: int, seed: int, blocks: tuple[int, int]) -> t
                     "ap_cl" + suffix: np.array([continual_roc_auc(r) for r in ap]),
                     "random_ap_cl" + suffix: np.full(n_boot, np.nan),  # a chance level: no interval
                     "fm" + suffix: np.array([forgetting(r) for r in roc]),
-                    "fm_released" + suffix: np.array([forgetting_released(_lower(r)) for r in roc])})
+                    "fm_released" + suffix: np.array([_fm_released(run, r) for r in roc])})
     method = "stratified" if not in_blocks else "block" if len(in_blocks) == len(labels) else "block+stratified"
     short = [run["tasks"][j] for j in sorted(labels) if order is not None and j not in in_blocks]
     return out, method, short
@@ -142,13 +156,15 @@ def _values(run: dict) -> dict:
     return {"roc_auc_cl": continual_roc_auc(run["R/record"]), "npr_auc_cl": continual_roc_auc(run["R/record_npr_auc"]),
             "ap_cl": continual_roc_auc(run["R/record_ap"]),
             "random_ap_cl": continual_roc_auc(run["R/record_expected_ap"]),
-            "fm": forgetting(run["R/record"]), "fm_released": forgetting_released(_lower(run["R/record"]))}
+            "fm": forgetting(run["R/record"]), "fm_released": _fm_released(run, run["R/record"])}
 
 
-def _lower(R: np.ndarray) -> np.ndarray:
-    """R with the cells above the diagonal blanked: the column is the lower-triangle variant whatever a file holds
-    (its bootstrap replicates, from the continual cells, are too)."""
-    return np.where(np.tri(len(R), dtype=bool), R, np.nan)
+def _fm_released(run: dict, R: np.ndarray) -> float:
+    """The released FM of a cross-evaluated run on its full matrix; of any other on the lower triangle, whatever
+    a file holds above it. The other summaries (ROC-AUC_CL, BWT, Chaudhry's FM) read the lower triangle only."""
+    if _evaluation(run) != "cross":
+        R = np.where(np.tri(len(R), dtype=bool), R, np.nan)
+    return forgetting_released(R)
 
 
 def _percentiles(reps: np.ndarray) -> tuple[float, float]:
@@ -170,8 +186,12 @@ def tabular_cells(runs: pd.DataFrame, details: dict, n_boot: int = 1000, seed: i
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN replicates (no long block) stay NaN
             reps = {m: np.nanmean(np.stack([b[0][m] for _, b in per_seed.values()]), 0) for m in first[0]}
+        matrices = {FM_MATRIX.get(_evaluation(details[k]), FM_MATRIX["continual"]) for k in cell["run_key"]}
+        if len(matrices) > 1:  # seeds averaged over two forms of one number would be neither
+            raise ProvenanceError(f"{' / '.join(map(str, key))}: cross-evaluated and continual runs in one cell; "
+                                  f"keep one evaluation per strategy")
         cells[key] = {"values": {s: v for s, (v, _) in per_seed.items()}, "reps": reps, "method": first[1],
-                      "stratified_tasks": first[2], "blocks": blocks[key[:2]]}
+                      "stratified_tasks": first[2], "blocks": blocks[key[:2]], "fm_matrix": matrices.pop()}
     return cells
 
 
@@ -201,7 +221,8 @@ def tabular_table2(cells: dict) -> pd.DataFrame:
                          "conclusion_changes": bool(short and long and short != long),
                          "stratified_tasks": " ".join(c["stratified_tasks"]),
                          "n_seeds": len(values),
-                         "seed_values": " ".join(f"{s}:{values[s]:.4f}" for s in sorted(values))})
+                         "seed_values": " ".join(f"{s}:{values[s]:.4f}" for s in sorted(values)),
+                         "fm_matrix": c["fm_matrix"] if metric == "fm_released" else ""})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -299,8 +320,10 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
     rows = []
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
         for metric in METRICS:
-            rows.append([dataset, ordering, model, METRIC_NAMES[metric],
-                         *[_cell(cells.get((dataset, ordering, model, metric, p))) for p, _ in STRATEGIES]])
+            here = [cells.get((dataset, ordering, model, metric, p)) for p, _ in STRATEGIES]
+            name = (fm_released_name(r.fm_matrix for r in here if r is not None) if metric == "fm_released"
+                    else METRIC_NAMES[metric])
+            rows.append([dataset, ordering, model, name, *[_cell(r) for r in here]])
     note = ("Values ×100, 95 % bootstrap interval over the evaluated records in brackets; beside nPR-AUC_CL the raw "
             "AP_CL and the AP_CL a random ranking gets on the same test sets (each test set's prevalence is in the "
             "per-task table). A cell averages the seeds (tabular_table2.csv lists each seed's value).")
@@ -374,6 +397,8 @@ def validation_table(cells: dict) -> pd.DataFrame:
         for name, (value, low, high) in gaps.items():
             row.update({name: value, f"{name}_low": low, f"{name}_high": high})
         row["non_triviality_best_reference"] = ref or ""
+        for p, name in (("ncl", "naive"), ("mste", "mste")):  # the matrix each released FM was computed on
+            row[f"forgetting_{name}_fm_released_matrix"] = cells[key(p)]["fm_matrix"] if key(p) in cells else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -382,8 +407,8 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
     header = ["Scenario", "Ordering", "Model", "Feasibility: best of MSTE/Cumulative − 0.5",
               "Non-triviality: best reference − Naive", "Cumulative (warm) − Naive", "Cumulative (fresh) − Naive",
               "MSTE − Naive", "Replay − Naive",
-              "Forgetting: Naive FM (Chaudhry)", "MSTE FM (Chaudhry)", "Naive FM (CAD 675a9c9, lower triangle)",
-              "MSTE FM (CAD 675a9c9, lower triangle)"]
+              "Forgetting: Naive FM (Chaudhry)", "MSTE FM (Chaudhry)", "Naive FM (CAD 675a9c9 formula)",
+              "MSTE FM (CAD 675a9c9 formula)"]
 
     def gap(r, name):
         v, low, high = (getattr(r, name), getattr(r, f"{name}_low"), getattr(r, f"{name}_high"))
@@ -391,16 +416,22 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
             return "–"
         return f"{100 * v:.1f}" + (f" [{100 * low:.1f}, {100 * high:.1f}]" if np.isfinite(low) else "")
 
+    def released_fm(r, strategy):
+        matrix = getattr(r, f"forgetting_{strategy}_fm_released_matrix")
+        return gap(r, f"forgetting_{strategy}_fm_released") + (f" ({matrix})" if matrix else "")
+
     rows = [[r.dataset, r.ordering, r.model,
              gap(r, "feasibility_gap_over_random") + (f" ({r.feasibility_best_strong})" if r.feasibility_best_strong
                                                       else ""),
              gap(r, "non_triviality_gap") + (f" ({r.non_triviality_best_reference})"
                                              if r.non_triviality_best_reference else ""),
              *[gap(r, name) for _, name in GAPS], gap(r, "forgetting_naive_fm"), gap(r, "forgetting_mste_fm"),
-             gap(r, "forgetting_naive_fm_released"), gap(r, "forgetting_mste_fm_released")]
+             *[released_fm(r, p) for p in ("naive", "mste")]]
             for r in table.itertuples(index=False)]
     note = ("Measured gaps (×100, ROC-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the required "
             "levels depend on the dataset and the intended use. A difference of two strategies is paired: both are "
             "evaluated on the same resamples of the same test records, so its interval is that of the difference, "
-            "not two single intervals combined.")
+            "not two single intervals combined. The released FM is on the full matrix of a cross-evaluated run "
+            "(the released preset's: every task evaluated after every step, as the released code does) and on the "
+            "lower triangle of a continual one (said beside each value).")
     return "\n".join(["# Scenario validation criteria", "", *markdown_table(header, rows), "", note, *footer]) + "\n"

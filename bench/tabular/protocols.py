@@ -18,7 +18,9 @@ state_dict, `record`), so one runner drives both tracks; a split here is a `Reco
   past data, no state carried over.
 - mste: one single-task expert per task, each fresh; a test record is scored by the expert of its own task (the
   task's identity is given: an oracle reference). No expert changes after its task, so every column of R is
-  constant below the diagonal and FM is exactly 0.
+  constant below the diagonal and Chaudhry's FM is exactly 0. A task not learned yet (a cross-evaluated run, the
+  `released` preset's) is scored 0 for every record, ROC-AUC 0.5, as pyCLAD's MSTE does
+  (src/pyclad/strategies/baselines/mste.py:23): the released FM then counts an expert below chance.
 
 Every detector passes the pointwise audit (bench.tabular.audit) or is marked transductive; for those, every
 scoring call's batch (step, task, records) is recorded as `scoring/batch_records` next to the numbers.
@@ -175,9 +177,12 @@ class MSTE(Naive):
         self.experts_[split.task] = self.detector
 
     def _scorer(self, split: RecordSplit):
-        if split.task not in self.experts_:
-            raise ConfigError(f"MSTE has no expert for task {split.task!r} yet (experts: {', '.join(self.experts_)})")
         return self.experts_[split.task]
+
+    def predict(self, split: RecordSplit, idx) -> np.ndarray:
+        if split.task not in self.experts_:  # not learned yet (cross evaluation): pyCLAD's MSTE scores zeros
+            return np.zeros(len(np.asarray(idx)), dtype=np.float64)
+        return super().predict(split, idx)
 
     def state_dict(self) -> dict:
         return {"experts": {task: e.state_dict() for task, e in self.experts_.items()}, "step": self.step_,

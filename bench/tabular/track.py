@@ -130,6 +130,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     config.preset, presets = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
+    record_evaluation(config)
     index, X, meta = load_index(config.root)
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
@@ -171,6 +172,15 @@ def record_replay_size(config) -> None:
     elif inputs.replay_size is not None:
         raise ConfigError(f"replay_size={inputs.replay_size} sizes the Replay buffer of protocol cl; protocol "
                           f"{config.protocol} has none (drop the setting for this run)")
+
+
+def record_evaluation(config) -> None:
+    """A run of the `released` preset evaluates every task after every step (`evaluation="cross"`), as pyCLAD's
+    ConceptAwareScenario does (src/pyclad/scenarios/concept_aware.py:31): the released forgetting measure reads
+    the cells before a task was learned (CAD 675a9c9 src/cadbench/pyclad/forgetting_measure.py:35). Any other
+    preset keeps the evaluation it asks for (the continual default: its run key is unchanged)."""
+    if config.preset == "released":
+        config.evaluation = "cross"
 
 
 def record_settings(inputs, built: dict, root) -> None:
