@@ -235,7 +235,7 @@ def test_a_cell_whose_conclusion_changes_with_the_block_is_flagged():
     reps["npr_auc_cl"], reps["npr_auc_cl_long"] = np.linspace(0.1, 0.2, 200), np.linspace(0.05, 0.3, 200)
     values = {0: {m: 0.6 for m in tb.METRICS}}
     cells = {("d", "o", "m", "ncl"): {"values": values, "reps": reps, "method": "block", "stratified_tasks": [],
-                                      "blocks": (120, 400)}}
+                                      "blocks": (120, 400), "fm_matrix": "lower triangle"}}
     long = tb.tabular_table2(cells).set_index("metric")
     assert bool(long.loc["roc_auc_cl", "conclusion_changes"]) and not long.loc["npr_auc_cl", "conclusion_changes"]
     assert (long.loc["roc_auc_cl", "block"], long.loc["roc_auc_cl", "block_long"]) == (120, 400)
