@@ -243,8 +243,9 @@ def test_forgetting_released_is_the_675a9c9_formula_pre_learning_cells_included(
 
 
 def test_the_report_labels_its_released_fm_column_as_the_lower_triangle_variant():
-    """The validation runs are continual (a task is evaluated once learned), so Table 2's released FM is the
-    675a9c9 formula on the lower triangle, and says so; cells above the diagonal of a file do not enter it."""
+    """A continual run (the suite presets': a task is evaluated once learned) gets Table 2's released FM as the
+    675a9c9 formula on the lower triangle, and says so; cells above the diagonal of such a file do not enter it
+    (a released, cross-evaluated run's full matrix: test_tabular_released_fm.py)."""
     from bench.report import tabular as T
 
     assert "675a9c9" in T.METRIC_NAMES["fm_released"] and "lower triangle" in T.METRIC_NAMES["fm_released"]
