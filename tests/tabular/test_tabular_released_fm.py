@@ -116,3 +116,21 @@ def test_a_cross_runs_upper_triangle_moves_only_the_released_fm_and_its_interval
     # the same matrix in a file that says it is continual: its upper cells do not enter the released FM
     _, c = table({"ncl": fake_run(full, labels, order)})
     assert c.loc[("fm_released", "ncl")].value == b.loc[("fm_released", "ncl")].value
+
+
+def test_the_validation_table_names_each_released_fm_matrix_and_one_cell_never_mixes_them():
+    """The validation markdown says beside each released FM which matrix it read; a cell whose seeds were
+    evaluated in two ways would average two different numbers and is refused."""
+    labels, order = stream(n=300)
+    scores = strategy(labels, np.random.default_rng(1), strength=0.5, decay=0.5)
+    full = {**scores, **{(i, j): labels[j].astype(float) for j in labels for i in range(j)}}
+    runs = {"ncl": {**fake_run(full, labels, order), "attrs": {"evaluation": "cross"}},
+            "mste": fake_run(scores, labels, order)}
+    cells, _ = table(runs, n_boot=20)
+    md = tb.validation_markdown(tb.validation_table(cells), [])
+    row = next(line for line in md.splitlines() if line.startswith("| d "))
+    assert row.count("(full matrix)") == 1 and row.count("(lower triangle)") == 1
+    frame = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "protocol": "ncl",
+                           "seed": s, "run_key": k} for s, k in ((0, "ncl"), (1, "mste"))])
+    with pytest.raises(tb.ProvenanceError, match="cross-evaluated and continual runs in one cell"):
+        tb.tabular_cells(frame, runs, n_boot=20)
