@@ -43,7 +43,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     add_setting_options(p, ImageInputs, ("workers",))
     add_setting_options(p, RunConfig, ("preset", "label"), preset={"metavar": "NAME"}, label={"metavar": "NAME"})
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a model hyperparameter")
-    add_setting_options(p, ImageInputs, ("pixel_eval", "mask_threshold", "feature_dtype", "cache_budget"),
+    add_setting_options(p, ImageInputs, ("pixel_eval", "mask_threshold", "feature_dtype", "resize", "cache_budget"),
                         cache_budget={"metavar": "SIZE"})
 
 
@@ -69,7 +69,7 @@ def config_from_args(args) -> "RunConfig":  # noqa: F821
     image_size = paper_image_size(args.model, args.image_size)
     inputs = ImageInputs(backbone=args.backbone, weights=args.weights, image_size=image_size,
                          batch_size=args.batch_size, pixel_eval=args.pixel_eval, feature_dtype=args.feature_dtype,
-                         mask_threshold=args.mask_threshold, workers=args.workers, cache_budget=args.cache_budget)
+                         resize=args.resize, mask_threshold=args.mask_threshold, workers=args.workers, cache_budget=args.cache_budget)
     return build_run_config(args.dataset, args.root or default_root(args.dataset), args.model,
                             ordering=args.ordering, tasks=args.tasks, protocol=args.protocol, seed=args.seed,
                             device=args.device, hparams=parse_overrides(args.set), preset=args.preset,

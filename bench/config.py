@@ -255,6 +255,10 @@ class TabularInputs:
     # `runner.prepare` from the preset: "floor" under `released` (pyCLAD's ⌊capacity / tasks⌋), else "water". In
     # the run key only when "floor": every earlier run filled its buffer with water. None before it existed.
     replay_share: str | None = None
+    # what a non-finite record score does (bench.tabular.track), set by `runner.prepare` from the preset: "released"
+    # (the CAD framework's metrics: NaN/+inf → the largest finite score, −inf → the smallest) under `released`,
+    # else "stop" (a NumericalError). In the run key only when "released". None before it existed.
+    nonfinite: str | None = None
 
     def validate(self) -> None:
         for name in ("preprocessing", "discovery"):
@@ -264,6 +268,8 @@ class TabularInputs:
             check_int("replay_size", self.replay_size, *REPLAY_SIZE_RANGE)
         if self.replay_share is not None and not isinstance(self.replay_share, str):
             raise ConfigError(f"replay_share={self.replay_share!r}: expected the name of a replay share rule")
+        if self.nonfinite not in (None, "stop", "released"):
+            raise ConfigError(f"nonfinite={self.nonfinite!r}: expected stop or released")
         content = self.index_content_sha256
         if content is not None and (not isinstance(content, str) or len(content) != 64):
             raise ConfigError(f"index_content_sha256={content!r}: expected a SHA-256 hex digest or nothing")
@@ -280,7 +286,8 @@ class TabularInputs:
                    {"schema": TABULAR_RUN_KEY_SCHEMA, "index_content_sha256": content}),
                 **({"replay_size": replay} if core.protocol == "cl" and replay not in (
                     None, TABULAR_REPLAY_RECORDS) else {}),
-                **({"replay_share": "floor"} if core.protocol == "cl" and self.replay_share == "floor" else {})}
+                **({"replay_share": "floor"} if core.protocol == "cl" and self.replay_share == "floor" else {}),
+                **({"nonfinite": "released"} if self.nonfinite == "released" else {})}
 
     def summary(self) -> dict:
         return {"backbone": "", "weights": "", "image_size": math.nan}

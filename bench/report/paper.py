@@ -39,7 +39,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from bench.config import BACKBONES, NO_BACKBONE, RunConfig
+from bench.config import BACKBONES, IMAGE_LOADING_DEFAULTS, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.registry import INCLAD_MODELS
 from bench.report import render
@@ -272,21 +272,17 @@ def _plain(value):
 
 def expected_loading(spec) -> dict:
     """{setting: value} of how the registry's `inclad` preset of `spec` loads images (`ModelSpec.loading`: input
-    normalisation, resize mode); empty in a suite without those settings."""
-    loading = getattr(spec, "loading", None)
-    return loading(PRESET) if loading else {}
+    normalisation, resize mode; the feature dtype is judged on its own, in `run_reasons`)."""
+    return {name: value for name, value in spec.loading(PRESET).items() if name in IMAGE_LOADING_DEFAULTS}
 
 
 def _loading_reason(config: RunConfig, spec) -> str | None:
     """The image-loading settings that differ from `inclad`'s; a file that predates a setting (None) ran the
     suite's earlier default (`config.IMAGE_LOADING_DEFAULTS`: normalised input, float resize)."""
-    from bench import config as settings
-
-    earlier = getattr(settings, "IMAGE_LOADING_DEFAULTS", {})
     differ = []
     for name, want in sorted(expected_loading(spec).items()):
         ran = getattr(config.image, name, None)
-        ran = earlier.get(name) if ran is None else ran
+        ran = IMAGE_LOADING_DEFAULTS[name] if ran is None else ran
         if ran != want:
             differ.append(f"{name}={json.dumps(ran)}, inclad: {json.dumps(want)}")
     return f"{config.model}: {'; '.join(differ)}" if differ else None

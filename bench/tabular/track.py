@@ -95,10 +95,11 @@ class TabularTrack:
         scores = protocol.predict(split, np.arange(len(split)))
         a = state.arrays
         bad = ~np.isfinite(scores)
-        if bad.any() and (cfg.preset != "released" or bad.all()):
+        released = cfg.tabular.nonfinite == "released"
+        if bad.any() and (not released or bad.all()):
             raise NumericalError(f"{cfg.model}: non-finite record scores on task {split.task} at step {t + 1} "
                                  f"(after learning {cfg.tasks[t]}); the model diverged or its settings are degenerate")
-        if cfg.preset == "released":  # the released metrics' policy, recorded per cell (module docstring)
+        if released:  # the released metrics' policy, recorded per cell (module docstring)
             scores = released_finite(scores)
             a.setdefault("nonfinite/record", np.zeros(a["R/record"].shape, dtype=np.int64))[t, j] = int(bad.sum())
         labels = split.labels
@@ -125,9 +126,14 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     from bench.tabular.preprocess import load_index
 
     spec = get(config.model, "tabular")
-    config.hparams = spec.resolve(config.hparams, spec.preset_name(config.preset))
-    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets")
-    config.preset, presets = spec.recorded_preset(config.preset, config.hparams, weights_by_preset=False)
+    asked = spec.preset_name(config.preset)
+    config.hparams = spec.resolve(config.hparams, asked)
+    # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets");
+    # `released` also runs the released framework's replay share, evaluation and non-finite policy, so it is never
+    # recorded as another preset of equal values (Isolation Forest's `released` values are its `suite` values)
+    config.preset, presets = spec.recorded_preset(
+        asked, config.hparams, weights_by_preset=False,
+        same_run=lambda preset: (preset == "released") == (asked == "released"))
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
     record_evaluation(config)
@@ -181,6 +187,9 @@ def record_evaluation(config) -> None:
     preset keeps the evaluation it asks for (the continual default: its run key is unchanged)."""
     if config.preset == "released":
         config.evaluation = "cross"
+    # the released metrics' non-finite policy: part of the run key, so a suite run that would stop is never
+    # taken for a released one that scored on (and the recorded preset names the run's own policy)
+    config.tabular.nonfinite = "released" if config.preset == "released" else "stop"
 
 
 def record_settings(inputs, built: dict, root) -> None:

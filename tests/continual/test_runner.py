@@ -67,7 +67,7 @@ def test_result_file_schema_and_provenance(ncl_cl_runs):
     assert len(run["scores/value"]) == sum(run["tasks_info/n_test"][j] for i in range(n) for j in range(i + 1))
     row = results.load(ncl_cl_runs["cl"]).iloc[0]
     assert row["image_roc_auc_cl"] == pytest.approx(summarize(run["R/image"])["roc_auc_cl"])
-    assert 0.9 <= row["routing_accuracy"] <= 1.0
+    assert 0.75 <= row["routing_accuracy"] <= 1.0  # raw-input PatchCore on a random backbone: tests/image/test_routing.py
 
 
 def test_each_image_goes_through_the_backbone_once(ncl_cl_runs):

@@ -42,7 +42,9 @@ def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made
     orders now record inclad (ModelSpec.recorded_preset), and a genuine `original` run still records original."""
     quick = ["--model", "ganomaly", "--image-size", "32", "--set", "epochs=1", "--set", "n_features=8",
              "--set", "latent=8"]
-    alias = [*quick, "--preset", "original", "--set", "losses=anomalib"]
+    # inclad's values beyond the hyperparameters: the released replay share, 8-bit resize and float32 cache
+    alias = [*quick, "--preset", "original", "--set", "losses=anomalib", "--set", "replay_share=floor",
+             "--resize", "8bit", "--feature-dtype", "float32"]
     for first, second, name in ((alias, quick, "a.h5"), (quick, alias, "b.h5")):
         out = tmp_path / name
         assert main([*RUN, "--root", str(tiny_root), *first, "--out", str(out)]) == 0
@@ -51,6 +53,9 @@ def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made
         assert results.run_config(results.read_run(out)).preset == "inclad"
         assert json.loads(results.read_run(out)["attrs"]["presets"]) == ["inclad"]
     assert prepare(_config(tiny_root, *quick, "--preset", "original"), out_dir=tmp_path).config.preset == "original"
+    # original's values loaded as inclad loads images are no preset's inputs: the asked name, not inclad's
+    loaded_otherwise = _config(tiny_root, *alias[:-4])
+    assert prepare(loaded_otherwise, out_dir=tmp_path).config.preset == "original"
 
 
 def test_the_recorded_preset_keeps_the_weights_the_asked_one_resolves_to():

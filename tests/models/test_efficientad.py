@@ -135,9 +135,9 @@ def test_holdout_fraction_zero_uses_every_training_image_and_the_paper_holds_out
 def test_original_preset_names_the_files_it_needs():
     spec = get("efficientad")
     hparams = spec.resolve(preset="original")
-    with pytest.raises(ConfigError, match=r"teacher=required: .*--set teacher=PATH"):
+    with pytest.raises(ConfigError, match=r"teacher=required: .*set teacher=PATH"):
         spec.asset_ids(hparams)
-    with pytest.raises(ConfigError, match=r"penalty=required: .*--set penalty=FOLDER"):
+    with pytest.raises(ConfigError, match=r"penalty=required: .*set penalty=FOLDER"):
         spec.asset_ids({**hparams, "teacher": "random"})
     with pytest.raises(ConfigError, match="teacher=required"):
         create("efficientad", ImageSource(torch.device("cpu")), SIZE, **{**QUICK, "teacher": "required"})

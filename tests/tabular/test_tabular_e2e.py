@@ -163,7 +163,12 @@ def test_an_ste_run_records_the_preset_its_values_start_from(chain, tmp_path):
                    log=lambda s: None)
     attrs = read_run(path)["attrs"]
     config = json.loads(attrs["config"])
-    # iforest's released values are its suite values: one run, named by the first, every equal preset listed
-    # (issue 31 §2: the recorded preset is decided by the values, not by the name asked)
-    assert config["preset"] == "suite" and json.loads(attrs["presets"]) == ["suite", "released"]
+    # iforest's released values are its suite values, but `released` also scores non-finite values as the released
+    # metrics do: another run (its own key), recorded as released and never as suite
+    assert config["preset"] == "released" and json.loads(attrs["presets"]) == ["released"]
+    assert config["inputs"]["nonfinite"] == "released"
+    suite = ste_run(index, "iforest", tmp_path / "suite.h5", hparams=QUICK["iforest"], preset="suite",
+                    log=lambda s: None)
+    suite_attrs = read_run(suite)["attrs"]
+    assert json.loads(suite_attrs["config"])["preset"] == "suite" and suite_attrs["run_key"] != attrs["run_key"]
     assert config["hparams"]["n_estimators"] == QUICK["iforest"]["n_estimators"]  # explicit values still win

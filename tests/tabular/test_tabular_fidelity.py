@@ -417,7 +417,9 @@ def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count
 
     def evaluate(preset):
         state = SimpleNamespace(arrays={m: np.full((1, 1), np.nan) for m in MATRICES}, scores=[])
-        run = SimpleNamespace(config=SimpleNamespace(preset=preset, model="m", tasks=["t"]))
+        nonfinite = "released" if preset == "released" else "stop"  # what prepare_tabular records per preset
+        run = SimpleNamespace(config=SimpleNamespace(preset=preset, model="m", tasks=["t"],
+                                                     tabular=SimpleNamespace(nonfinite=nonfinite)))
         track.evaluate(run, protocol, state, None, 0, 0, False)
         return state
 
@@ -427,6 +429,24 @@ def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count
     assert state.scores[0][3].tolist() == [0.1, 0.5, 0.1, 0.5, 0.5]
     with pytest.raises(NumericalError, match="non-finite record scores"):
         evaluate("suite")
+
+
+def test_the_released_non_finite_policy_is_recorded_and_in_the_key_only_under_released(tmp_path):
+    """The policy is part of what ran: `released` records nonfinite=released (its own run key, also for a model whose
+    released values equal its suite values, Isolation Forest), every other preset `stop` with its earlier key."""
+    from bench.config import RunConfig, TabularInputs
+    from bench.tabular.track import record_evaluation
+
+    def config(preset):
+        cfg = RunConfig(dataset="cicids2017", root=str(tmp_path), model="iforest", tasks=["a", "b"],
+                        protocol="ncl", seed=0, preset=preset, hparams={}, model_version=1, inputs=TabularInputs())
+        record_evaluation(cfg)
+        return cfg
+
+    released, suite = config("released"), config("suite")
+    assert released.tabular.nonfinite == "released" and suite.tabular.nonfinite == "stop"
+    assert "nonfinite" in released.tabular.key_preimage(released, "f" * 64, "")
+    assert "nonfinite" not in suite.tabular.key_preimage(suite, "f" * 64, "")
 
 
 def test_no_anomaly_reaches_a_training_split_even_where_index_labels_repeat():
