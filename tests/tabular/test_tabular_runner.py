@@ -286,6 +286,7 @@ def test_a_run_records_its_index_settings_and_refuses_an_index_built_otherwise(i
     built = json.loads((index / "index.json").read_text())["settings"]
     content = recorded.pop("index_content_sha256")
     assert recorded.pop("replay_size") is None and recorded.pop("replay_share") is None  # Naive has no buffer
+    assert recorded.pop("nonfinite") == "stop"  # the suite preset stops on a non-finite score
     assert recorded == {"preprocessing": built["preprocessing"], "discovery": built["discovery"]}
     assert len(content) == 64
     assert recorded["preprocessing"]["train_fraction"] == 0.8 and recorded["discovery"]["method"] == "natural"
