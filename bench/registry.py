@@ -291,21 +291,19 @@ class ModelSpec:
         return resolve_params(self.name, self.params, self.presets, self.default_preset, preset, overrides)
 
     def recorded_preset(self, asked: str | None, hparams: dict, *, weights_by_preset: bool,
-                        loading: dict | None = None,
                         same_run: Callable[[str], bool] | None = None) -> tuple[str, list]:
         """(the preset name a run with the resolved `hparams` records, every preset as near): decided by
         the values, not by the name asked, so every run of one key records the same (`--preset original --set
         blur_sigma=0`, equal to `inclad`, records inclad, whichever command made the file). Among the presets that
         give the run's inputs (all of them, or with `weights_by_preset` those whose ImageNet weights generation is
-        the asked one's, and with `loading` those whose image loading is the run's), the first in the spec's order
-        with the fewest values differing from `hparams`: the exact match where there is one; every preset at that
-        distance is listed (a tabular model's `released` may equal its `suite`). `same_run(preset)`: whether a
-        preset runs as the asked one beyond its values (a track's preset-bound settings). No preset gives the
-        run's inputs (loading set by hand): the asked name."""
+        the asked one's, and with `same_run` those it accepts: whether a preset runs as this run did beyond its
+        values, e.g. the image loading or a track's preset-bound settings), the first in the spec's order with the
+        fewest values differing from `hparams`: the exact match where there is one; every preset at that distance
+        is listed (a tabular model's `released` may equal its `suite`). No preset gives the run's inputs (loading
+        set by hand): the asked name."""
         generation = self.imagenet_generation(asked)
         same_inputs = [p for p in self.presets
                        if (not weights_by_preset or self.imagenet_generation(p) == generation)
-                       and all(self.loading(p)[k] == v for k, v in (loading or {}).items() if v is not None)
                        and (same_run is None or same_run(p))]
         if not same_inputs:
             return self.preset_name(asked), [self.preset_name(asked)]

@@ -114,7 +114,9 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     # only presets that load images as this run did count (the loading is part of what a preset ran)
     config.preset, presets = spec.recorded_preset(
         asked, config.hparams, weights_by_preset=spec.inputs == "features" and image.weights == "imagenet",
-        loading={name: getattr(image, name) for name in ("normalize", "resize", "feature_dtype")})
+        same_run=lambda preset: all(spec.loading(preset)[name] == getattr(image, name)
+                                    for name in ("normalize", "resize", "feature_dtype")
+                                    if getattr(image, name) is not None))
     config.model_version = spec.version
     # before the dataset is read: a size the model cannot hold is one line now, not the OOM killer mid-run
     need = spec.memory_bytes(image.image_size, image.batch_size, config.hparams)
