@@ -57,7 +57,8 @@ build() {
         echo "$tag: built from $built_from; rebuilding from $base"
     fi
     check_base "$eng" "$base"
-    conf=$(mktemp); trap 'rm -f "$conf"' RETURN
+    # The RETURN trap outlives this function (as in base()): it clears itself, or main's return trips `set -u`.
+    conf=$(mktemp); trap 'rm -f -- "${conf:-}"; trap - RETURN' RETURN
     local -a mounts=(-v "$conf:/etc/pip.conf:ro")
     while read -r path; do [ -n "$path" ] && mounts+=(-v "$path:$path:ro"); done \
         < <(python3 "$REPO/docker/pip_config.py" "$conf")
