@@ -123,7 +123,8 @@ def test_cli_index_ste_and_bad_input(tmp_path, capsys):
               "--out", str(tmp_path / "y.h5")])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "invalid choice: 'patchcore'" in err
-    assert {"ae1svm", "autoencoder", "iforest"} <= {c.strip("' ") for c in err.split("choose from ")[1].rstrip(")\n").split(",")}
+    listed = {c.strip("' ") for c in err.split("choose from ")[1].rstrip(")\n").split(",")}
+    assert {"ae1svm", "autoencoder", "iforest"} <= listed
 
 
 def test_multi_dataset_scenario_each_dataset_one_task_or_clustered_on_its_own(tmp_path):
