@@ -250,7 +250,9 @@ class TabularInputs:
     # records in the Replay (cl) buffer; None: TABULAR_REPLAY_RECORDS, which `runner.prepare` records in a cl run's
     # config. Only cl has a bounded buffer, so another protocol refuses a size (bench.tabular.track). In the run key
     # only when it differs from the default (identity). None in files written before it existed.
-    replay_size: int | None = None
+    replay_size: int | None = setting(None, "records in the Replay buffer (protocol cl only)",
+                                      range=REPLAY_SIZE_RANGE, none_ok=True,
+                                      default_text=f"{TABULAR_REPLAY_RECORDS:,}, the released framework's")
     # how the Replay (cl) buffer shares its records between past tasks (bench.training.replay.SHARE_RULES), set by
     # `runner.prepare` from the preset: "floor" under `released` (pyCLAD's ⌊capacity / tasks⌋), else "water". In
     # the run key only when "floor": every earlier run filled its buffer with water. None before it existed.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from bench.config import TABULAR_DATASETS
@@ -10,31 +11,43 @@ from bench.errors import ConfigError
 
 # what --dataset names: one dataset (a multi-dataset scenario is --multi's)
 DATASETS = tuple(d for d in TABULAR_DATASETS if d != "multi")
+DEFAULT_DATASET = "synthetic"  # the offline benchmark (generated when missing), as Make's TABULAR_DATASET
 
 
 def register(sub) -> None:
+    """The `bench tabular` commands. Every option with a default or choices is built from where that value lives
+    (bench.tabular.options: a setting field, a dataclass field, a ParamTable, the registry): none is typed twice."""
+    from bench.config import RunConfig, TabularInputs
+    from bench.tabular import options as opt
+    from bench.tabular import detectors, discovery, synthetic
+    from bench.tabular.discovery import DEFAULT_CANDIDATE, DISCOVERY
+    from bench.tabular.filtering import FRAMEWORK
+    from bench.tabular.synthetic import SYNTHETIC_ROOT, generate
+
     p = sub.add_parser("tabular", help="the CAD scenario-construction framework on tabular data (CIC datasets, "
                                        "synthetic): record index, STE matrices, FC1-FC5, orderings, W, Borda")
     cmds = p.add_subparsers(dest="tabular_command", required=True)
 
     q = cmds.add_parser("synthetic", help="write the synthetic tabular benchmark (CICIDS2017 CSV format)")
-    q.add_argument("--out", type=Path, default=Path("data/raw/tabular-synthetic"))
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--n-normal", type=int, default=600, help="normal records per capture day")
-    q.add_argument("--n-anomalous", type=int, default=150, help="attack records per capture day")
+    q.add_argument("--out", type=Path, default=SYNTHETIC_ROOT, help=f"folder (default: {SYNTHETIC_ROOT})")
+    _last(q).source = (synthetic, "SYNTHETIC_ROOT")
+    opt.setting(q, RunConfig, "seed", help="seed of every generated record")
+    opt.parameter_option(q, generate, "n_normal", "normal records per capture day")
+    opt.parameter_option(q, generate, "n_anomal", "attack records per capture day", flag="--n-anomalous")
     q.set_defaults(func=cmd_synthetic)
 
     q = cmds.add_parser("index", help="read, clean, discover tasks, split, scale → record index folder")
     _data_args(q)
     _candidate_args(q)
+    _discovery_preset(q)
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_index)
 
     q = cmds.add_parser("ste", help="one model's STE matrix on a record index (a cross-evaluation run file)")
     q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
-    q.add_argument("--model", required=True, help="autoencoder | iforest | ae1svm")
+    opt.model_option(q, "tabular", "a registered tabular detector", required=True)
     q.add_argument("--out", type=Path, required=True, help="result file (.h5)")
-    q.add_argument("--seed", type=int, default=0)
+    opt.setting(q, RunConfig, "seed")
     q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
     q.add_argument("--quick", action="store_true", help="the model's small test setting")
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
@@ -43,20 +56,20 @@ def register(sub) -> None:
 
     q = cmds.add_parser("run", help="one continual run on a record index (the continual runner, tabular track)")
     q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
-    q.add_argument("--model", required=True)
-    q.add_argument("--protocol", default="cl",
-                   help="ncl | cl (Replay) | cumulative | cumulative_fresh | mste (default cl)")
-    q.add_argument("--replay-size", type=int, metavar="N",
-                   help="records in the Replay buffer (protocol cl only; default 25,000, the released framework's)")
+    opt.model_option(q, "tabular", "a registered tabular detector", required=True)
+    opt.setting(q, RunConfig, "protocol", choices=opt.run_protocol_choices(), help=(
+        "continual protocol, one of %(choices)s: ncl trains on each task as it comes, cl replays past records "
+        "(Replay), cumulative retrains on every task so far, cumulative_fresh does so with a new model, mste keeps "
+        "one expert per task"))
+    opt.setting(q, TabularInputs, "replay_size", type=int, metavar="N")
     q.add_argument("--tasks", help="comma-separated task order (default: the index's tasks, sorted)")
-    q.add_argument("--ordering", default="custom", help="the order's name, recorded with the results")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--preset", metavar="NAME",
-                   help="hyperparameter preset of the model (default: its default preset, suite; released: what "
-                        "the CAD framework's released code ran); --quick and --set apply on top")
-    q.add_argument("--label", metavar="NAME", help="name of the data in result sets, file names, tables and titles "
-                                                   "when it is read through another dataset's reader (e.g. an "
-                                                   "improved CIC-IDS2017 via cicunsw; default: the dataset's name)")
+    opt.field_option(q, RunConfig, "ordering", "the order's name, recorded with the results", metavar="NAME")
+    opt.setting(q, RunConfig, "seed")
+    opt.setting(q, RunConfig, "preset", metavar="NAME", help="hyperparameter preset of the model; --quick and --set "
+                "apply on top", default_text="its default preset, suite; released: what the CAD framework's released "
+                "code ran")
+    opt.setting(q, RunConfig, "label", metavar="NAME",
+                default_text="the dataset's name; e.g. an improved CIC-IDS2017 read via cicunsw")
     q.add_argument("--quick", action="store_true", help="the model's small test setting")
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
     q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
@@ -66,21 +79,24 @@ def register(sub) -> None:
     q = cmds.add_parser("scenarios", help="the whole chain: candidates, STE matrices, filtering, orderings, "
                                           "W, selection, Borda, release (data.csv, orderings.json, manifest)")
     _data_args(q)
-    q.add_argument("--candidates", default="natural:day",
+    q.add_argument("--candidates", default=DEFAULT_CANDIDATE,
                    help="comma-separated candidate splits: natural[:column] | METHOD:VARIANT:K with METHOD "
                         "kmeans|spectral|gmm and VARIANT joint|nearest|random, each optionally @COLUMN: discover "
-                        "within each group of that column (multi-dataset: @dataset) (default natural:day)")
-    q.add_argument("--min-normal", type=int, help="default: the framework preset's (suite 100, released 1500)")
-    q.add_argument("--min-anomalous", type=int, help="default: the framework preset's (suite 10, released 1000)")
-    q.add_argument("--models", default="autoencoder,iforest,ae1svm")
-    q.add_argument("--framework-preset", choices=("suite", "released"),
-                   help="FC1-FC5 settings and discovery sizes: suite (default, this suite's) or released (the CAD "
-                        "framework's released code); --filter and --min-* override single values")
+                        f"within each group of that column (multi-dataset: @dataset) (default: {DEFAULT_CANDIDATE})")
+    _last(q).source = (discovery, "DEFAULT_CANDIDATE")
+    _sizes(q)
+    q.add_argument("--models", type=opt.model_list("tabular"), default=detectors.CONSTRUCTION_MODELS,
+                   metavar="NAME,...", help="comma-separated registered tabular detectors that build the scenario "
+                                            f"(default: {','.join(detectors.CONSTRUCTION_MODELS)}, the framework's "
+                                            f"phase 1)")
+    _last(q).source = (detectors, "CONSTRUCTION_MODELS")
+    opt.preset_option(q, FRAMEWORK, "FC1-FC5 settings, discovery sizes and semantics, and the construction models' "
+                                    "preset: suite (this suite's) or released (the CAD framework's released code); "
+                                    "--filter and --min-* override single values", DISCOVERY)
     q.add_argument("--quick", action="store_true", help="the models' small test settings")
     q.add_argument("--filter", action="append", metavar="KEY=VALUE",
-                   help="filtering setting (gamma_l, baseline, gamma_t, p_t, gamma_d, p_d, delta_r, fc1_inclusive, "
-                        "coverage_strict, redundancy=both|one|partners, tie=weakest|last|first|priority, "
-                        "orderings=suite|released), checked against its type and range")
+                   help=f"filtering setting ({', '.join(_param_text(k, v) for k, v in FRAMEWORK.params.items())}), "
+                        f"checked against its type and range")
     q.add_argument("--out", type=Path, help="default outputs/<dataset>/tabular")
     q.add_argument("--multi", metavar="NAME=ROOT,...",
                    help="a multi-dataset scenario over these datasets (e.g. cicids2017=DIR,cicunsw=DIR; synthetic= "
@@ -90,20 +106,78 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_scenarios)
 
 
+def _param_text(name: str, param) -> str:
+    return f"{name}={'|'.join(param.choices)}" if param.choices else name
+
+
+def _last(parser):
+    return parser._actions[-1]
+
+
 def _data_args(q) -> None:
-    q.add_argument("--dataset", default="synthetic", choices=DATASETS)
-    q.add_argument("--root", type=Path, help="folder with the dataset's CSV files (synthetic: generated into "
-                                              "data/raw/tabular-synthetic when missing)")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--train-fraction", type=float, default=0.8)
-    q.add_argument("--rebalance", action="store_true", help="test anomalies at most 1:1 with test normals")
+    from bench.config import RunConfig
+    from bench.tabular import options as opt
+    from bench.tabular.preprocess import PrepSettings
+    from bench.tabular.synthetic import SYNTHETIC_ROOT
+
+    q.add_argument("--dataset", default=DEFAULT_DATASET, choices=DATASETS,
+                   help=f"the dataset read (default: {DEFAULT_DATASET}, generated offline)")
+    _last(q).source = (sys.modules[__name__], "DEFAULT_DATASET")
+    _last(q).choices_source = (sys.modules[__name__], "DATASETS")
+    q.add_argument("--root", type=Path, help=f"folder with the dataset's CSV files (synthetic: generated into "
+                                              f"{SYNTHETIC_ROOT} when missing)")
+    opt.setting(q, RunConfig, "seed", help="seed of the split, the clustering and the construction models")
+    opt.field_option(q, PrepSettings, "train_fraction", "share of each task's normals in its training split")
+    opt.field_option(q, PrepSettings, "rebalance", "test anomalies at most 1:1 with test normals")
+
+
+def _sizes(q) -> None:
+    from bench.tabular import options as opt
+    from bench.tabular.discovery import DISCOVERY
+
+    for name in ("min_normal", "min_anomalous"):
+        opt.table_option(q, DISCOVERY, name, "the framework preset's")
 
 
 def _candidate_args(q) -> None:
-    q.add_argument("--candidate", default="natural:day",
-                   help="natural[:column][@COLUMN] | METHOD:VARIANT:K[@COLUMN] (@COLUMN: within each group)")
-    q.add_argument("--min-normal", type=int, default=100)
-    q.add_argument("--min-anomalous", type=int, default=10)
+    from bench.tabular import discovery
+    from bench.tabular.discovery import DEFAULT_CANDIDATE
+
+    q.add_argument("--candidate", default=DEFAULT_CANDIDATE,
+                   help=f"natural[:column][@COLUMN] | METHOD:VARIANT:K[@COLUMN] (@COLUMN: within each group) "
+                        f"(default: {DEFAULT_CANDIDATE})")
+    _last(q).source = (discovery, "DEFAULT_CANDIDATE")
+    _sizes(q)
+
+
+def _discovery_preset(q) -> None:
+    from bench.tabular import options as opt
+    from bench.tabular.discovery import DISCOVERY
+
+    opt.preset_option(q, DISCOVERY, "task discovery sizes and semantics (and the split they imply): suite (this "
+                                    "suite's) or released (the CAD framework's released code); --min-* override")
+
+
+def resolve_sizes(args, candidates: list[str]) -> None:
+    """args.min_normal, .min_anomalous and .semantics from the DISCOVERY preset (--framework-preset) with --min-*
+    on top. The released natural split has no minimum sizes (bench.tabular.discovery: only a concept without both
+    classes is dropped), so a --min-* given for a natural candidate under it would be ignored: refused instead."""
+    from bench.tabular.discovery import DISCOVERY
+
+    given = {k: v for k, v in (("min_normal", args.min_normal), ("min_anomalous", args.min_anomalous))
+             if v is not None}
+    try:
+        sizes = DISCOVERY.resolve(given, args.framework_preset)
+    except ConfigError as e:
+        raise ConfigError(f"--min-normal/--min-anomalous: {e}") from None
+    natural = [c.strip() for c in candidates if c.strip().partition("@")[0].split(":")[0] == "natural"]
+    if given and sizes["semantics"] == "released" and natural:
+        flags = " and ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+        raise ConfigError(f"{flags}: the released natural split ({', '.join(natural)} under --framework-preset "
+                          f"{args.framework_preset}) has no minimum task sizes, so it would be ignored; leave it out "
+                          f"or use a clustering candidate")
+    args.min_normal, args.min_anomalous, args.semantics = sizes["min_normal"], sizes["min_anomalous"], \
+        sizes["semantics"]
 
 
 def parse_candidate(text: str, args):
@@ -164,7 +238,7 @@ def _roots(text: str) -> dict:
 def cmd_synthetic(args) -> int:
     from bench.tabular.synthetic import generate
 
-    root = generate(args.out, seed=args.seed, n_normal=args.n_normal, n_anomal=args.n_anomalous)
+    root = generate(args.out, seed=args.seed, n_normal=args.n_normal, n_anomal=args.n_anomal)
     print(f"synthetic tabular benchmark (seed {args.seed}) in {root}/MachineLearningCVE")
     return 0
 
@@ -174,6 +248,7 @@ def cmd_index(args) -> int:
     from bench.tabular.preprocess import build_index
     from bench.tabular.scenario import raw_table
 
+    resolve_sizes(args, [args.candidate])
     cand = parse_candidate(args.candidate, args)
     meta = build_index(args.dataset, raw_table(args.dataset, args.root, args.seed),
                        lambda df: discover(df, cand), _prep(args), args.out, cand.to_dict())
@@ -218,13 +293,10 @@ def cmd_run(args) -> int:
 
 def cmd_scenarios(args) -> int:
     from bench.registry import get
-    from bench.tabular.discovery import DISCOVERY
     from bench.tabular.filtering import FilterSettings
     from bench.tabular.scenario import construct
 
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    for m in models:
-        get(m, "tabular")
+    models = list(args.models)  # registered tabular detectors (checked by argparse, bench.tabular.options)
     # the construction models' released preset with --framework-preset released (--quick's values on top)
     hparams = {m: get(m, "tabular").resolve(get(m, "tabular").quick if args.quick else {}, args.framework_preset)
                for m in models} if args.quick or args.framework_preset else {}
@@ -232,11 +304,7 @@ def cmd_scenarios(args) -> int:
         fs = FilterSettings.resolve(_filter_values(args.filter), args.framework_preset)
     except ConfigError as e:
         raise ConfigError(f"--filter: {e}") from None
-    sizes = DISCOVERY.resolve({k: v for k, v in (("min_normal", args.min_normal),
-                                                 ("min_anomalous", args.min_anomalous)) if v is not None},
-                              args.framework_preset)
-    args.min_normal, args.min_anomalous, args.semantics = sizes["min_normal"], sizes["min_anomalous"], \
-        sizes["semantics"]
+    resolve_sizes(args, args.candidates.split(","))
     candidates = [parse_candidate(c, args) for c in args.candidates.split(",") if c.strip()]
     roots = _roots(args.multi) if args.multi else None
     dataset = "multi" if roots else args.dataset

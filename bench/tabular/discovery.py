@@ -53,6 +53,8 @@ DISCOVERY = ParamTable("tabular task discovery", params={
     presets={"suite": {}, "released": {"min_normal": 1500, "min_anomalous": 1000, "semantics": "released"}},
     default_preset="suite")
 VARIANTS = ("joint", "nearest", "random")
+# the candidate `bench tabular index` and `scenarios` discover without --candidate(s): one task per capture day
+DEFAULT_CANDIDATE = "natural:day"
 
 
 @dataclass(frozen=True)

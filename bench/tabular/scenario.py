@@ -19,14 +19,14 @@ import pandas as pd
 from bench.errors import ConfigError
 from bench.io import write_text_atomic
 from bench.tabular import cic
+from bench.tabular.detectors import CONSTRUCTION_MODELS
 from bench.tabular.discovery import DiscoverySettings, discover
 from bench.tabular.filtering import FilterSettings, iterative_filter, removals
 from bench.tabular.orderings import FAMILIES, ORDERINGS, concordance, model_orderings, select_candidate
 from bench.tabular.preprocess import PrepSettings, build_index, load_index
 from bench.tabular.ste import read_matrix, ste_run
 
-MODELS = ("autoencoder", "iforest", "ae1svm")  # phase 1 of the paper
-SYNTHETIC_ROOT = Path("data/raw/tabular-synthetic")
+MODELS = CONSTRUCTION_MODELS  # phase 1 of the paper
 
 
 def multi_table(roots: dict[str, Path | None], seed: int = 0) -> cic.RawTable:
@@ -50,7 +50,7 @@ def multi_table(roots: dict[str, Path | None], seed: int = 0) -> cic.RawTable:
 
 def raw_table(dataset: str, root: Path | None, seed: int = 0) -> cic.RawTable:
     if dataset == "synthetic":
-        from bench.tabular.synthetic import generate
+        from bench.tabular.synthetic import SYNTHETIC_ROOT, generate
 
         root = Path(root or SYNTHETIC_ROOT)
         if not (root / "synthetic.json").is_file():

@@ -32,6 +32,9 @@ import numpy as np
 from bench.io import atomic_path, write_text_atomic
 from bench.tabular.cic import FEATURES
 
+# where `bench tabular synthetic` writes it and a synthetic run without --root reads (or generates) it
+SYNTHETIC_ROOT = Path("data/raw/tabular-synthetic")
+
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 PLANTED = {"duplicate": ("Monday", "Friday"), "unlearnable": "Saturday", "dominating": "Sunday"}
 ATTACKS = {"Monday": "DoS Hulk", "Tuesday": "FTP-Patator", "Wednesday": "Web Attack \u2013 Brute Force",

@@ -263,10 +263,12 @@ def test_cli_run_resumes_and_refuses_bad_input(index, tmp_path, capsys):
     assert r["attrs"]["status"] == "complete" and r["replay/composition"][3].tolist() == [
         int(x) for x in r["tasks_info/n_train"][:3]] + [0]  # Cumulative: every past record
     capsys.readouterr()
-    assert main(["tabular", "run", "--index", str(index), "--model", "iforest", "--protocol", "ste2",
-                 "--out", str(tmp_path / "d.h5")]) == 2
+    with pytest.raises(SystemExit) as stop:  # the protocols are --protocol's choices: argparse lists them, exit 2
+        main(["tabular", "run", "--index", str(index), "--model", "iforest", "--protocol", "ste2",
+              "--out", str(tmp_path / "d.h5")])
     err = capsys.readouterr().err
-    assert "ste2" in err and len(err.strip().splitlines()) == 1
+    assert stop.value.code == 2 and "invalid choice: 'ste2'" in err and "'cumulative_fresh'" in err
+    assert not (tmp_path / "d.h5").exists()
 
 
 def test_bad_tabular_configs_fail_before_work(index, tmp_path):
