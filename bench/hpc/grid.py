@@ -540,12 +540,6 @@ BASE_BYTES = 3 * GIB // 2  # Python, torch, the backbone and a CUDA context, bef
 CHANNELS = {"resnet18": {"stem": 64, "layer1": 64, "layer2": 128, "layer3": 256, "layer4": 512},
             "wide_resnet50_2": {"stem": 64, "layer1": 256, "layer2": 512, "layer3": 1024, "layer4": 2048}}
 STRIDES = {"stem": 2, "layer1": 4, "layer2": 8, "layer3": 16, "layer4": 32}
-TRAINED_STATE_BYTES = GIB  # a gradient-trained detector's networks, optimiser and replay indices
-# these fit in one pass over a task's images and never cache training features; every other feature-based
-# detector revisits its training features each epoch, so the cache keeps them while it trains
-SINGLE_PASS = ("patchcore", "padim")
-
-
 @dataclass(frozen=True)
 class MemoryEstimate:
     fixed: int  # bytes the run needs whatever the cache budget: base, a batch, the model's state, pixel scores
@@ -559,40 +553,26 @@ class MemoryEstimate:
 
 
 def estimate_memory(run) -> MemoryEstimate:
-    """A run's peak host memory from its tasks' image counts, backbone, image size and method (its largest batch
-    pass: the detector's own `ModelSpec.memory_bytes`)."""
+    """A run's peak host memory from its tasks' image counts, backbone, image size and what its detector's spec
+    declares: its largest batch pass (`ModelSpec.memory_bytes`), which training features it caches
+    (`ModelSpec.train_features`) and its own host state (`ModelSpec.host_state_bytes`)."""
     from bench.models import model_layers
-    from bench.registry import get
+    from bench.registry import HostRun, get
 
     cfg, image = run.config, run.config.image
-    size, n = image.image_size, len(cfg.tasks)
+    spec = get(cfg.model)
+    size = image.image_size
     layers = model_layers(cfg.model, cfg.hparams)
-    dims = {layer: (CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers}
-    per_image = sum(c * p for c, p in dims.values()) * (2 if image.feature_dtype == "float16" else 4)
-    n_train = [len(run.splits[t].train) for t in cfg.tasks]
-    n_test = [len(run.splits[t].test) for t in cfg.tasks]
-    cached = sum(n_test)
-    if cfg.model == "cfa":  # keeps its training features for CL replay; NCL drops a finished task's
-        cached += max(n_train) if cfg.protocol == "ncl" else sum(n_train)
-    elif get(cfg.model).inputs == "features" and cfg.model not in SINGLE_PASS:
-        cached += round(1.2 * max(n_train))  # the training loop drops them after each task; replay adds ~0.2×
-    banks = 1 if cfg.protocol == "ncl" else n  # CL keeps one bank or distribution per task
-    hp = cfg.hparams
-    if cfg.model == "patchcore":
-        _, patches = dims[layers[0]]
-        dim = hp["embed_dim"] if hp["embedding"] == "released" else sum(c for c, _ in dims.values())
-        fit = max(n_train) * patches * dim * 4 * 2  # every training patch, and the coreset's working copies
-        state = fit + sum(sorted(n_train)[-banks:]) * patches * dim * 4 * hp["coreset_ratio"]
-    elif cfg.model == "padim":
-        _, patches = dims[layers[0]]
-        d = hp["n_features"]
-        state = max(n_train) * patches * d * 4 + banks * patches * (d * d * 2 + d) * 4  # embeddings; mean, Σ, Σ⁻¹
-    else:
-        state = TRAINED_STATE_BYTES
+    dims = tuple((CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers)
+    per_image = sum(c * p for c, p in dims) * (2 if image.feature_dtype == "float16" else 4)
+    n_train = tuple(len(run.splits[t].train) for t in cfg.tasks)
+    n_test = tuple(len(run.splits[t].test) for t in cfg.tasks)
+    cached = sum(n_test) + spec.cached_train_images(cfg.protocol, list(n_train))
+    state = spec.host_state(HostRun(protocol=cfg.protocol, hparams=cfg.hparams, image_size=size, layers=dims,
+                                    n_train=n_train, n_test=n_test))
     pixel = 2 * 4 * max(n_test) * size * size  # one test split's pixel scores, float32, while the buffer grows
-    batch = get(cfg.model).memory_bytes(size, image.batch_size, hp)
-    return MemoryEstimate(BASE_BYTES + batch + int(state) + pixel,
-                          per_image * cached)
+    batch = spec.memory_bytes(size, image.batch_size, cfg.hparams)
+    return MemoryEstimate(BASE_BYTES + batch + state + pixel, per_image * cached)
 
 
 def check_memory_requests(planned: list, grid: "Grid") -> None:
