@@ -47,6 +47,44 @@ IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the 
 # score range for CFA, and re-routes an image of PatchCore-CL on the synthetic benchmark).
 LOADING_DEFAULTS = {**IMAGE_LOADING_DEFAULTS, "feature_dtype": "float16"}
 PRESET_IMAGE_LOADING = {"inclad": {"resize": "8bit", "feature_dtype": "float32"}}
+# How a feature-based detector holds its training features in the host feature cache (ModelSpec.train_features), for
+# the grid's memory model (bench.hpc.memory): "single_pass" fits each task in one pass and caches none; "epochs"
+# revisits a task's training features every epoch, so the cache keeps that task's while it trains (about 0.2× more
+# for replay); "replay" keeps every task's for CL replay (NCL drops a finished task's). A spec that declares nothing
+# is taken as the largest of these, so an undeclared plugin is over-estimated, never under-.
+TRAIN_FEATURES = ("single_pass", "epochs", "replay")
+TRAINED_STATE_BYTES = 2**30  # a gradient-trained detector's networks, optimiser and replay indices
+
+
+@dataclass(frozen=True)
+class HostRun:
+    """What a detector's `ModelSpec.host_state_bytes` sees of a planned run (no files read, no torch)."""
+
+    protocol: str
+    hparams: dict
+    image_size: int
+    layers: tuple  # (channels, patches per image) of each backbone layer it reads, in layer order; () for images
+    n_train: tuple  # training images per task, in task order
+    n_test: tuple
+
+    @property
+    def banks(self) -> int:
+        """Banks or distributions a memory-bank detector keeps: one under NCL, one per task otherwise."""
+        return 1 if self.protocol == "ncl" else len(self.n_train)
+
+
+def trained_state(run: HostRun) -> int:
+    """`ModelSpec.host_state_bytes` of a gradient-trained detector: its networks, optimiser and replay indices."""
+    return TRAINED_STATE_BYTES
+
+
+def undeclared_state(run: HostRun) -> int:
+    """The host state assumed of a detector that declares none: a trained detector's, or every training feature
+    of the stream in float32 (a memory bank that keeps them all), whichever is larger."""
+    per_image = sum(c * p for c, p in run.layers) * 4
+    return max(TRAINED_STATE_BYTES, per_image * sum(run.n_train))
+
+
 _LOADING_VALUES = {"normalize": lambda v: isinstance(v, bool), "resize": lambda v: v in RESIZES,
                    "feature_dtype": lambda v: v in CACHE_DTYPES}
 
@@ -252,9 +290,16 @@ class ModelSpec:
     # the weights, inputs of the run (ImageInputs.normalize/.resize/.feature_dtype), not hyperparameters; a run may
     # set them itself
     image_loading: dict[str, dict] = field(default_factory=dict)
+    # what the grid's host-memory model (bench.hpc.memory) needs: how the training features stay in the feature
+    # cache (one of TRAIN_FEATURES; None: undeclared, the largest) and the detector's own host state in bytes as a
+    # function of the run (banks, distributions, trained networks; None: undeclared, `undeclared_state`)
+    train_features: str | None = None
+    host_state_bytes: Callable[[HostRun], int] | None = None
 
     def __post_init__(self):
         check_presets(self.name, self.params, self.presets, self.default_preset)
+        if self.train_features is not None and self.train_features not in TRAIN_FEATURES:
+            raise choice_error(f"{self.name}: train_features", self.train_features, TRAIN_FEATURES)
         for preset, values in self.image_loading.items():
             valid = _LOADING_VALUES
             if preset not in self.presets or any(k not in valid or not valid[k](v) for k, v in values.items()):
@@ -315,6 +360,18 @@ class ModelSpec:
         fewest = min(differing(p) for p in same_inputs)
         nearest = [p for p in same_inputs if differing(p) == fewest]
         return nearest[0], nearest
+
+    def cached_train_images(self, protocol: str, n_train: list) -> int:
+        """Training images whose features the host feature cache holds at its peak (see TRAIN_FEATURES)."""
+        if self.inputs != "features":
+            return 0
+        held = {"single_pass": 0, "epochs": round(1.2 * max(n_train)),
+                "replay": max(n_train) if protocol == "ncl" else sum(n_train)}
+        return held[self.train_features] if self.train_features is not None else max(held.values())
+
+    def host_state(self, run: HostRun) -> int:
+        """Bytes of the detector's own host state in `run` (its declaration, or the safe undeclared default)."""
+        return int((self.host_state_bytes or undeclared_state)(run))
 
     def asset_ids(self, hparams: dict) -> dict:
         return self.assets(hparams) if self.assets is not None else {}

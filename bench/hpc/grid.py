@@ -22,22 +22,19 @@ construction models (bench.tabular.scenario.MODELS) are refused in it, except in
 from __future__ import annotations
 
 import itertools
-import math
-import re
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
-from bench.config import DEVICES, NO_BACKBONE, TABULAR_REPLAY_RECORDS, ImageInputs, TabularInputs, setting_default
+from bench.config import NO_BACKBONE, TABULAR_REPLAY_RECORDS, ImageInputs, TabularInputs
 from bench.errors import BenchError, ConfigError
+# the schema's public names stay importable from here: most callers (CLI, tests) use grid.load_profile,
+# grid.Selection, grid.REPO beside grid.load_grid and grid.expand
+from bench.hpc.gridschema import (AXES, JOBS_DIR, REPO, Grid, PlannedRun, Profile, Resources, Selection,  # noqa: F401
+                                  check_keys, check_model_settings, filter_axis, grid_path, list_of, load_profile,
+                                  load_yaml, parse_models, parse_resources, positive_int, run_device, unique_keys)
 
-REPO = Path(__file__).resolve().parents[2]
-JOBS_DIR = REPO / "jobs"
-PROFILES_DIR = JOBS_DIR / "profiles"
 
-AXES = ("models", "backbones", "orderings", "protocols", "seeds")
 SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 MODEL_KEYS = ("backbones", "orderings", "protocols", "seeds", "image_size", "batch_size", "preset", "hparams",
               "resources")
@@ -46,136 +43,6 @@ TABULAR_GRID_KEYS = ("dataset", "track", "resources", "index_settings", "constru
 TABULAR_MODEL_KEYS = ("orderings", "protocols", "seeds", "preset", "hparams", "replay_size", "resources")
 # a tabular grid's settings the record index must have been built with (TabularInputs; checked when expanded)
 INDEX_SETTINGS = ("preprocessing", "discovery", "index_content_sha256")
-PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
-                "setup", "sbatch")
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What one run asks the scheduler for. Runs with equal resources share a job array."""
-
-    gpus: int = 0
-    cpus: int = 1
-    mem_gb: float = 8
-    time_min: int = 60
-
-    def label(self) -> str:
-        return f"{self.gpus}gpu-{self.cpus}cpu-{self.mem_gb:g}G-{self.time_min}min"
-
-
-@dataclass
-class Profile:
-    name: str
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    gres: str | None = None  # template such as "gpu:h100:{gpus}"; None: --gpus-per-node
-    use_gpus: bool = True  # false (cpu profile): GPU requests of the grid are dropped
-    device: str = "auto"
-    array_parallelism: int = 64
-    setup: list = field(default_factory=list)
-    sbatch: dict = field(default_factory=dict)  # any other sbatch option, e.g. {"mail-type": "FAIL"}
-    path: Path | None = None
-
-    def placeholders(self) -> list[str]:
-        """Settings still holding a `<placeholder>` of the shipped profile files."""
-        values = {k: getattr(self, k) for k in ("partition", "account", "qos", "constraint", "gres")}
-        values.update({f"sbatch.{k}": v for k, v in self.sbatch.items()})
-        return [f"{k}={v}" for k, v in values.items() if isinstance(v, str) and re.search(r"<[^>]*>", v)]
-
-
-@dataclass
-class PlannedRun:
-    run: "runner.Run"  # bench.continual.runner.Run (imported lazily: it loads torch)
-    resources: Resources
-
-    @property
-    def key(self) -> str:
-        return self.run.run_key
-
-    @property
-    def name(self) -> str:
-        return self.run.out.stem
-
-
-@dataclass
-class Grid:
-    dataset: str
-    path: Path
-    models: dict  # model name -> per-model overrides
-    backbones: list
-    orderings: list
-    protocols: list
-    seeds: list
-    resources: Resources
-    # the run settings a grid may omit default as a `bench run` does (ImageInputs' fields), except image_size
-    weights: str = setting_default(ImageInputs, "weights")
-    image_size: int | None = None  # None: each model's paper input size (its registry spec's image_size)
-    batch_size: int = setting_default(ImageInputs, "batch_size")
-    workers: int = setting_default(ImageInputs, "workers")
-    track: str = "image"
-    index_settings: dict = field(default_factory=dict)  # tabular: {preprocessing: {...}, discovery: {...}}
-    replay_size: int | None = None  # tabular: the cl runs' Replay buffer (None: the default, REPLAY_RECORDS)
-    data: str = ""  # the dataset the runs read (the grid's name is its result set: tabular-synthetic → synthetic)
-
-    def axis(self, model: str, name: str) -> list:
-        return list(self.models[model].get(name, getattr(self, name)))
-
-    def replay(self, model: str) -> int | None:
-        """The Replay buffer size of `model`'s cl runs: its own replay_size, else the grid's (None: default)."""
-        return self.models[model].get("replay_size", self.replay_size)
-
-    def model_resources(self, model: str) -> Resources:
-        return _resources(self.models[model].get("resources") or {}, self.resources, self.path, model)
-
-
-def _load_yaml(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such {what} file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of {what} settings at the top level")
-    return data
-
-
-def _check_keys(data: dict, valid, path: Path, where: str) -> None:
-    unknown = sorted(set(data) - set(valid))
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown} in {where} (valid: {', '.join(valid)})")
-
-
-def _list_of(value, kind, path: Path, where: str) -> list:
-    items = value if isinstance(value, list) else [value]
-    if not items or not all(isinstance(v, kind) and not isinstance(v, bool) for v in items):
-        raise ConfigError(f"{path}: {where} must be a non-empty list of {kind.__name__}, got {value!r}")
-    return items
-
-
-def _resources(data: dict, base: Resources, path: Path, where: str) -> Resources:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: resources of {where} must be a mapping, got {data!r}")
-    _check_keys(data, ("gpus", "cpus", "mem_gb", "time_min"), path, f"resources of {where}")
-    res = replace(base, **data)
-    ok = (isinstance(res.gpus, int) and res.gpus >= 0 and isinstance(res.cpus, int) and res.cpus >= 1
-          and isinstance(res.mem_gb, (int, float)) and 0 < res.mem_gb < math.inf and isinstance(res.time_min, int)
-          and res.time_min >= 1)
-    if not ok:
-        raise ConfigError(f"{path}: resources of {where} need gpus >= 0, cpus >= 1, finite mem_gb > 0, time_min >= 1 "
-                          f"(integers except mem_gb), got {res}")
-    return res
-
-
-def _positive_int(value, path: Path, where: str, minimum: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{path}: {where} must be an integer >= {minimum}, got {value!r}")
-
-
-def grid_path(dataset: str) -> Path:
-    return JOBS_DIR / f"{dataset}.yaml"
 
 
 def load_grid(dataset: str, path: Path | None = None) -> Grid:
@@ -183,37 +50,37 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     from bench.config import BACKBONES, DATASETS, IMAGE_PROTOCOLS
 
     path = Path(path or grid_path(dataset))
-    data = _load_yaml(path, "grid")
+    data = load_yaml(path, "grid")
     if data.get("track", "image") == "tabular":
         return _load_tabular(dataset, path, data)
-    _check_keys(data, GRID_KEYS, path, "the grid")
+    check_keys(data, GRID_KEYS, path, "the grid")
     if data.get("dataset") != dataset:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
     if dataset not in DATASETS:
         raise ConfigError(f"{path}: unknown dataset {dataset!r} (valid: {', '.join(DATASETS)})")
-    models = _models(data, path, MODEL_KEYS, ("backbones", "orderings", "protocols", "seeds"))
+    models = parse_models(data, path, MODEL_KEYS, ("backbones", "orderings", "protocols", "seeds"))
     grid = Grid(dataset=dataset, path=path, models=models,
-                backbones=_list_of(data["backbones"], str, path, "backbones"),
-                orderings=_list_of(data["orderings"], str, path, "orderings"),
-                protocols=_list_of(data["protocols"], str, path, "protocols"),
-                seeds=_list_of(data["seeds"], int, path, "seeds"),
-                resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
+                backbones=list_of(data["backbones"], str, path, "backbones"),
+                orderings=list_of(data["orderings"], str, path, "orderings"),
+                protocols=list_of(data["protocols"], str, path, "protocols"),
+                seeds=list_of(data["seeds"], int, path, "seeds"),
+                resources=parse_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 **{k: data[k] for k in SHARED_KEYS if k in data})
     for key in ("image_size", "batch_size", "workers"):
         if getattr(grid, key) is not None:
-            _positive_int(getattr(grid, key), path, key, minimum=0 if key == "workers" else 1)
+            positive_int(getattr(grid, key), path, key, minimum=0 if key == "workers" else 1)
     if not isinstance(grid.weights, str):
         raise ConfigError(f"{path}: weights must be imagenet, none or a path, got {grid.weights!r}")
     for model, overrides in models.items():
         for key in ("image_size", "batch_size"):
             if key in overrides:
-                _positive_int(overrides[key], path, f"{key} of model {model!r}")
+                positive_int(overrides[key], path, f"{key} of model {model!r}")
         if not isinstance(overrides.get("hparams") or {}, dict):
             raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
-        _check_model_settings(model, overrides, path)
+        check_model_settings(model, overrides, path)
         for axis, kind in (("backbones", str), ("orderings", str), ("protocols", str), ("seeds", int)):
             if axis in overrides:
-                _list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
+                list_of(overrides[axis], kind, path, f"{axis} of model {model!r}")
         grid.model_resources(model)
         bad = [b for b in grid.axis(model, "backbones") if b not in BACKBONES]
         if bad:
@@ -222,40 +89,6 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
         if bad:
             raise ConfigError(f"{path}: unknown protocol {bad[0]!r} (valid: {', '.join(IMAGE_PROTOCOLS)})")
     return grid
-
-
-def _check_model_settings(model: str, overrides: dict, path: Path, track: str = "image") -> None:
-    """A model's `preset` names one of its registry presets and its `hparams` resolve on it (names, ranges, the
-    files a preset requires), checked at load: an error names the grid and the model entry, not a CLI option."""
-    from bench.registry import get
-
-    where = ", ".join(k for k in ("preset", "hparams") if k in overrides) or "settings"
-    try:
-        if "preset" in overrides and not isinstance(overrides["preset"], str):
-            raise ConfigError(f"expected a preset name, got {overrides['preset']!r}")
-        spec = get(model, track)
-        spec.asset_ids(spec.resolve(overrides.get("hparams"), overrides.get("preset")))
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {where} of model {model!r}: {e}") from None
-
-
-def _models(data: dict, path: Path, model_keys, axes) -> dict:
-    """The grid's `models` as {model: overrides} (a list means no overrides), each override key one of
-    `model_keys`, and every axis in `axes` present at the top level; ConfigError naming the grid otherwise."""
-    models = data.get("models")
-    if isinstance(models, list):
-        models = {m: {} for m in models}
-    if not isinstance(models, dict) or not models:
-        raise ConfigError(f"{path}: 'models' must be a non-empty list or a mapping model -> overrides")
-    for model, overrides in models.items():
-        overrides = models[model] = overrides or {}
-        if not isinstance(overrides, dict):
-            raise ConfigError(f"{path}: overrides of model {model!r} must be a mapping, got {overrides!r}")
-        _check_keys(overrides, model_keys, path, f"model {model!r}")
-    for key in axes:
-        if key not in data:
-            raise ConfigError(f"{path}: missing '{key}' (a list)")
-    return models
 
 
 def _load_tabular(name: str, path: Path, data: dict) -> Grid:
@@ -271,21 +104,21 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     bad = sorted(set(data) & {"backbones", *SHARED_KEYS})
     if bad:
         raise ConfigError(f"{path}: {bad} are image-track settings; a tabular grid has none")
-    _check_keys(data, TABULAR_GRID_KEYS, path, "the grid")
+    check_keys(data, TABULAR_GRID_KEYS, path, "the grid")
     index_settings = data.get("index_settings") or {}
     if not isinstance(index_settings, dict):
         raise ConfigError(f"{path}: index_settings must be a mapping (preprocessing: {{...}}, discovery: {{...}})")
-    _check_keys(index_settings, INDEX_SETTINGS, path, "index_settings")
+    check_keys(index_settings, INDEX_SETTINGS, path, "index_settings")
     try:
         TabularInputs(**index_settings).validate()
     except ConfigError as e:
         raise ConfigError(f"{path}: index_settings: {e}") from None
-    models = _models(data, path, TABULAR_MODEL_KEYS, ("orderings", "protocols", "seeds"))
+    models = parse_models(data, path, TABULAR_MODEL_KEYS, ("orderings", "protocols", "seeds"))
     grid = Grid(dataset=name, path=path, models=models, backbones=["-"],
-                orderings=_list_of(data["orderings"], str, path, "orderings"),
-                protocols=_list_of(data["protocols"], str, path, "protocols"),
-                seeds=_list_of(data["seeds"], int, path, "seeds"),
-                resources=_resources(data.get("resources") or {}, Resources(), path, "the grid"),
+                orderings=list_of(data["orderings"], str, path, "orderings"),
+                protocols=list_of(data["protocols"], str, path, "protocols"),
+                seeds=list_of(data["seeds"], int, path, "seeds"),
+                resources=parse_resources(data.get("resources") or {}, Resources(), path, "the grid"),
                 track="tabular", index_settings=index_settings, data=dataset, replay_size=data.get("replay_size"))
     _check_validation_models(path, data, models)
     # ste is a cross-evaluation run (`bench tabular ste`, the scenario search), not a continual grid axis
@@ -294,7 +127,7 @@ def _load_tabular(name: str, path: Path, data: dict) -> Grid:
         grid.model_resources(model)
         if not isinstance(overrides.get("hparams") or {}, dict):
             raise ConfigError(f"{path}: hparams of model {model!r} must be a mapping name -> value")
-        _check_model_settings(model, overrides, path, "tabular")
+        check_model_settings(model, overrides, path, "tabular")
         for axis, valid in (("orderings", ORDERINGS), ("protocols", grid_protocols)):
             bad = [v for v in grid.axis(model, axis) if v not in valid]
             if bad:
@@ -310,7 +143,7 @@ def _check_replay_size(grid: Grid, data: dict) -> None:
     settings += [(f"replay_size of model {m!r}", o["replay_size"], [m]) for m, o in grid.models.items()
                  if "replay_size" in o]
     for where, size, models in settings:
-        _positive_int(size, grid.path, where)
+        positive_int(size, grid.path, where)
         if not any("cl" in grid.axis(m, "protocols") for m in models):
             raise ConfigError(f"{grid.path}: {where} sizes the Replay buffer, but no run of "
                               f"{', '.join(models)} uses protocol cl (add cl to its protocols or drop replay_size)")
@@ -376,51 +209,6 @@ def tabular_source(root: Path) -> tuple[Path, dict]:
     return index, orderings
 
 
-def load_profile(name: str, path: Path | None = None) -> Profile:
-    path = Path(path or PROFILES_DIR / f"{name}.yaml")
-    if not path.is_file():
-        known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
-        raise ConfigError(f"{path}: no such profile (valid: {', '.join(known)})")
-    data = _load_yaml(path, "profile")
-    _check_keys(data, PROFILE_KEYS, path, "the profile")
-    profile = Profile(name=name, path=path, **data)
-    if not isinstance(profile.setup, list) or not isinstance(profile.sbatch, dict):
-        raise ConfigError(f"{path}: 'setup' must be a list of shell lines and 'sbatch' a mapping")
-    if not isinstance(profile.array_parallelism, int) or profile.array_parallelism < 1:
-        raise ConfigError(f"{path}: array_parallelism must be a positive integer")
-    try:
-        (profile.gres or "").format(gpus=1)
-    except (KeyError, IndexError, ValueError):
-        raise ConfigError(f"{path}: gres may only use the field {{gpus}}, got {profile.gres!r}") from None
-    if profile.device not in DEVICES:
-        raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {profile.device!r}")
-    return profile
-
-
-@dataclass
-class Selection:
-    """Command-line filters: None keeps the whole axis."""
-
-    models: list | None = None
-    backbones: list | None = None
-    orderings: list | None = None
-    protocols: list | None = None
-    seeds: list | None = None
-
-    def as_dict(self) -> dict:
-        return {axis: getattr(self, axis) for axis in AXES}
-
-
-def _filter(values: list, wanted: list | None, axis: str, grid: Grid) -> list:
-    if wanted is None:
-        return values
-    declared = sorted({str(v) for m in grid.models for v in (grid.axis(m, axis) if axis != "models" else [m])})
-    unknown = [w for w in wanted if str(w) not in declared]
-    if unknown:
-        raise ConfigError(f"{grid.path}: {axis} {unknown} not in the grid (declared: {', '.join(declared)})")
-    return [v for v in values if str(v) in {str(w) for w in wanted}]
-
-
 def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outputs: Path,
            log=lambda line: print(line, file=sys.stderr)) -> list[PlannedRun]:
     """Every run of the (filtered) grid, prepared: validated data, run key, result path. `log` takes notes on
@@ -431,10 +219,10 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     from bench.models import check_model, implemented
     from bench.registry import get
 
-    models = _filter(list(grid.models), selection.models, "models", grid)
+    models = filter_axis(list(grid.models), selection.models, "models", grid)
     if grid.track == "tabular":
         runs_dir = outputs / grid.dataset / "runs"
-        return _unique(grid, _expand_tabular(grid, profile, selection, models, root, runs_dir, log))
+        return unique_keys(grid, _expand_tabular(grid, profile, selection, models, root, runs_dir, log))
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
             check_model(model)
@@ -449,7 +237,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
             resources = grid.model_resources(model)
             if not profile.use_gpus:
                 resources = replace(resources, gpus=0)
-            axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+            axes = [filter_axis(grid.axis(model, a), getattr(selection, a), a, grid)
                     for a in ("backbones", "orderings", "protocols", "seeds")]
             if get(model).inputs != "features":
                 # raw-image detectors have no backbone: one run per ordering × protocol × seed, whatever the
@@ -466,7 +254,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
                                           hparams=grid.models[model].get("hparams"),
                                           preset=grid.models[model].get("preset"), inputs=inputs)
                 planned.append(PlannedRun(prepare(config, out_dir=runs_dir), resources))
-    return _unique(grid, planned)
+    return unique_keys(grid, planned)
 
 
 def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: list, root: Path,
@@ -485,7 +273,7 @@ def _expand_tabular(grid: Grid, profile: Profile, selection: Selection, models: 
         base = grid.model_resources(model)
         if not profile.use_gpus:
             base = replace(base, gpus=0)
-        axes = [_filter(grid.axis(model, a), getattr(selection, a), a, grid)
+        axes = [filter_axis(grid.axis(model, a), getattr(selection, a), a, grid)
                 for a in ("orderings", "protocols", "seeds")]
         axes[0] = _distinct_orderings(axes[0], orderings, root, said, log)
         for ordering, protocol, seed in itertools.product(*axes):
@@ -519,20 +307,6 @@ def _distinct_orderings(names: list, orderings: dict, root: Path, said: set, log
     return keep
 
 
-def _unique(grid: Grid, planned: list[PlannedRun]) -> list[PlannedRun]:
-    keys = [p.key for p in planned]
-    if len(set(keys)) != len(keys):
-        raise ConfigError(f"{grid.path}: two grid points give the same run key (duplicate values in an axis?)")
-    return planned
-
-
-def run_device(profile: Profile, resources: Resources) -> str:
-    """`device=auto` on a profile: the profile's device, or cuda when the run asks for a GPU, else cpu."""
-    if profile.device != "auto":
-        return profile.device
-    return "cuda" if resources.gpus else "cpu"
-
-
 # --- peak memory per run: what `make submit` checks each memory request against ---------------------------------
 
 GIB = 2**30
@@ -540,12 +314,6 @@ BASE_BYTES = 3 * GIB // 2  # Python, torch, the backbone and a CUDA context, bef
 CHANNELS = {"resnet18": {"stem": 64, "layer1": 64, "layer2": 128, "layer3": 256, "layer4": 512},
             "wide_resnet50_2": {"stem": 64, "layer1": 256, "layer2": 512, "layer3": 1024, "layer4": 2048}}
 STRIDES = {"stem": 2, "layer1": 4, "layer2": 8, "layer3": 16, "layer4": 32}
-TRAINED_STATE_BYTES = GIB  # a gradient-trained detector's networks, optimiser and replay indices
-# these fit in one pass over a task's images and never cache training features; every other feature-based
-# detector revisits its training features each epoch, so the cache keeps them while it trains
-SINGLE_PASS = ("patchcore", "padim")
-
-
 @dataclass(frozen=True)
 class MemoryEstimate:
     fixed: int  # bytes the run needs whatever the cache budget: base, a batch, the model's state, pixel scores
@@ -559,40 +327,26 @@ class MemoryEstimate:
 
 
 def estimate_memory(run) -> MemoryEstimate:
-    """A run's peak host memory from its tasks' image counts, backbone, image size and method (its largest batch
-    pass: the detector's own `ModelSpec.memory_bytes`)."""
+    """A run's peak host memory from its tasks' image counts, backbone, image size and what its detector's spec
+    declares: its largest batch pass (`ModelSpec.memory_bytes`), which training features it caches
+    (`ModelSpec.train_features`) and its own host state (`ModelSpec.host_state_bytes`)."""
     from bench.models import model_layers
-    from bench.registry import get
+    from bench.registry import HostRun, get
 
     cfg, image = run.config, run.config.image
-    size, n = image.image_size, len(cfg.tasks)
+    spec = get(cfg.model)
+    size = image.image_size
     layers = model_layers(cfg.model, cfg.hparams)
-    dims = {layer: (CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers}
-    per_image = sum(c * p for c, p in dims.values()) * (2 if image.feature_dtype == "float16" else 4)
-    n_train = [len(run.splits[t].train) for t in cfg.tasks]
-    n_test = [len(run.splits[t].test) for t in cfg.tasks]
-    cached = sum(n_test)
-    if cfg.model == "cfa":  # keeps its training features for CL replay; NCL drops a finished task's
-        cached += max(n_train) if cfg.protocol == "ncl" else sum(n_train)
-    elif get(cfg.model).inputs == "features" and cfg.model not in SINGLE_PASS:
-        cached += round(1.2 * max(n_train))  # the training loop drops them after each task; replay adds ~0.2×
-    banks = 1 if cfg.protocol == "ncl" else n  # CL keeps one bank or distribution per task
-    hp = cfg.hparams
-    if cfg.model == "patchcore":
-        _, patches = dims[layers[0]]
-        dim = hp["embed_dim"] if hp["embedding"] == "released" else sum(c for c, _ in dims.values())
-        fit = max(n_train) * patches * dim * 4 * 2  # every training patch, and the coreset's working copies
-        state = fit + sum(sorted(n_train)[-banks:]) * patches * dim * 4 * hp["coreset_ratio"]
-    elif cfg.model == "padim":
-        _, patches = dims[layers[0]]
-        d = hp["n_features"]
-        state = max(n_train) * patches * d * 4 + banks * patches * (d * d * 2 + d) * 4  # embeddings; mean, Σ, Σ⁻¹
-    else:
-        state = TRAINED_STATE_BYTES
+    dims = tuple((CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers)
+    per_image = sum(c * p for c, p in dims) * (2 if image.feature_dtype == "float16" else 4)
+    n_train = tuple(len(run.splits[t].train) for t in cfg.tasks)
+    n_test = tuple(len(run.splits[t].test) for t in cfg.tasks)
+    cached = sum(n_test) + spec.cached_train_images(cfg.protocol, list(n_train))
+    state = spec.host_state(HostRun(protocol=cfg.protocol, hparams=cfg.hparams, image_size=size, layers=dims,
+                                    n_train=n_train, n_test=n_test))
     pixel = 2 * 4 * max(n_test) * size * size  # one test split's pixel scores, float32, while the buffer grows
-    batch = get(cfg.model).memory_bytes(size, image.batch_size, hp)
-    return MemoryEstimate(BASE_BYTES + batch + int(state) + pixel,
-                          per_image * cached)
+    batch = spec.memory_bytes(size, image.batch_size, cfg.hparams)
+    return MemoryEstimate(BASE_BYTES + batch + state + pixel, per_image * cached)
 
 
 def check_memory_requests(planned: list, grid: "Grid") -> None:

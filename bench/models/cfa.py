@@ -32,7 +32,7 @@ from bench.data.tasks import rerooted, split_from_state, split_state
 from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
                                tensor_bytes)
 from bench.models.ops.blur import MAX_SIGMA
-from bench.registry import Choice, Float, Int, Layers, ModelSpec, register
+from bench.registry import Choice, Float, Int, Layers, ModelSpec, register, trained_state
 from bench.training.loop import TrainContext, descend, sample_features, train
 from bench.training.replay import SHARE_RULES, ReplayBuffer
 
@@ -324,4 +324,6 @@ register(ModelSpec(
         "route_by": Choice("max", ROUTE_BY, doc="CL task routing: lowest image score (max, App. C.3) or lowest "
                                                 "mean patch score (mean)"),
     },
+    # host memory (bench.hpc.memory): keeps its training features for CL replay; its networks, optimiser and replay indices
+    train_features="replay", host_state_bytes=trained_state,
 ))

@@ -27,7 +27,7 @@ from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Bool, Float, Int, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Bool, Float, Int, Layers, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import seeded
 
 SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp
@@ -196,4 +196,6 @@ register(ModelSpec(
     # bytes per pixel of a training image (the flow steps' activations and gradients),
     # and the trained weights with their gradients and optimiser state
     memory_bytes=pixel_memory(750, features=True, fixed=50 * 2**20),
+    # host memory (bench.hpc.memory): the training loop revisits a task's features every epoch; its networks, optimiser and replay indices
+    train_features="epochs", host_state_bytes=trained_state,
 ))

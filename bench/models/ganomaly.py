@@ -28,7 +28,7 @@ from torch import nn
 from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Choice, Float, Int, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, Int, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import descend, seeded
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (Akcay et al.'s released code)
@@ -234,4 +234,7 @@ register(ModelSpec(
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),
     },
     memory_bytes=memory_bytes,
+    # host memory (bench.hpc.memory): trains on the images themselves (no feature cache); its networks, optimiser
+    # and replay indices
+    host_state_bytes=trained_state,
 ))

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from bench.errors import ConfigError
 from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, anomaly_maps, max_of_maps, route, tensor_bytes
 from bench.models.ops.blur import MAX_SIGMA
-from bench.registry import Choice, Float, Int, Layers, ModelSpec, backbone_memory, register
+from bench.registry import Choice, Float, HostRun, Int, Layers, ModelSpec, backbone_memory, register
 
 
 class GaussianMoments:
@@ -199,6 +199,12 @@ def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
     return backbone_memory(image_size, batch_size, hparams) + int(gaussians)
 
 
+def host_state(run: HostRun) -> int:
+    """Host bytes of the largest task's embeddings and the Gaussians kept (mean, Σ, Σ⁻¹; one under NCL, one per
+    task otherwise)."""
+    patches, d = run.layers[0][1], run.hparams["n_features"]
+    return int(max(run.n_train) * patches * d * 4 + run.banks * patches * (d * d * 2 + d) * 4)
+
 register(ModelSpec(
     # 3: `inclad` follows InCLAD's released code: raw [0, 1] input, 8-bit resize, DEFAULT weights, bilinear layer
     # alignment, image score and routing from the raw map, no blur (version 2's values: the `original` preset)
@@ -224,4 +230,6 @@ register(ModelSpec(
                                                 "mean patch score (mean)"),
     },
     memory_bytes=memory_bytes,
+    # host memory (bench.hpc.memory): one pass per task, no cached training features; its state is host_state
+    train_features="single_pass", host_state_bytes=host_state,
 ))

@@ -24,7 +24,7 @@ from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, loc
 from bench.models.ops.blur import MAX_SIGMA
 from bench.models.ops.coreset import PROJECTIONS, greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance
-from bench.registry import Choice, Float, Int, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, HostRun, Int, Layers, ModelSpec, pixel_memory, register
 
 EMBEDDINGS = ("released", "concat")
 # How PatchCore-CL compresses a previous task's bank (InCLAD App. C.1's weighted greedy coreset):
@@ -225,6 +225,15 @@ class PatchCoreTaskBanks(Protocol):
         return tensor_bytes(self.banks_)
 
 
+def host_state(run: HostRun) -> int:
+    """Host bytes of the fit and the banks: every training patch of the largest task with the coreset's working
+    copies, and the coreset banks kept (one under NCL, one per task otherwise)."""
+    hp = run.hparams
+    patches = run.layers[0][1]
+    dim = hp["embed_dim"] if hp["embedding"] == "released" else sum(c for c, _ in run.layers)
+    fit = max(run.n_train) * patches * dim * 4 * 2
+    return int(fit + sum(sorted(run.n_train)[-run.banks:]) * patches * dim * 4 * hp["coreset_ratio"])
+
 register(ModelSpec(
     # 3: `inclad` follows InCLAD's released code: raw [0, 1] input, 8-bit resize, DEFAULT weights, the released
     # compression and the nn.Linear projection's distribution (version 2's values: the `original` preset)
@@ -254,4 +263,6 @@ register(ModelSpec(
     # measured on CPU (peak RSS of a two-image fit at 64 and 160 px, default settings; docs/cluster.md): 210 bytes
     # per pixel of a batch through the backbone with its patch embedding and nearest-neighbour search
     memory_bytes=pixel_memory(0, 210, features=False),
+    # host memory (bench.hpc.memory): one pass per task, no cached training features; its state is host_state
+    train_features="single_pass", host_state_bytes=host_state,
 ))

@@ -28,7 +28,7 @@ from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.ops.blur import MAX_SIGMA, gaussian_blur
-from bench.registry import Float, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Float, Layers, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import seeded
 
 # backbone → (block kind, width per group, blocks per decoder stage deepest-first, OCE blocks): official RD4AD
@@ -223,4 +223,6 @@ register(ModelSpec(
     # bytes per pixel of a training image (bottleneck and decoder activations and gradients),
     # and the trained weights with their gradients and optimiser state
     memory_bytes=pixel_memory(290, features=True, fixed=250 * 2**20),
+    # host memory (bench.hpc.memory): the training loop revisits a task's features every epoch; its networks, optimiser and replay indices
+    train_features="epochs", host_state_bytes=trained_state,
 ))

@@ -23,7 +23,7 @@ from torch import nn
 from bench.features import LAYERS
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Choice, Float, Layers, ModelSpec, pixel_memory, register
+from bench.registry import Choice, Float, Layers, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import seeded
 
 
@@ -127,4 +127,6 @@ register(ModelSpec(
     # bytes per pixel of a training image (the student's activations and gradients),
     # and the trained weights with their gradients and optimiser state
     memory_bytes=pixel_memory(370, features=True, fixed=45 * 2**20),
+    # host memory (bench.hpc.memory): the training loop revisits a task's features every epoch; its networks, optimiser and replay indices
+    train_features="epochs", host_state_bytes=trained_state,
 ))

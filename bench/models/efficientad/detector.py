@@ -43,7 +43,7 @@ from bench.io import file_sha256
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.efficientad.pdn import Autoencoder, load_teacher, pdn_output_size, pdn_small
-from bench.registry import Bool, Choice, Float, Int, ModelSpec, Param, pixel_memory, register
+from bench.registry import Bool, Choice, Float, Int, ModelSpec, Param, pixel_memory, register, trained_state
 from bench.training.loop import descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
@@ -383,4 +383,7 @@ register(ModelSpec(
                                                         "unpadded (grid), or of the padded, upsampled map (map)"),
     },
     memory_bytes=memory_bytes,
+    # host memory (bench.hpc.memory): trains on the images themselves (no feature cache); its networks, optimiser
+    # and replay indices
+    host_state_bytes=trained_state,
 ))
