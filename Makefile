@@ -32,11 +32,11 @@ $(STAMP): requirements.lock pyproject.toml
 venv: $(STAMP) ## create/update .venv from requirements.lock
 
 test: $(STAMP) ## run the test suite (CPU, tiny images, weights=none)
-	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-fast: $(STAMP) ## the tests not marked slow (no end-to-end runs): a quick check while developing
-	@$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -q --durations=20 -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: $(STAMP) ## synthetic benchmark + PatchCore/PaDiM/CFA/FastFlow, NCL/CL, three orderings + Table 2 (CPU, weights=none)

@@ -499,3 +499,18 @@ def check_detector(name: str, track: str | None = None, root=None) -> None:
     s = subject(name, track, root)
     for check in CHECKS:
         check(s)
+
+
+def parametrize_with_checks(track: str, *, exclude=(), slow=()):
+    """A pytest.mark.parametrize("name,check") over every registered detector of `track` × every check in CHECKS
+    but `exclude` (as scikit-learn's parametrize_with_checks), ids `<name>-<check without check_>`; checks in `slow`
+    are marked slow. The test gets the detector's name, so it can share one fit per detector (a Subject cache)."""
+    import pytest  # only test modules call this: the package itself never needs pytest
+
+    if track not in SUBJECTS:
+        raise choice_error("track", track, SUBJECTS)
+    names = list(registry.specs(track))
+    return pytest.mark.parametrize("name,check", [
+        pytest.param(n, c, id=f"{n}-{c.__name__.removeprefix('check_')}",
+                     marks=[pytest.mark.slow] if c in slow else [])
+        for c in CHECKS if c not in exclude for n in names])

@@ -15,7 +15,6 @@ from bench.registry import get, specs
 from bench.testing import POINTWISE_RTOL, ImageSubject, assert_pointwise, pointwise_gap
 
 MODELS = list(specs())
-CHECKS = [c for c in testing.CHECKS if c is not testing.check_kill_and_resume]
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +39,7 @@ def test_every_built_in_image_detector_is_checked():
 SLOW = {testing.check_seed_determinism}
 
 
-@pytest.mark.parametrize("name,check", [pytest.param(n, c, id=f"{n}-{c.__name__[6:]}",
-                                                     marks=[pytest.mark.slow] if c in SLOW else [])
-                                        for c in CHECKS for n in MODELS])
+@testing.parametrize_with_checks("image", exclude={testing.check_kill_and_resume}, slow=SLOW)
 def test_contract(subject, name, check):
     check(subject(name))
 

@@ -39,8 +39,7 @@ def test_every_built_in_tabular_detector_is_checked():
     assert {"ae1svm", "autoencoder", "iforest", "vae", "deepsvdd", "dagmm", "neutralad"} <= set(TABULAR)
 
 
-@pytest.mark.parametrize("name,check", [pytest.param(n, c, id=f"{n}-{c.__name__[6:]}")
-                                        for c in CHECKS for n in TABULAR])
+@testing.parametrize_with_checks("tabular", exclude={testing.check_kill_and_resume})
 def test_contract(subject, name, check):
     check(subject(name))
 
@@ -61,6 +60,22 @@ def test_check_detector_finds_the_track_and_runs_every_check(monkeypatch):
                                                  for c in testing.CHECKS))
     testing.check_detector("vae")
     assert ran == [(c.__name__, "tabular", "vae") for c in CHECKS + [testing.check_kill_and_resume]]
+
+
+def test_parametrize_with_checks_builds_the_detector_by_check_matrix():
+    """Every registered detector × every check but the excluded, ids name-check, the `slow` checks marked slow; an
+    unknown track is a ConfigError naming the known ones."""
+    from bench.errors import ConfigError
+
+    mark = testing.parametrize_with_checks("tabular", exclude={testing.check_kill_and_resume},
+                                           slow={testing.check_seed_determinism}).mark
+    assert mark.args[0] == "name,check"
+    params = mark.args[1]
+    assert [p.values for p in params] == [(n, c) for c in CHECKS for n in TABULAR]
+    assert params[0].id == f"{TABULAR[0]}-fit_returns_self"
+    assert {p.values[1] for p in params if p.marks} == {testing.check_seed_determinism}
+    with pytest.raises(ConfigError, match="tabular"):
+        testing.parametrize_with_checks("no_such_track")
 
 
 def test_an_unknown_detector_lists_the_registered_ones():
