@@ -155,4 +155,6 @@ def frames(constructions: list[dict], outputs: Path) -> dict[str, pd.DataFrame]:
                                  "roc_auc"]}
     data = {"scenario_tasks.csv": tasks, "scenario_filtering.csv": passes, "scenario_w.csv": w,
             "scenario_orderings.csv": orders, "scenario_ste.csv": ste}
-    return {name: pd.DataFrame(data[name], columns=c) for name, c in cols.items()}
+    out = {name: pd.DataFrame(data[name], columns=c) for name, c in cols.items()}
+    out["scenario_tasks.csv"]["removed_in_pass"] = out["scenario_tasks.csv"]["removed_in_pass"].astype("Int64")
+    return out
