@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib import colormaps
 
 from bench.io import write_text_atomic
-from bench.report import cdd, paper
+from bench.report import cdd, construction, paper
 from bench.report.render import METHOD, label
 
 REPORT = "report"
@@ -70,8 +70,11 @@ def num(df_row: dict, col: str, digits: int = 3, ci: tuple[str, str] | None = No
     return cell(text, raw, "num")
 
 
-def table(title: str, csv: str | None, header: list[str], rows: list[list[dict]], note: str = "") -> dict:
-    return {"kind": "table", "title": title, "csv": csv, "header": header, "rows": rows, "note": note}
+def table(title: str, csv: str | None, header: list[str], rows: list[list[dict]], note: str = "",
+          href: str | None = None) -> dict:
+    """`csv`: a published table under ../tables/ (or `href`: a CSV the report wrote itself, under tables/)."""
+    return {"kind": "table", "title": title, "csv": csv, "href": href or (f"../tables/{csv}" if csv else None),
+            "header": header, "rows": rows, "note": note}
 
 
 def para(text: str, cls: str = "") -> dict:
@@ -250,7 +253,7 @@ RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt",
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 
-def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict) -> dict | None:
+def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, curves: list) -> dict | None:
     """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
     method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}."""
     rc = _table(tables, "tables/runs.csv")
@@ -276,7 +279,7 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict) -> 
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
-        blocks.append({"kind": "details", "summary": name, "parts": _method_parts(g, details, drawn)})
+        blocks.append({"kind": "details", "summary": name, "parts": _method_parts(g, details, drawn, curves)})
     return {"id": "methods", "title": "Per method", "blocks": blocks}
 
 
@@ -287,7 +290,7 @@ def _mean_over(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(finite, stack, 0).sum(0) / finite.sum(0)
 
 
-def _method_parts(g: pd.DataFrame, details: dict, drawn: dict) -> list[dict]:
+def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list) -> list[dict]:
     """Per ordering × protocol: the method's own R heatmap (image level, seeds averaged), R[i, j] over steps i for
     each task j, and where the runs hold them the routing accuracy, bank memory and training loss over steps."""
     parts = []
@@ -298,25 +301,94 @@ def _method_parts(g: pd.DataFrame, details: dict, drawn: dict) -> list[dict]:
         R = _mean_over([r["R/image"] for r in runs])
         title = f"{label('ordering', ordering)} · {protocol.upper()} · {len(runs)} seed(s)"
         files = drawn.get((g["dataset"].iloc[0], ordering, protocol, "image", *g[list(METHOD)].iloc[0]), [])
-        part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files,
-                "curves": [_svg([(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
-                                "after learning task i", "image ROC-AUC of task j", (0.5, 1.0))]}
+        stem = "curve_" + "_".join(_slug(x) for x in (g["dataset"].iloc[0], *g[list(METHOD)].iloc[0], ordering,
+                                                          protocol))
+        part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files, "curves": []}
+        curve = lambda kind, *a: part["curves"].append(_curve(f"{stem}_{kind}", curves, *a))  # noqa: E731
+        curve("forgetting", [(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
+              "after learning task i", "image ROC-AUC of task j", (0.5, 1.0))
         if all("routing/own_fraction" in r for r in runs):
             own = _mean_over([r["routing/own_fraction"] for r in runs])
-            part["curves"].append(_svg([("own-bank share", list(range(len(tasks))),
-                                         [np.nanmean(own[i, :i + 1]) for i in range(len(tasks))])],
-                                       "after learning task i", "routing accuracy", (0.0, 1.0)))
+            curve("routing", [("own-bank share", list(range(len(tasks))),
+                               [np.nanmean(own[i, :i + 1]) for i in range(len(tasks))])],
+                  "after learning task i", "routing accuracy", (0.0, 1.0))
         if all("memory/state_bytes" in r for r in runs) and protocol == "cl":
             mem = _mean_over([r["memory/state_bytes"] for r in runs]) / 1e6
-            part["curves"].append(_svg([("state", list(range(len(tasks))), mem)], "after learning task i",
-                                       "bank / state memory (MB)", None))
+            curve("memory", [("state", list(range(len(tasks))), mem)], "after learning task i",
+                  "bank / state memory (MB)", None)
         if all("train/loss" in r for r in runs):
             loss = _mean_over([r["train/loss"] for r in runs])
             ys = loss[np.isfinite(loss)]
-            part["curves"].append(_svg([("loss", list(range(len(ys))), ys)], "epoch (all steps in order)",
-                                       "training loss", None))
+            curve("loss", [("loss", list(range(len(ys))), ys)], "epoch (all steps in order)", "training loss",
+                  None)
         parts.append(part)
     return parts
+
+
+CURVE_DIGESTS = "curve_digests.json"  # {stem: digest of what the curve was drawn from}: unchanged ones are kept
+
+
+def _slug(x) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in str(x)) or "-"
+
+
+def _curve(stem: str, curves: list, series: list[tuple], xlabel: str, ylabel: str, yrange) -> dict:
+    """A curve as inline SVG, registered to be drawn as report/figures/<stem>.png|pdf, its values in
+    report/tables/curves.csv (figure, series, x, y)."""
+    values = pd.DataFrame([{"figure": stem, "series": str(name), "x": int(x), "y": float(y)}
+                           for name, sx, sy in series for x, y in zip(sx, sy) if np.isfinite(y)],
+                          columns=["figure", "series", "x", "y"])
+    curves.append({"stem": stem, "series": series, "xlabel": xlabel, "ylabel": ylabel, "yrange": yrange,
+                   "values": values})
+    return {"svg": _svg(series, xlabel, ylabel, yrange), "png": f"figures/{stem}.png",
+            "pdf": f"figures/{stem}.pdf", "csv": "tables/curves.csv"}
+
+
+def _save_curves(curves: list, directory: Path) -> None:
+    """Draw each curve as PNG and PDF, unless the files exist and were drawn from the same values."""
+    import hashlib
+    import json
+
+    index = directory / CURVE_DIGESTS
+    try:
+        before = json.loads(index.read_text()) if index.is_file() else {}
+    except ValueError:
+        before = {}  # a damaged index only costs a redraw
+    now = {}
+    for c in curves:
+        text = json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(index=False)])
+        now[c["stem"]] = digest = hashlib.sha256(text.encode()).hexdigest()
+        files = [directory / f"{c['stem']}.{fmt}" for fmt in ("png", "pdf")]
+        if before.get(c["stem"]) == digest and all(f.is_file() for f in files):
+            continue
+        _draw_curve(c, directory)
+    text = json.dumps(now, indent=1, sort_keys=True) + "\n"
+    if not index.is_file() or index.read_text() != text:
+        write_text_atomic(index, text)
+
+
+def _draw_curve(c: dict, directory: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.0, 3.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for n, (name, sx, sy) in enumerate(c["series"]):
+        ax.plot(list(sx), [float(y) for y in sy], marker="o", markersize=3, label=str(name),
+                color=VIRIDIS(n / max(len(c["series"]) - 1, 1) * 0.9))
+    if c["yrange"]:
+        ax.set_ylim(*c["yrange"])
+    ax.set_xlabel(c["xlabel"])
+    ax.set_ylabel(c["ylabel"])
+    if 1 < len(c["series"]) <= 12:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    for fmt in ("png", "pdf"):
+        path = directory / f"{c['stem']}.{fmt}"
+        tmp = path.with_name(path.name + ".tmp")
+        fig.savefig(tmp, format=fmt, dpi=130, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        tmp.replace(path)  # atomic: a reader never sees half a figure
 
 
 def _heatmap(R: np.ndarray, tasks: list) -> dict:
@@ -414,6 +486,76 @@ def tabular(tables: dict) -> dict | None:
     return {"id": "tabular", "title": "Tabular track", "blocks": blocks}
 
 
+def _own(frame: pd.DataFrame, name: str, own: dict) -> pd.DataFrame:
+    """Register a table the report publishes itself (report/tables/<name>); the page shows that CSV's text."""
+    text = frame.to_csv(index=False, lineterminator="\n")
+    own[f"tables/{name}"] = text
+    return _read(text)
+
+
+def scenario_construction(constructions: list[dict], frames: dict, own: dict) -> dict | None:
+    """The tabular track's constructed scenarios: kept / removed tasks with the criterion and pass that removed
+    them, Kendall's W per candidate × family, the orderings (per model and the Borda consensus), every pass."""
+    if not constructions:
+        return None
+    shown = {name: _own(df, name, own) for name, df in frames.items()}
+    blocks = []
+    for con in constructions:
+        m, folder = con["manifest"], con["name"]
+        if m is None:
+            blocks.append(para(f"{folder}: no release. The construction stopped after filtering (no candidate "
+                               f"was selected); the filtering records of {', '.join(con['candidates'])} are shown "
+                               "below, each pass with the criteria that flagged its tasks.", "warn"))
+        else:
+            blocks.append(para(f"{folder}: selected candidate {m.get('selected_candidate')} with "
+                               f"{len(m.get('tasks', []))} tasks ({', '.join(m.get('tasks', []))})."))
+
+    def cand(r):
+        return cell(r["candidate"] + (" (selected)" if _yes(r["selected"]) else ""))
+
+    t = shown["scenario_tasks.csv"]
+    rows = [[cell(r["construction"]), cand(r), cell(r["task"]),
+             cell(r["status"] if r["status"] == "kept" else f"removed in pass {r['removed_in_pass']} by "
+                  f"{r['removed_by'] or 'no criterion recorded'}", r["status"], f"task-{r['status']}"),
+             cell(r["removed_in_pass"], r["removed_in_pass"], "num"), cell(r["removed_by"])]
+            for r in t.to_dict("records")]
+    blocks.append(table("Tasks of each candidate: kept, or removed with the pass and the criteria (FC1–FC5) that "
+                        "removed them", "scenario_tasks.csv", ["construction", "candidate", "task", "status",
+                                                              "pass", "removed by"], rows,
+                        href="tables/scenario_tasks.csv"))
+    w = shown["scenario_w.csv"]
+    if len(w):
+        fams = [c for c in w.columns if c.startswith("w_")]
+        rows = [[cell(r["construction"]), cand(r), cell(r["tasks_kept"], r["tasks_kept"], "num"),
+                 *[num(r, c) for c in fams]] for r in w.to_dict("records")]
+        blocks.append(table("Kendall's W across the construction models, per candidate × ordering family (the "
+                            "selection takes the highest mean)", "scenario_w.csv",
+                            ["construction", "candidate", "tasks kept", *[f"W {c[2:]}" for c in fams]], rows,
+                            href="tables/scenario_w.csv"))
+    o = shown["scenario_orderings.csv"]
+    if len(o):
+        rows = [[cell(r["construction"]), cand(r), cell(r["ordering"]), cell(r["source"]), num(r, "w"),
+                 cell(r["order"]), cell(r["borda_points"])] for r in o.to_dict("records")]
+        blocks.append(table("Orderings: each model's and the Borda consensus (points per task)",
+                            "scenario_orderings.csv", ["construction", "candidate", "ordering", "from", "W",
+                                                       "order", "Borda points"], rows,
+                            href="tables/scenario_orderings.csv"))
+    f = shown["scenario_filtering.csv"]
+    crit = [c for c in f.columns if c.startswith("fc")]
+    rows = [[cell(r["construction"]), cand(r), cell(r["pass"], r["pass"], "num"), cell(r["task"]),
+             *[cell("" if r[c] == "0" else "×" if r[c] == "1" else f"×{r[c]}", r[c]) for c in crit],
+             cell(r["flags"], r["flags"], "num"), num(r, "best_self"),
+             cell("removed" if _yes(r["removed"]) else "", r["removed"])] for r in f.to_dict("records")]
+    blocks.append(table("Filtering passes: every pass recomputes FC1–FC5 on the remaining tasks and removes the "
+                        "most-flagged one", "scenario_filtering.csv",
+                        ["construction", "candidate", "pass", "task", *[c.upper() for c in crit], "flags", "S*",
+                         "removed"], rows, href="tables/scenario_filtering.csv"))
+    if len(shown["scenario_ste.csv"]):
+        blocks.append(para('<a href="tables/scenario_ste.csv">scenario_ste.csv</a>: the STE matrices the filtering '
+                           "read (per candidate and model: the expert of task i evaluated on task j).", "raw"))
+    return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
+
+
 def heatmap_figures(items) -> dict | None:
     figs = sorted({i.name for i in items if i.heatmap is not None and i.name.endswith(".png")})
     if not figs:
@@ -452,9 +594,19 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         h = i.heatmap
         drawn.setdefault((h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights), []).append(
             {"href": f"../{i.name}", "format": i.name.rsplit(".", 1)[1].upper()})
-    sections += [s for s in (comparison(tables), statistics(tables, figures), per_method(tables, runs, details, drawn),
+    own, curves = {}, []  # the report's own CSVs (report/tables/) and curve figures (report/figures/curve_*)
+    cons = []
+    for folder in construction.folders(out.parent, dataset, runs, details):
+        con = construction.read(folder)
+        cons.append({**con, "name": construction._name(folder, out.parent)})
+    sections += [s for s in (comparison(tables), statistics(tables, figures),
+                             per_method(tables, runs, details, drawn, curves),
                              timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
+                             scenario_construction(cons, construction.frames(cons, out.parent), own),
                              heatmap_figures(items)) if s]
+    if curves:
+        own["tables/curves.csv"] = pd.concat([c["values"] for c in curves]).to_csv(index=False, lineterminator="\n")
+    _save_curves(curves, directory / "figures")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
@@ -462,7 +614,14 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
     path = directory / PAGE
     if not path.is_file() or path.read_text() != page:
         write_text_atomic(path, page)
-    written = {path} | {directory / f[k] for f in figures for k in ("png", "pdf")}
+    for name, text in own.items():
+        target = directory / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.read_text() != text:
+            write_text_atomic(target, text)
+    written = ({path} | {directory / f[k] for f in figures for k in ("png", "pdf")} | {directory / n for n in own}
+               | {directory / "figures" / f"{c['stem']}.{fmt}" for c in curves for fmt in ("png", "pdf")}
+               | {directory / "figures" / CURVE_DIGESTS})
     for stale in before - written:
         stale.unlink(missing_ok=True)
     return path

@@ -290,3 +290,96 @@ def test_headless_chromium_renders_the_report(report, tmp_path):
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / "report-screenshot.png")
+
+
+# ------------------------------------------------------------ the tabular track's scenario construction
+
+def _candidate(name: str) -> dict:
+    """A candidate's record as bench.tabular.scenario.evaluate_candidate makes it (FC1–FC5 on hand-made STE
+    matrices of two models, orderings, W, Borda), without running the models: task t3 is no better than a random
+    ranking on its own test set, so FC1 removes it in pass 1."""
+    from bench.tabular.filtering import iterative_filter
+    from bench.tabular.orderings import ORDERINGS, concordance, model_orderings
+
+    tasks = ["t0", "t1", "t2", "t3"]
+    rng = np.random.default_rng(3)
+    M = np.stack([np.clip(0.55 + 0.1 * rng.uniform(size=(4, 4)) + np.diag([0.4, 0.35, 0.3, -0.1]), 0, 1)
+                  for _ in range(2)])
+    filt = iterative_filter(M, tasks)
+    keep, kept = filt["kept_index"], filt["kept"]
+    per_model = {m: model_orderings(M[f][np.ix_(keep, keep)]) for f, m in enumerate(("iforest", "autoencoder"))}
+    conc = concordance(per_model)
+    return {"candidate": name, "tasks": tasks, "kept": kept, "removed": filt["removed"], "passes": filt["passes"],
+            "ste": {m: M[f].tolist() for f, m in enumerate(per_model)}, "family_w": conc["family_w"],
+            "w": conc["w"], "mean_w": conc["mean_w"],
+            "model_orderings": {m: {o: [kept[i] for i in per_model[m][o]] for o in ORDERINGS} for m in per_model},
+            "consensus": {o: [kept[i] for i in conc["consensus"][o]] for o in ORDERINGS},
+            "borda_points": {o: dict(zip(kept, conc["borda_points"][o])) for o in ORDERINGS}}
+
+
+def test_report_shows_the_constructed_scenarios_before_and_after_a_release(report, tmp_path):
+    """A construction that stopped after filtering (filtering.json only) is shown as such, each task kept or
+    removed with the pass and criterion that removed it; once released, W per family and the orderings with
+    their Borda points are shown too. Every shown cell is its CSV's (report/tables/scenario_*.csv)."""
+    from bench.tabular.scenario import _finite
+
+    outputs, _, _ = report
+    copy = tmp_path / "outputs"
+    shutil.copytree(outputs, copy)
+    folder = copy / "synthetic" / "tabular"
+    rec = _candidate("natural_day")
+    assert rec["removed"] == ["t3"] and rec["passes"][0]["fc1"][3]  # what the fixture plants
+    (folder / "candidates/natural_day").mkdir(parents=True)
+    (folder / "candidates/natural_day/filtering.json").write_text(json.dumps(_finite(
+        {"kept": rec["kept"], "removed": rec["removed"], "passes": rec["passes"]})))
+    quick = Options(bootstrap=0, figure_formats=())
+    aggregate(copy, "synthetic", quick, log=lambda *_: None)
+    page = copy / "synthetic/report/index.html"
+    html = page.read_text()
+    assert "synthetic/tabular: no release" in html
+    p = parse(page)
+    shown = [t for t in p.tables if t["csv"] == "tables/scenario_tasks.csv"][0]
+    csv = pd.read_csv(page.parent / "tables/scenario_tasks.csv", dtype=str, keep_default_na=False)
+    status = {row[2][0]: row[3] for row in shown["rows"]}
+    assert status["t3"][0].startswith("removed in pass 1 by FC1") and status["t3"][1] == "removed"
+    assert status["t0"] == ("kept", "kept")
+    assert [row[3][1] for row in shown["rows"]] == list(csv["status"])
+    assert not any(t["csv"] == "tables/scenario_w.csv" for t in p.tables)  # no W before a release
+
+    manifest = {"dataset": "synthetic", "selected_candidate": "natural_day", "tasks": rec["kept"],
+                "w_table": {"natural_day": {**rec["family_w"], "mean": rec["mean_w"]}},
+                "candidates": {"natural_day": rec}, "orderings": rec["consensus"]}
+    (folder / "release").mkdir()
+    (folder / "release/manifest.json").write_text(json.dumps(_finite(manifest)))
+    aggregate(copy, "synthetic", quick, log=lambda *_: None)
+    p = parse(page)
+    assert "no release" not in page.read_text()
+    w = [t for t in p.tables if t["csv"] == "tables/scenario_w.csv"][0]
+    k = w["header"].index("W mean")
+    assert float(w["rows"][0][k][1]) == pytest.approx(rec["mean_w"]) and "(selected)" in w["rows"][0][1][0]
+    orders = [t for t in p.tables if t["csv"] == "tables/scenario_orderings.csv"][0]
+    borda = {r[2][0]: r for r in orders["rows"] if r[3][0] == "consensus (Borda)"}
+    smooth = rec["consensus"]["smooth_drift"]
+    assert borda["smooth_drift"][5][0] == " → ".join(smooth)
+    points = rec["borda_points"]["smooth_drift"]
+    assert borda["smooth_drift"][6][0] == " ".join(f"{t}:{points[t]:g}" for t in smooth)
+    for ref in parse(page).refs:
+        if not ref.startswith("#"):
+            assert (page.parent / ref).is_file(), ref
+
+
+def test_every_curve_of_the_report_is_also_a_png_and_a_pdf_with_its_values(report):
+    """Each inline curve (R[i, j] over steps, memory, training loss) links a PNG, a PDF and the CSV of its values;
+    the loss curve's values are the mean training loss of the method's runs."""
+    _, out, page = report
+    p = parse(page)
+    pngs = [r for r in p.refs if r.startswith("figures/curve_") and r.endswith(".png")]
+    assert any(r.endswith("_loss.png") for r in pngs) and any(r.endswith("_forgetting.png") for r in pngs)
+    assert any(r.endswith("_memory.png") for r in pngs)
+    assert page.read_text().count("<svg") == len(pngs)  # one pair of files per drawn curve
+    for r in pngs:
+        assert (page.parent / r).stat().st_size > 1000 and (page.parent / r[:-4]).with_suffix(".pdf").is_file()
+    values = pd.read_csv(page.parent / "tables/curves.csv")
+    loss = values[values["figure"].str.contains("_cfa_") & values["figure"].str.endswith("_loss")]
+    assert loss["figure"].nunique() == len(ORDERINGS) * 2
+    assert len(loss) == len(TASKS) * 3 * loss["figure"].nunique()  # every epoch of every step
