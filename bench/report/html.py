@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
-from bench.io import write_text_atomic
+from bench.io import atomic_path, write_text_atomic
 from bench.report import cdd, construction, paper
 from bench.report.render import METHOD, label
 
@@ -385,10 +385,8 @@ def _draw_curve(c: dict, directory: Path) -> None:
         ax.legend(fontsize=6)
     fig.tight_layout()
     for fmt in ("png", "pdf"):
-        path = directory / f"{c['stem']}.{fmt}"
-        tmp = path.with_name(path.name + ".tmp")
-        fig.savefig(tmp, format=fmt, dpi=130, metadata={"CreationDate": None} if fmt == "pdf" else None)
-        tmp.replace(path)  # atomic: a reader never sees half a figure
+        with atomic_path(directory / f"{c['stem']}.{fmt}") as tmp:  # a reader never sees half a figure
+            fig.savefig(tmp, format=fmt, dpi=130, metadata={"CreationDate": None} if fmt == "pdf" else None)
 
 
 def _heatmap(R: np.ndarray, tasks: list) -> dict:
