@@ -30,7 +30,7 @@ def register(sub) -> None:
 
     q = cmds.add_parser("synthetic", help="write the synthetic tabular benchmark (CICIDS2017 CSV format)")
     q.add_argument("--out", type=Path, default=SYNTHETIC_ROOT, help=f"folder (default: {SYNTHETIC_ROOT})")
-    _last(q).source = (synthetic, "SYNTHETIC_ROOT")
+    opt.last_action(q).source = (synthetic, "SYNTHETIC_ROOT")
     opt.setting(q, RunConfig, "seed", help="seed of every generated record")
     opt.parameter_option(q, generate, "n_normal", "normal records per capture day")
     opt.parameter_option(q, generate, "n_anomal", "attack records per capture day", flag="--n-anomalous")
@@ -83,13 +83,13 @@ def register(sub) -> None:
                    help="comma-separated candidate splits: natural[:column] | METHOD:VARIANT:K with METHOD "
                         "kmeans|spectral|gmm and VARIANT joint|nearest|random, each optionally @COLUMN: discover "
                         f"within each group of that column (multi-dataset: @dataset) (default: {DEFAULT_CANDIDATE})")
-    _last(q).source = (discovery, "DEFAULT_CANDIDATE")
+    opt.last_action(q).source = (discovery, "DEFAULT_CANDIDATE")
     _sizes(q)
     q.add_argument("--models", type=opt.model_list("tabular"), default=detectors.CONSTRUCTION_MODELS,
                    metavar="NAME,...", help="comma-separated registered tabular detectors that build the scenario "
                                             f"(default: {','.join(detectors.CONSTRUCTION_MODELS)}, the framework's "
                                             f"phase 1)")
-    _last(q).source = (detectors, "CONSTRUCTION_MODELS")
+    opt.last_action(q).source = (detectors, "CONSTRUCTION_MODELS")
     opt.preset_option(q, FRAMEWORK, "FC1-FC5 settings, discovery sizes and semantics, and the construction models' "
                                     "preset: suite (this suite's) or released (the CAD framework's released code); "
                                     "--filter and --min-* override single values", DISCOVERY)
@@ -110,10 +110,6 @@ def _param_text(name: str, param) -> str:
     return f"{name}={'|'.join(param.choices)}" if param.choices else name
 
 
-def _last(parser):
-    return parser._actions[-1]
-
-
 def _data_args(q) -> None:
     from bench.config import RunConfig
     from bench.tabular import options as opt
@@ -122,8 +118,8 @@ def _data_args(q) -> None:
 
     q.add_argument("--dataset", default=DEFAULT_DATASET, choices=DATASETS,
                    help=f"the dataset read (default: {DEFAULT_DATASET}, generated offline)")
-    _last(q).source = (sys.modules[__name__], "DEFAULT_DATASET")
-    _last(q).choices_source = (sys.modules[__name__], "DATASETS")
+    opt.last_action(q).source = (sys.modules[__name__], "DEFAULT_DATASET")
+    opt.last_action(q).choices_source = (sys.modules[__name__], "DATASETS")
     q.add_argument("--root", type=Path, help=f"folder with the dataset's CSV files (synthetic: generated into "
                                               f"{SYNTHETIC_ROOT} when missing)")
     opt.setting(q, RunConfig, "seed", help="seed of the split, the clustering and the construction models")
@@ -141,12 +137,13 @@ def _sizes(q) -> None:
 
 def _candidate_args(q) -> None:
     from bench.tabular import discovery
+    from bench.tabular import options as opt
     from bench.tabular.discovery import DEFAULT_CANDIDATE
 
     q.add_argument("--candidate", default=DEFAULT_CANDIDATE,
                    help=f"natural[:column][@COLUMN] | METHOD:VARIANT:K[@COLUMN] (@COLUMN: within each group) "
                         f"(default: {DEFAULT_CANDIDATE})")
-    _last(q).source = (discovery, "DEFAULT_CANDIDATE")
+    opt.last_action(q).source = (discovery, "DEFAULT_CANDIDATE")
     _sizes(q)
 
 

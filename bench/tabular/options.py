@@ -63,7 +63,8 @@ def run_protocol_choices() -> LazyChoices:
     return LazyChoices(load, ("bench.tabular.protocols", "PROTOCOLS"))
 
 
-def _last(parser):
+def last_action(parser):
+    """The option just added to `parser` (to record where its default and choices come from)."""
     return parser._actions[-1]
 
 
@@ -72,7 +73,7 @@ def setting(parser, cls, name: str, **overrides):
     if isinstance(overrides.get("choices"), LazyChoices):  # argparse would list them at once as the metavar
         overrides.setdefault("metavar", "NAME")
     add_setting_options(parser, cls, (name,), **{name: overrides} if overrides else {})
-    action = _last(parser)
+    action = last_action(parser)
     action.source = (cls, name)
     if isinstance(action.choices, LazyChoices):
         action.choices_source = action.choices.source
@@ -95,7 +96,7 @@ def field_option(parser, cls, name: str, help: str, **kwargs):
     else:
         kwargs.setdefault("type", type(default))
         parser.add_argument(option_name(name), default=default, help=f"{help} (default: {default})", **kwargs)
-    action = _last(parser)
+    action = last_action(parser)
     action.source = (cls, name)
     return action
 
@@ -108,7 +109,7 @@ def parameter_option(parser, func, name: str, help: str, flag: str | None = None
     kwargs.setdefault("metavar", "N" if type(default) is int else None)
     parser.add_argument(flag or option_name(name), dest=name, type=type(default), default=default,
                         help=f"{help} (default: {default})", **kwargs)
-    action = _last(parser)
+    action = last_action(parser)
     action.source = (func, name)
     return action
 
@@ -121,7 +122,7 @@ def table_option(parser, table, name: str, presets_help: str):
     parser.add_argument(option_name(name), type={"int": int, "float": float}.get(param.kind, str), default=None,
                         metavar="N" if param.kind == "int" else None,
                         help=f"{param.doc} (default: {presets_help}: {values})")
-    action = _last(parser)
+    action = last_action(parser)
     action.source = (table, name)
     return action
 
@@ -135,7 +136,7 @@ def preset_option(parser, table, help: str, *others):
             raise RuntimeError(f"{other.name} presets {tuple(other.presets)} differ from {table.name}'s {names}")
     parser.add_argument("--framework-preset", choices=names, default=None,
                         help=f"{help} (default: {table.default_preset})")
-    action = _last(parser)
+    action = last_action(parser)
     action.source = (table, None)
     action.choices_source = (table, None)
     return action
@@ -163,6 +164,6 @@ def model_option(parser, track: str, help: str, **kwargs):
     """--model: a registered detector of `track`; the help lists them when printed (argparse's %(choices)s)."""
     parser.add_argument("--model", choices=registry_choices(track), metavar="NAME",
                         help=f"{help}: %(choices)s", **kwargs)
-    action = _last(parser)
+    action = last_action(parser)
     action.choices_source = action.choices.source
     return action
