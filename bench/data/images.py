@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import struct
+import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from PIL import ExifTags, Image
+from PIL import ExifTags, Image, TiffImagePlugin
 
 from bench.config import MASK_THRESHOLD
 from bench.errors import DatasetError
@@ -36,6 +38,7 @@ _UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4
             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
             8: Image.Transpose.ROTATE_90}
 _SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
+_LIBTIFF = threading.Lock()  # TiffImagePlugin.READ_LIBTIFF is module state; images are decoded in threads
 
 
 class MaskWarning(UserWarning):
@@ -53,14 +56,12 @@ def load_image(path, size: int, normalize: bool = True, resize: str = "float") -
     resized by PIL's BILINEAR filter, which rounds to uint8, then scaled to [0, 1]. A 16-bit grey image is first
     rounded to 8 bits here (PIL's convert("RGB"), which the released code calls, would clip it to white)."""
     try:
-        with Image.open(path) as im:
+        with _open(path) as im:
             if im.mode in _UNSCALED_MODES:
                 raise DatasetError(f"{path}: {_UNSCALED_MODES[im.mode]} image (PIL mode {im.mode}) has no fixed "
                                    "intensity range; convert it to 8- or 16-bit")
             # a camera stores the sensor's pixel rows and an orientation tag; its mask was drawn on the upright view
-            orientation = _orientation(im)
-            if orientation in _UPRIGHT:
-                im = im.transpose(_UPRIGHT[orientation])
+            im = _upright(im)
             if resize == "8bit":
                 rgb = _resize_8bit(im, size)
             elif im.mode in _GREY16_MODES:
@@ -116,10 +117,8 @@ def load_mask(path, size: int | None, image_path, threshold: int | None = MASK_T
     """
     image_size = header_size(image_path, "image")
     try:
-        with Image.open(path) as im:
-            orientation = _orientation(im)  # a mask stored with an orientation tag is read upright, as its image
-            if orientation in _UPRIGHT:
-                im = im.transpose(_UPRIGHT[orientation])
+        with _open(path) as im:
+            im = _upright(im)  # a mask stored with an orientation tag is read upright, as its image
             if im.size != image_size:
                 raise DatasetError(f"{path}: mask size {im.size[0]}x{im.size[1]} differs from image {image_path} "
                                    f"size {image_size[0]}x{image_size[1]}")
@@ -155,14 +154,59 @@ def _defect(arr: np.ndarray, mode: str, threshold: int | None, path) -> tuple[np
 
 
 def header_size(path, what: str) -> tuple[int, int]:
-    """(W, H) from the file header only (PIL decodes pixels lazily); images upright (EXIF orientation applied)."""
+    """(W, H) from the file header only (PIL decodes pixels lazily), upright (EXIF orientation applied): masks
+    are read upright too, so a mask's header size is compared with its image's on the same footing."""
     try:
-        with Image.open(path) as im:
-            if what == "image" and _orientation(im) in _SWAPPING_ORIENTATIONS:
-                return im.size[::-1]
-            return im.size
+        with _open(path) as im:
+            stored = _stored_size(im)
+            if _orientation(im) in _SWAPPING_ORIENTATIONS:
+                return stored[::-1]
+            return stored
     except _PIL_ERRORS as exc:
         raise DatasetError(f"{path}: cannot read {what} ({_reason(exc)})") from None
+
+
+@contextmanager
+def _open(path):
+    """Image.open, except that an uncompressed TIFF turned by 90° (orientation 5-8) is opened for libtiff's
+    decoder: Pillow 13 turns a TIFF upright while loading it, and its own decoder scrambles the pixels of exactly
+    those (measured with Pillow 13.0.0: a 48x32 mask came back 32 rows of interleaved stripes). libtiff, which
+    Pillow already uses for every compressed TIFF, reads them right."""
+    im = Image.open(path)
+    try:
+        if (im.format == "TIFF" and not getattr(im, "use_load_libtiff", True)
+                and _orientation(im) in _SWAPPING_ORIENTATIONS):
+            im.close()
+            with _LIBTIFF:
+                before, TiffImagePlugin.READ_LIBTIFF = TiffImagePlugin.READ_LIBTIFF, True
+                try:
+                    im = Image.open(path)
+                finally:
+                    TiffImagePlugin.READ_LIBTIFF = before
+        yield im
+    finally:
+        im.close()
+
+
+def _upright(im):
+    """`im` with its orientation applied exactly once. Pillow (13 and later) turns a TIFF itself while loading it
+    and drops the tag; every other format (and an older Pillow's TIFF) keeps the tag and is turned here."""
+    orientation = _orientation(im)
+    if orientation not in _UPRIGHT:
+        return im
+    im.load()
+    if _orientation(im) != orientation:  # turned while loading
+        return im
+    return im.transpose(_UPRIGHT[orientation])
+
+
+def _stored_size(im) -> tuple[int, int]:
+    """(W, H) of the pixels as the file stores them, before any orientation: Pillow 13 reports a TIFF's size
+    already turned, so a TIFF's is read from its own width and length tags."""
+    if im.format == "TIFF":
+        tags = im.tag_v2
+        return int(tags.get(256, im.size[0])), int(tags.get(257, im.size[1]))
+    return im.size
 
 
 def _orientation(im) -> int | None:
