@@ -33,7 +33,11 @@ def save(path, obj) -> None:
     """Write `obj` (plain data, see the module doc) atomically: readers see the old file or the new one."""
     path = Path(path)
     tmp = tmp_path(path)
-    payload = _encode(obj, "")  # a TypeError here is a bug in the caller, not a disk problem
+    try:
+        payload = _encode(obj, "")
+    except TypeError as e:  # a detector (a plugin's, say) whose state holds objects: its author must change it
+        raise CheckpointError(f"{path}: cannot store this state: {e}; a detector's state_dict() holds only plain "
+                              "data (bench.testing's contract checks test this before any run)") from None
     try:
         torch.save({"format": FORMAT, "version": VERSION, "payload": payload}, tmp)
         os.replace(tmp, path)

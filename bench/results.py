@@ -19,6 +19,8 @@ Schema (bench.config.SCHEMA_VERSION, 3), everything a table needs to be traced b
   tasks_info/n_train, tasks_info/n_test, tasks_info/prevalence    [N]
   timing/train_s, timing/eval_s   [N] wall seconds per step (CUDA synchronised)
   memory/state_bytes  [N] bytes of the protocol's state after each step
+  timing/cpu_threads  [N] torch's CPU threads while each step ran (0: not recorded; the attribute cpu_threads is
+                      the last execution's)
   routing/counts      [N, N, N] (task-bank protocols) images of test task j routed to bank k after step i
   routing/own_fraction [N, N] share of task j's test images routed to its own bank after step i
   scores/step, scores/task, scores/label, scores/value   per-image image scores of every evaluation
@@ -232,11 +234,22 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
     row["tied_cells"] = tied_cells(run)[0]  # cells with most scores tied (bench.metrics.MOSTLY_TIED)
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
+    row["step_threads"] = step_threads(run, done)
     for key in ("config_sha256", "index_sha256", "weights_id", "git_commit", "git_dirty", "host", "device",
                 "cpu_threads", "load_avg_start", "load_avg_end", "slurm_job_id", "slurm_array_job_id", "slurm_array_task_id", "container_image", "container_runtime",
                 "container_digest", "started_at", "finished_at"):
         row[key] = a.get(key, "")  # "" for files older than the attribute
     return row
+
+
+def step_threads(run: dict, done: int) -> str:
+    """The CPU thread counts the steps ran with, "1" or "1,2" (a run resumed under another count); "" where the
+    file predates per-step recording."""
+    steps = np.asarray(run.get("timing/cpu_threads", np.zeros(0, np.int64)))
+    if steps.dtype.kind not in "iu":  # a crafted file's text or floats: not a record of thread counts
+        return ""
+    counts = sorted({int(c) for c in steps[:done] if c > 0})
+    return ",".join(map(str, counts))
 
 
 def load(path_or_dir) -> pd.DataFrame:

@@ -64,6 +64,9 @@ class RunState:
             self.arrays.update({
                 "timing/train_s": np.full(self.n, np.nan), "timing/eval_s": np.full(self.n, np.nan),
                 "memory/state_bytes": np.zeros(self.n, dtype=np.int64),
+                # torch's CPU threads while each step ran (0: not recorded): a resumed run may change it between
+                # steps, and on CPU a trained detector's numbers depend on it (docs/cluster.md, "Threads")
+                "timing/cpu_threads": np.zeros(self.n, dtype=np.int64),
             })
 
 
@@ -78,11 +81,15 @@ class Run:
 
     config: RunConfig
     out: Path
-    splits: dict
     index_sha: str
     weights_id: str
     run_key: str
     track: object  # the track object its track's module prepared (bench.tracks)
+
+    @property
+    def splits(self) -> dict:
+        """{task: TaskData} from the track, which may read them only now (a tabular index's records)."""
+        return self.track.splits
 
     @property
     def checkpoint_path(self) -> Path:
@@ -102,7 +109,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         out = Path(out_dir or f"outputs/{config.result_set}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
-    return Run(config, out, track.splits, index_sha, track.weights_id, key, track)
+    return Run(config, out, index_sha, track.weights_id, key, track)
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
@@ -177,6 +184,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
                 track.drop_training(task)
             synchronize(device)
             state.arrays["timing/train_s"][t] = time.perf_counter() - t0
+            state.arrays["timing/cpu_threads"][t] = torch.get_num_threads()
             record_losses(state.arrays, t, n, context.losses)
             protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
@@ -307,6 +315,8 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     arrays, expected = ckpt["arrays"], RunState(n, matrices).arrays
     if not isinstance(arrays, dict) or not all(isinstance(a, np.ndarray) for a in arrays.values()):
         raise CheckpointError(f"{path}: arrays is not a set of named arrays")
+    if "timing/cpu_threads" not in arrays:  # a checkpoint from before threads were recorded per step: unknown
+        arrays = {**arrays, "timing/cpu_threads": np.zeros(n, dtype=np.int64)}
     for name, array in expected.items():
         if name not in arrays or arrays[name].shape != array.shape:
             got = arrays[name].shape if name in arrays else "missing"

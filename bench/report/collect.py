@@ -264,10 +264,14 @@ def _same_results(a: dict, b: dict) -> str | None:
 MACHINE_ATTRS = ("cpu_threads", "device", "packages", "git_commit", "host")
 
 
-def _conflict(key: str, first: Path, second: Path, diff: str, a: dict, b: dict) -> ProvenanceError:
+def _conflict(key: str, first: Path, second: Path, diff: str, run_a: dict, run_b: dict) -> ProvenanceError:
     """Two complete files of one run key with different results: say what else differs between them."""
+    a, b = run_a["attrs"], run_b["attrs"]
     made = [f"{k} {_shown(a.get(k, ''))} vs {_shown(b.get(k, ''))}" for k in MACHINE_ATTRS
             if a.get(k, "") != b.get(k, "")]
+    threads = [results.step_threads(r, r["attrs"]["steps_done"]) for r in (run_a, run_b)]
+    if threads[0] != threads[1]:  # the last execution's count may agree while a resumed step ran with another
+        made.append(f"steps' CPU threads {threads[0] or 'not recorded'} vs {threads[1] or 'not recorded'}")
     if made:
         advice = (f"they were made differently ({'; '.join(made)}), so neither need be wrong; keep the one made "
                   "like the rest of this result set and move the other out of runs/")
@@ -385,7 +389,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
                 held = complete[key]
                 diff = _same_results(held[1], run)
                 if diff:
-                    raise _conflict(key, held[0], path, diff, held[1]["attrs"], a)
+                    raise _conflict(key, held[0], path, diff, held[1], run)
                 complete[key] = _pick(key, held, path, run)
                 entries[complete[key][0]]["role"] = "used"
                 entries[path if complete[key][0] == held[0] else held[0]]["role"] = "duplicate"

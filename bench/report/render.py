@@ -158,7 +158,10 @@ def provenance_lines(runs: pd.DataFrame, n_missing: int) -> list[str]:
     lines = [f"Rests on {len(runs)} complete run{'s' * (len(runs) != 1)} from commit{'s' * (len(commits) != 1)} "
              f"{', '.join(commits)}; {config_text}.",
              f"{n_missing} run(s) missing (incomplete or failed; listed in missing.csv, never averaged in)."]
-    threads = sorted({int(t) for t in runs.get("cpu_threads", pd.Series(dtype=object)) if str(t).isdigit()})
+    threads = {int(t) for t in runs.get("cpu_threads", pd.Series(dtype=object)) if str(t).isdigit()}
+    for steps in runs.get("step_threads", pd.Series(dtype=object)):  # a resumed run's steps may differ
+        threads.update(int(t) for t in str(steps).split(",") if t.isdigit())
+    threads = sorted(threads)
     if len(threads) > 1:  # on CPU a trained detector's R depends on it (docs/cluster.md, "Threads")
         lines.append(f"Made with {', '.join(map(str, threads))} CPU threads (cpu_threads in runs.csv): on CPU a "
                      "trained detector's numbers depend on the thread count.")

@@ -182,17 +182,30 @@ def _write_index(out: Path, Xs: np.ndarray, index: pd.DataFrame, meta: dict) -> 
                            f"incomplete: free space and run `bench tabular index` again") from None
 
 
-def load_index(folder) -> tuple[pd.DataFrame, np.ndarray, dict]:
+def load_index_meta(folder) -> dict:
+    """index.json alone (the index's identity, settings and per-task counts), after checking that the index's
+    three files are there: what a run needs to know its key without reading the records."""
     folder = Path(folder)
     for name in ("index.csv", "features.npy", "index.json"):
         if not (folder / name).is_file():
             raise DatasetError(f"{folder / name}: missing (build the record index with `bench tabular index`)")
     try:
         meta = json.loads((folder / "index.json").read_text())
+    except (ValueError, OSError) as e:
+        raise DatasetError(f"{folder}: unreadable record index ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("index_sha256"), str):
+        raise DatasetError(f"{folder / 'index.json'}: not a record index's description (no index_sha256)")
+    return meta
+
+
+def load_index(folder) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    folder = Path(folder)
+    meta = load_index_meta(folder)
+    try:
         index = pd.read_csv(folder / "index.csv", dtype={"task": str, "split": str, "record_id": str, "day": str,
                                                          "timestamp": str, "attack": str}, keep_default_na=False)
         X = np.load(folder / "features.npy", allow_pickle=False)
-    except (ValueError, OSError, json.JSONDecodeError) as e:
+    except (ValueError, OSError) as e:
         raise DatasetError(f"{folder}: unreadable record index ({e})") from None
     missing = [c for c in INDEX_COLUMNS if c not in index.columns]
     if missing or X.ndim != 2 or len(X) != len(index) or X.shape[1] != len(meta.get("features", ())):

@@ -51,9 +51,18 @@ class TabularTrack:
     unit = "records"
     weights_id = "none"  # no pretrained weights
 
-    def __init__(self, spec, splits: dict):
-        self.spec, self.splits = spec, splits
+    def __init__(self, spec, load_splits):
+        self.spec, self._load_splits, self._splits = spec, load_splits, None
         self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_tabular`)
+
+    @property
+    def splits(self) -> dict:
+        """{task: TaskData}, read from the record index when a step first needs it: a rerun of a complete result
+        (or a grid planning its runs) knows its key from index.json and the files' digests alone (the records of
+        CICIDS2017 are ~860 MB)."""
+        if self._splits is None:
+            self._splits = self._load_splits()
+        return self._splits
 
     def start(self, cfg, device, progress: bool, log, out_dir) -> None:
         pass  # the record features are already in memory; nothing to load
@@ -123,7 +132,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     """(track, index_sha256) of a tabular run: read the record index at `config.root`, resolve the model's
     hyperparameters, split every task; bad input fails here, before any work."""
     from bench.registry import get
-    from bench.tabular.preprocess import load_index
+    from bench.tabular.preprocess import load_index_meta
 
     spec = get(config.model, "tabular")
     asked = spec.preset_name(config.preset)
@@ -137,17 +146,32 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
     record_replay_size(config)
     record_evaluation(config)
-    index, X, meta = load_index(config.root)
+    meta = load_index_meta(config.root)
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
     record_settings(config.tabular, meta.get("settings", {}), config.root)
     record_content(config.tabular, config.root)
-    task_of, split, labels = index["task"].to_numpy(), index["split"].to_numpy(), index["label"].to_numpy()
-    available = sorted(set(task_of))
+    if isinstance(meta.get("tasks"), dict):  # the index's own per-task counts; index.csv is checked when read
+        _check_tasks(config, sorted(meta["tasks"]))
+    track = TabularTrack(spec, lambda: _read_splits(config))
+    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
+    return track, meta["index_sha256"]
+
+
+def _check_tasks(config, available: list) -> None:
     unknown = sorted(set(config.tasks) - set(available))
     if unknown:
         raise ConfigError(f"tasks {unknown} not in the record index {config.root} (available: "
                           f"{', '.join(available)})")
+
+
+def _read_splits(config) -> dict:
+    """Every task's training and test records, read from the index at `config.root`."""
+    from bench.tabular.preprocess import load_index
+
+    index, X, _ = load_index(config.root)
+    task_of, split, labels = index["task"].to_numpy(), index["split"].to_numpy(), index["label"].to_numpy()
+    _check_tasks(config, sorted(set(task_of)))
     splits = {}
     for task in config.tasks:
         train = np.flatnonzero((task_of == task) & (split == "train"))
@@ -155,9 +179,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
         splits[task] = TaskData(RecordSplit(task, X[train], train),
                                 LabelledRecords(task, X[test], test, labels[test].astype(np.int8),
                                                 stream_order(index["timestamp"].to_numpy()[test], test)))
-    track = TabularTrack(spec, splits)
-    track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
-    return track, meta["index_sha256"]
+    return splits
 
 
 def record_replay_size(config) -> None:

@@ -868,3 +868,23 @@ def test_verify_range_checks_the_options_a_manifest_holds(tmp_path, capsys):
         path.write_text(json.dumps({**manifest, "options": options}))
         assert main(["verify", "--dataset", "synthetic", "--outputs", str(outputs)]) == 2
         assert message in one_error_line(capsys)
+
+
+def test_one_key_whose_steps_ran_with_other_thread_counts_says_so(tmp_path, capsys):
+    """The last execution's cpu_threads can agree while a resumed step ran with another count: the refusal names
+    the steps' counts (timing/cpu_threads) instead of calling one file wrong."""
+    outputs = tmp_path / "outputs"
+    first = write(outputs, attrs={"cpu_threads": 2}, extra={"timing/cpu_threads": np.array([2, 2, 2, 2])})
+    write(outputs, attrs={"cpu_threads": 2}, image=lower(np.random.default_rng(9), 4),
+          extra={"timing/cpu_threads": np.array([1, 2, 2, 2])}, path=first.with_name("copy-" + first.name))
+    assert _aggregate(outputs) == 2
+    err = one_error_line(capsys)
+    assert ("steps' CPU threads 2 vs 1,2" in err or "steps' CPU threads 1,2 vs 2" in err)  # file order
+    assert "neither need be wrong" in err
+
+
+def test_a_table_whose_resumed_run_changed_thread_count_says_so(tmp_path):
+    outputs = tmp_path / "outputs"
+    write(outputs, attrs={"cpu_threads": 2}, extra={"timing/cpu_threads": np.array([1, 2, 2, 2])})
+    aggregate(outputs, "synthetic", fast(), log=lambda *a: None)
+    assert "Made with 1, 2 CPU threads" in (outputs / "synthetic/tables/table2.md").read_text()

@@ -174,3 +174,24 @@ def test_an_ste_run_records_the_preset_its_values_start_from(chain, tmp_path):
     suite_attrs = read_run(suite)["attrs"]
     assert json.loads(suite_attrs["config"])["preset"] == "suite" and suite_attrs["run_key"] != attrs["run_key"]
     assert config["hparams"]["n_estimators"] == QUICK["iforest"]["n_estimators"]  # explicit values still win
+
+
+def test_a_complete_run_is_reused_without_reading_the_records(chain, tmp_path, monkeypatch):
+    """Issue 31 §5: reusing a complete result read the whole record index first (CICIDS2017: 14 s, 862 MB).
+    The run's key comes from index.json and the index files' digests; the records are read only by a step."""
+    from bench.tabular import preprocess
+
+    base, _, _ = chain
+    index = base / "out" / "candidates" / "natural-day" / "index"
+    out = tmp_path / "done.h5"
+    ste_run(index, "iforest", out, hparams=QUICK["iforest"], log=lambda s: None)
+
+    def read_records(*_a, **_k):
+        raise AssertionError("the record index was read for a complete result")
+
+    monkeypatch.setattr(preprocess, "load_index", read_records)
+    lines = []
+    ste_run(index, "iforest", out, hparams=QUICK["iforest"], log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith(f"{out}: already complete")
+    with pytest.raises(AssertionError, match="record index was read"):  # a run with work to do still reads them
+        ste_run(index, "iforest", tmp_path / "new.h5", hparams=QUICK["iforest"], log=lambda s: None)
