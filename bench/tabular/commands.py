@@ -249,9 +249,14 @@ def cmd_index(args) -> int:
     cand = parse_candidate(args.candidate, args)
     meta = build_index(args.dataset, raw_table(args.dataset, args.root, args.seed),
                        lambda df: discover(df, cand), _prep(args), args.out, cand.to_dict())
-    print(f"{args.dataset} ({cand.name}): {len(meta['tasks'])} tasks in {args.out}; counts {meta['counts']}")
-    for task, n in meta["tasks"].items():
-        print(f"  {task}: {n}")
+    def counts(d: dict) -> str:  # "train normal 47,997, test normal 11,999, ...": no Python dict reprs in a log
+        return ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                         for k, v in d.items())
+
+    n = len(meta["tasks"])
+    print(f"{args.dataset} ({cand.name}): {n} task{'s' * (n != 1)} in {args.out}; {counts(meta['counts'])}")
+    for task, c in meta["tasks"].items():
+        print(f"  {task}: {counts(c)}")
     return 0
 
 

@@ -51,8 +51,9 @@ class TabularTrack:
     unit = "records"
     weights_id = "none"  # no pretrained weights
 
-    def __init__(self, spec, load_splits):
-        self.spec, self._load_splits, self._splits = spec, load_splits, None
+    def __init__(self, spec, splits: dict | None = None, *, load_splits=None):
+        """`splits` ({task: TaskData}), or `load_splits()` that reads them when a step first needs them."""
+        self.spec, self._splits, self._load_splits = spec, splits, load_splits
         self.presets: list[str] = []  # every preset as near to the run's values as the named one (`prepare_tabular`)
 
     @property
@@ -153,7 +154,7 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     record_content(config.tabular, config.root)
     if isinstance(meta.get("tasks"), dict):  # the index's own per-task counts; index.csv is checked when read
         _check_tasks(config, sorted(meta["tasks"]))
-    track = TabularTrack(spec, lambda: _read_splits(config))
+    track = TabularTrack(spec, load_splits=lambda: _read_splits(config))
     track.presets = presets  # every preset as near to the values, beside the one name (docs/models.md)
     return track, meta["index_sha256"]
 

@@ -109,7 +109,8 @@ def test_cli_index_ste_and_bad_input(tmp_path, capsys):
 
     root = generate(tmp_path / "raw", seed=1, n_normal=120, n_anomal=30)
     out = cli_stdout("tabular", "index", "--root", root, "--out", tmp_path / "idx", "--min-normal", 50)
-    assert "7 tasks" in out and "duplicates_dropped" in out
+    assert "7 tasks" in out and "duplicates dropped" in out
+    assert "{" not in out and "'" not in out  # counts as words, not Python dict reprs (issue 31 §5)
     cli_stdout("tabular", "ste", "--index", tmp_path / "idx", "--model", "iforest", "--quick", "--max-steps", 2,
                "--out", tmp_path / "r.h5")
     assert read_run(tmp_path / "r.h5")["attrs"]["steps_done"] == 2
