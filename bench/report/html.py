@@ -211,7 +211,8 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
                  cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
                  num(r, "critical_difference"),
-                 cell(f"{r['test']}, {r['n_blocks']} blocks, post-hoc {r['post_hoc']} at α = {r['alpha']}"),
+                 cell(f"{r['test']}, {r['n_blocks']} blocks, correction: {r['correction']}, post-hoc "
+                      f"{r['post_hoc']} at α = {r['alpha']}"),
                  cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
                                             if r["left_out"] else "") if x))] for r in f.to_dict("records")]
         blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
@@ -249,7 +250,7 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
 
 
 RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
-               ("image_bwt_released", "image BWT (as released)"), ("image_forgetting", "image FM [95 % CI]"),
+               ("image_bwt_released", "image BWT (as released) [95 % CI]"), ("image_forgetting", "image FM [95 % CI]"),
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 

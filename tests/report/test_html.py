@@ -122,7 +122,7 @@ def table_of(page: Page, csv: str, title_start: int = 0) -> dict:
 
 
 def test_report_numbers_equal_the_csv_tables(report):
-    """Each run's ROC-AUC_CL, BWT and FM with their intervals, each Table 2 cell and each test's p on the page
+    """Each run's ROC-AUC_CL, BWT (both forms) and FM with their intervals, each Table 2 cell and each test's p on the page
     are the published CSV cells: data-value carries the CSV text digit for digit, the shown text is it rounded to
     three decimals (intervals as [low, high])."""
     _, out, page = report
@@ -131,6 +131,7 @@ def test_report_numbers_equal_the_csv_tables(report):
     shown = table_of(p, "runs.csv", 2)  # after "what ran" and "provenance": the per-run table
     assert len(shown["rows"]) == len(runs)
     for (col, head) in (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
+                        ("image_bwt_released", "image BWT (as released) [95 % CI]"),
                         ("image_forgetting", "image FM [95 % CI]")):
         k = shown["header"].index(head)
         for row, csv_row in zip(shown["rows"], runs.to_dict("records")):
@@ -150,6 +151,7 @@ def test_report_numbers_equal_the_csv_tables(report):
     assert [row[shown["header"].index("p")][1] for row in shown["rows"]] == list(fr["p"])
     tests = [row[shown["header"].index("test")][0] for row in shown["rows"]]
     assert all("Friedman" in t and "3 blocks" in t and "Nemenyi" in t for t in tests)
+    assert all(f"correction: {c}" in t for t, c in zip(tests, fr["correction"])) and len(tests) == len(fr)
     w = table_of(p, "cl_vs_ncl.csv")
     assert all("Wilcoxon" in row[w["header"].index("test")][0] and "Holm" in row[w["header"].index("test")][0]
                for row in w["rows"])
