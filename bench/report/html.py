@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib import colormaps
 
 from bench.io import atomic_path, write_text_atomic
-from bench.report import cdd, construction, paper
+from bench.report import cdd, construction
 from bench.report.render import METHOD, label
 
 REPORT = "report"
@@ -218,6 +218,12 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
         blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
                             ["level", "protocol", "blocks", "methods", "χ²", "p", "critical difference", "test",
                              "note"], rows))
+    ranks = _table(tables, "tables/friedman_ranks.csv")
+    if ranks is not None:
+        rows = [[cell(r["level"]), cell(r["protocol"]), cell(_method_name(r)), num(r, "mean_rank", 2),
+                 cell(r["n_blocks"], r["n_blocks"], "num")] for r in ranks.to_dict("records")]
+        blocks.append(table("Average ranks of the Friedman tests (rank 1: the highest ROC-AUC_CL in a block)",
+                            "friedman_ranks.csv", ["level", "protocol", "method", "mean rank", "blocks"], rows))
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
@@ -450,9 +456,9 @@ def timing(tables: dict) -> dict | None:
     header = list(pt.columns)
     rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in header] for r in pt.to_dict("records")]
     return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
-            "blocks": [para(f"Ratios are ours / published. Published machines: {paper.PAPER_HARDWARE}; ours: the "
-                            "`our_hardware` column (each run's recorded device). The pipelines time different work "
-                            "(docs/reports.md), so a ratio gives a scale, not a verdict."),
+            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (`our_hardware`, each run's "
+                            "recorded device) and the paper's (`published_hardware`). The pipelines time different "
+                            "work (docs/reports.md), so a ratio gives a scale, not a verdict."),
                        table("Timing beside the published tables", "paper_timing.csv", header, rows),
                        _link_only("timing.csv")]}
 
@@ -555,13 +561,35 @@ def scenario_construction(constructions: list[dict], frames: dict, own: dict) ->
     return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
 
 
+HEATMAP_VALUES = (("tables/heatmaps.csv", "the values behind every image-track heatmap (figure, i, j, value, runs "
+                                         "behind the cell)"),
+                  ("tables/tabular_heatmaps.csv", "the same for the tabular runs' R matrices"))
+
+
 def heatmap_figures(items) -> dict | None:
     figs = sorted({i.name for i in items if i.heatmap is not None and i.name.endswith(".png")})
-    if not figs:
+    published = {i.name for i in items}
+    values = [para(f'<a href="../{name}">{Path(name).name}</a>: {what}.', "raw") for name, what in HEATMAP_VALUES
+              if name in published]
+    if not figs and not values:
         return None
-    blocks = [{"kind": "figure", "png": f"../{f}", "pdf": f"../{f[:-4]}.pdf" if any(
+    blocks = values + [{"kind": "figure", "png": f"../{f}", "pdf": f"../{f[:-4]}.pdf" if any(
         i.name == f"{f[:-4]}.pdf" for i in items) else None, "caption": Path(f).stem} for f in figs]
     return {"id": "heatmaps", "title": "Heatmaps (mean over methods)", "blocks": blocks}
+
+
+def every_table(items, own: dict) -> dict:
+    """A link to every CSV published (with its markdown and LaTeX forms), so none is only reachable by path."""
+    names = {i.name for i in items}
+    links = []
+    for name in sorted(n for n in names if n.startswith("tables/") and n.endswith(".csv")):
+        stem = name[:-4]
+        forms = [f'<a href="../{escape(stem)}.{ext}">{ext}</a>' for ext in ("md", "tex") if f"{stem}.{ext}" in names]
+        links.append(f'<a href="../{escape(name)}">{escape(Path(name).name)}</a>'
+                     + (f" ({', '.join(forms)})" if forms else ""))
+    links += [f'<a href="{escape(name)}">{escape(Path(name).name)}</a> (this report\'s own)'
+              for name in sorted(own) if name.endswith(".csv")]
+    return {"id": "csv", "title": "Every table", "blocks": [para(" · ".join(links) or "No table.", "raw")]}
 
 
 def result_sets(outputs: Path) -> dict:
@@ -605,6 +633,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
                              heatmap_figures(items)) if s]
     if curves:
         own["tables/curves.csv"] = pd.concat([c["values"] for c in curves]).to_csv(index=False, lineterminator="\n")
+    sections.append(every_table(items, own))
     _save_curves(curves, directory / "figures")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
