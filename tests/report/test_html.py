@@ -476,3 +476,30 @@ def test_every_compared_cell_of_table2_is_coloured_by_its_finding_with_the_reaso
         number = notes.split(reason)[0].rsplit("[", 1)[1].split("]")[0]  # the note "[n] … reason"
         assert f"[{number}]" in row[compared[-1]]["text"]
     assert "stream: not the published one" in notes
+
+
+def test_each_method_shows_its_own_heatmap_as_png_and_pdf_without_per_method_heatmaps(report):
+    """aggregate ran without --per-method-heatmaps (figures/ holds only the means over methods), yet every
+    method × ordering × protocol of the page links its own R heatmap as a PNG and a PDF, and the values it was
+    drawn from (report/tables/method_heatmaps.csv) are that method's R/image averaged over its runs' files."""
+    from bench.report.html import _slug
+    from bench.results import read_run
+
+    outputs, out, page = report
+    assert not [f for f in (out / "figures").glob("heatmap_*") if "patchcore" in f.name]  # no per-method figure
+    runs = pd.read_csv(out / "tables/runs.csv", dtype=str, keep_default_na=False)
+    groups = runs.groupby(["model", "backbone", "weights", "ordering", "protocol"])
+    refs = set(parse(page).refs)
+    values = pd.read_csv(page.parent / "tables/method_heatmaps.csv")
+    assert values["figure"].nunique() == groups.ngroups == 18
+    for (model, backbone, weights, ordering, protocol), g in groups:
+        stem = "heatmap_" + "_".join(_slug(x) for x in ("synthetic", model, backbone, weights, ordering, protocol,
+                                                          "image"))
+        for fmt in ("png", "pdf"):
+            assert f"figures/{stem}.{fmt}" in refs, stem
+            assert (page.parent / f"figures/{stem}.{fmt}").stat().st_size > 1000
+        R = np.mean([read_run(outputs / p)["R/image"] for p in g["path"]], axis=0)  # paths under outputs/
+        mine = values[values["figure"] == stem]
+        assert len(mine) == R.shape[0] * (R.shape[0] + 1) // 2
+        for r in mine.itertuples():
+            assert r.value == pytest.approx(R[r.i, r.j], rel=1e-12) and r.n_runs == len(g)
