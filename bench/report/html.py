@@ -582,6 +582,9 @@ def tabular(tables: dict) -> dict | None:
     names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
              ("tables/tabular_table2.csv", None),
              ("tables/validation.csv", "Validation: gaps with their paired block-bootstrap intervals")]
+    from bench.report.tabular import CHANCE
+
+    chance = CHANCE["npr_auc_cl"]
     blocks = []
     for name, title in names:
         df = _table(tables, name)
@@ -597,8 +600,11 @@ def tabular(tables: dict) -> dict | None:
             for c in cols:
                 pair = (("ci_low", "ci_high") if c == "value" else (f"{c}_low", f"{c}_high"))
                 row.append(num(r, c, ci=pair) if _number(r[c]) is not None else cell(r[c]))
+                if c.endswith("npr_auc_cl"):  # nPR-AUC is read against its chance level: in the same row
+                    row.append(cell(f"{chance:g}", chance, "num"))
             rows.append(row)
-        blocks.append(table(title, Path(name).name, cols, rows))
+        header = [h for c in cols for h in ((c, "chance level") if c.endswith("npr_auc_cl") else (c,))]
+        blocks.append(table(title, Path(name).name, header, rows))
     if not blocks:
         return None
     return {"id": "tabular", "title": "Tabular track", "blocks": blocks}
