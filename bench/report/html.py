@@ -147,15 +147,16 @@ def finding(r: dict) -> tuple[str, str, str]:
     if ours is None or mean is None or std is None or not np.isfinite(ours):
         return "not-comparable", "not comparable", "no value of ours or no published cell"
     form = " (BWT as released)" if suffix else ""
-    n = r.get("n_pooled", "") or "?"
+    n = _number(r.get("n_pooled"))
     band = f"ours{form} {ours:.3f} against the published {mean:.3f} ± {std:.3f}"
-    se = f"|ours − published| = {abs(round(ours, 3) - mean):.3f}, one standard error std / √{n}"
+    se = (f"one standard error ({std / np.sqrt(n):.4f} = std / √{n:g})" if n and n > 0 else "one standard error")
+    gap = f"|ours − published| = {abs(round(ours, 3) - mean):.3f}"
     for col, cls, verdict in VERDICTS:
         if _yes(r.get(f"{col}{suffix}")):
             why = (f"{band}: inside the band {mean - std:.3f} to {mean + std:.3f}" if col == "in_band"
-                   else f"{band}: outside the band, but {se} covers it")
+                   else f"{band}: outside the band, but {gap} is within {se}")
             return cls, verdict, why
-    return "outside", "outside the published band", f"{band}: outside the band and beyond {se}"
+    return "outside", "outside the published band", f"{band}: outside the band, and {gap} exceeds {se}"
 
 
 def comparison(tables: dict) -> dict | None:
@@ -278,7 +279,8 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
 
 
 RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
-               ("image_bwt_released", "image BWT (as released) [95 % CI]"), ("image_forgetting", "image FM [95 % CI]"),
+               ("image_bwt_released", "image BWT (as released) [95 % CI]"),
+               ("image_forgetting", "image FM [95 % CI]"),
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 
