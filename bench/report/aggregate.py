@@ -98,7 +98,7 @@ def _csv(df: pd.DataFrame) -> str:
 
 
 def _with_intervals(runs: pd.DataFrame, details: dict, options: Options, known: dict | None = None) -> pd.DataFrame:
-    """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT and FM, from one set of
+    """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT (both forms) and FM, from one set of
     resamples per run. `known`: {file SHA-256: intervals} published before with the same resamples and seed,
     taken as they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
     if options.bootstrap <= 0 or not len(runs):

@@ -1,5 +1,5 @@
-"""Bootstrap intervals of a run's image-level ROC-AUC_CL, BWT and FM over its test images, from the stored
-per-image scores.
+"""Bootstrap intervals of a run's image-level ROC-AUC_CL, BWT (Eq. 2 and as released) and FM over its test images,
+from the stored per-image scores.
 
 Task j's test set is the same at every step, so one resample of its images is drawn and reused for every cell
 R[i, j] (the cells of a column stay paired, as in the run). Resampling is stratified (normal and anomalous images
@@ -73,12 +73,15 @@ def _nanmean(x: np.ndarray) -> np.ndarray:
 
 
 def continual_metrics(R: np.ndarray) -> dict[str, np.ndarray]:
-    """ROC-AUC_CL, BWT and FM of each matrix of a stack R [B, N, N], as bench.metrics.summarize computes them for
-    one (continual_roc_auc, bwt, forgetting: NaN terms skipped), vectorised over the B resamples."""
+    """ROC-AUC_CL, BWT, BWT as released and FM of each matrix of a stack R [B, N, N], as bench.metrics.summarize
+    computes them for one (continual_roc_auc, bwt, bwt_consecutive, forgetting: NaN terms skipped), vectorised
+    over the B resamples."""
     n = R.shape[-1]
     lo, below = np.tril_indices(n), np.tril_indices(n, -1)
     out = {"roc_auc_cl": _nanmean(R[:, lo[0], lo[1]]),
-           "bwt": _nanmean(R[:, below[0], below[1]] - R[:, below[1], below[1]])}
+           "bwt": _nanmean(R[:, below[0], below[1]] - R[:, below[1], below[1]]),
+           # the released code's consecutive differences R[i, j] − R[i−1, j]: the same resample of column j
+           "bwt_released": _nanmean(R[:, below[0], below[1]] - R[:, below[0] - 1, below[1]])}
     last = n - 1
     # FM: max over steps j..N-2 of R[l, j] minus the final R[N-1, j]; np.max propagates a NaN term, which is skipped
     drops = [R[:, j:last, j].max(axis=1) - R[:, last, j] for j in range(last)]
@@ -86,12 +89,12 @@ def continual_metrics(R: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-INTERVAL_METRICS = ("roc_auc_cl", "bwt", "forgetting")
+INTERVAL_METRICS = ("roc_auc_cl", "bwt", "bwt_released", "forgetting")
 
 
 def run_intervals(run: dict, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
-    """{metric: percentile interval (default 95 %)} of image ROC-AUC_CL, BWT and FM from one set of resamples;
-    (NaN, NaN) without stored scores or where a metric is undefined (BWT and FM of a one-task stream)."""
+    """{metric: percentile interval (default 95 %)} of image ROC-AUC_CL, BWT (both forms) and FM from one set of
+    resamples; (NaN, NaN) without stored scores or where a metric is undefined (BWT and FM of a one-task stream)."""
     reps = r_replicates(run, n_boot, seed)
     if reps is None:
         return {m: (np.nan, np.nan) for m in INTERVAL_METRICS}

@@ -20,7 +20,8 @@ import pandas as pd
 from matplotlib import colormaps
 
 from bench.io import atomic_path, write_text_atomic
-from bench.report import cdd, construction, paper
+from bench.report import cdd, construction
+from bench.report import heatmaps as hm
 from bench.report.render import METHOD, label
 
 REPORT = "report"
@@ -136,31 +137,53 @@ def _provenance_rows(runs: pd.DataFrame) -> list[list[dict]]:
     return [[cell(k), cell(v)] for k, v in lines]
 
 
+def finding(r: dict) -> tuple[str, str, str]:
+    """(CSS class, verdict, reason) of one paper_comparison.csv row. BWT rows are judged as released (the form the
+    published BWT was computed in), as paper.summary_lines counts them; the reason says what was compared."""
+    if not _yes(r.get("comparable")):
+        return "not-comparable", "not comparable", r.get("reason", "") or "no reason recorded"
+    suffix = "_released" if r.get("metric") == "bwt" else ""
+    ours, mean, std = (_number(r.get(c)) for c in (f"ours{suffix}", "published_mean", "published_std"))
+    if ours is None or mean is None or std is None or not np.isfinite(ours):
+        return "not-comparable", "not comparable", "no value of ours or no published cell"
+    form = " (BWT as released)" if suffix else ""
+    n = _number(r.get("n_pooled"))
+    band = f"ours{form} {ours:.3f} against the published {mean:.3f} ± {std:.3f}"
+    se = (f"one standard error ({std / np.sqrt(n):.4f} = std / √{n:g})" if n and n > 0 else "one standard error")
+    gap = f"|ours − published| = {abs(round(ours, 3) - mean):.3f}"
+    for col, cls, verdict in VERDICTS:
+        if _yes(r.get(f"{col}{suffix}")):
+            why = (f"{band}: inside the band {mean - std:.3f} to {mean + std:.3f}" if col == "in_band"
+                   else f"{band}: outside the band, but {gap} is within {se}")
+            return cls, verdict, why
+    return "outside", "outside the published band", f"{band}: outside the band, and {gap} exceeds {se}"
+
+
 def comparison(tables: dict) -> dict | None:
     pc = _table(tables, "tables/paper_comparison.csv")
     if pc is None:
         return None
-    rows = []
+    rows, notes = [], {}
     for r in pc.to_dict("records"):
-        if not _yes(r.get("comparable")):
-            verdict, cls = "not comparable: " + r.get("reason", ""), "not-comparable"
-        else:
-            verdict, cls = "outside the published band", "outside"
-            for col, c, text in VERDICTS:
-                if _yes(r.get(col)):
-                    verdict, cls = text, c
-                    break
+        cls, verdict, why = finding(r)
+        n = notes.setdefault(why, len(notes) + 1)
+        mark = f"finding {cls}"  # every compared cell of the row wears the finding; the reason on hover
         published = (f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])}" if r.get("published_mean") else "–")
+        shown = [num(r, "ours"), num(r, "ours_released"), cell(published, r.get("published_mean", ""), "num"),
+                 num(r, "difference" if r.get("metric") != "bwt" else "difference_released")]
         rows.append([cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
-                     cell(r["level"]), cell(r["protocol"]), num(r, "ours"), num(r, "ours_released"),
-                     cell(published, r.get("published_mean", ""), "num"), num(r, "difference"),
-                     cell(verdict, cls=f"verdict {cls}", title=r.get("reason", ""))])
-    blocks = [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one, coloured by "
-                   "what the comparison found: inside the band, within standard error, outside, or not comparable "
-                   "(the reasons are in the row, and on hover)."),
+                     cell(r["level"]), cell(r["protocol"]),
+                     *[{**c, "cls": f"{c['cls']} {mark}", "title": why} for c in shown],
+                     cell(f"{verdict} [{n}]", cls=f"verdict {mark}", title=why)])
+    blocks = [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
+                   "compared cell is coloured by what the comparison found: inside the band (mean ± std), within "
+                   "one standard error, outside, or not comparable. BWT rows are judged as released (the form the "
+                   "published BWT was computed in; their difference is ours as released − published). The reason "
+                   "of each finding is on hover and in the numbered notes under the table."),
               table("Table 2 beside the published one", "paper_comparison.csv",
                     ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours (BWT as released)",
                      "published", "difference", "verdict"], rows)]
+    blocks += [para(f"[{n}] {why}", "note") for why, n in notes.items()]
     t2 = _table(tables, "tables/table2.csv")
     if t2 is not None:
         trows = [[cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
@@ -211,12 +234,19 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
                  cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
                  num(r, "critical_difference"),
-                 cell(f"{r['test']}, {r['n_blocks']} blocks, post-hoc {r['post_hoc']} at α = {r['alpha']}"),
+                 cell(f"{r['test']}, {r['n_blocks']} blocks, correction: {r['correction']}, post-hoc "
+                      f"{r['post_hoc']} at α = {r['alpha']}"),
                  cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
                                             if r["left_out"] else "") if x))] for r in f.to_dict("records")]
         blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
                             ["level", "protocol", "blocks", "methods", "χ²", "p", "critical difference", "test",
                              "note"], rows))
+    ranks = _table(tables, "tables/friedman_ranks.csv")
+    if ranks is not None:
+        rows = [[cell(r["level"]), cell(r["protocol"]), cell(_method_name(r)), num(r, "mean_rank", 2),
+                 cell(r["n_blocks"], r["n_blocks"], "num")] for r in ranks.to_dict("records")]
+        blocks.append(table("Average ranks of the Friedman tests (rank 1: the highest ROC-AUC_CL in a block)",
+                            "friedman_ranks.csv", ["level", "protocol", "method", "mean rank", "blocks"], rows))
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
@@ -249,13 +279,16 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
 
 
 RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
-               ("image_bwt_released", "image BWT (as released)"), ("image_forgetting", "image FM [95 % CI]"),
+               ("image_bwt_released", "image BWT (as released) [95 % CI]"),
+               ("image_forgetting", "image FM [95 % CI]"),
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 
-def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, curves: list) -> dict | None:
+def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, curves: list,
+               own_maps: list | None = None) -> dict | None:
     """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
-    method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}."""
+    method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}; where
+    `aggregate` drew none, the method's heatmap is registered in `own_maps` to be drawn under report/figures/."""
     rc = _table(tables, "tables/runs.csv")
     if rc is None:
         return None
@@ -279,7 +312,8 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, cur
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
-        blocks.append({"kind": "details", "summary": name, "parts": _method_parts(g, details, drawn, curves)})
+        blocks.append({"kind": "details", "summary": name,
+                       "parts": _method_parts(g, details, drawn, curves, [] if own_maps is None else own_maps)})
     return {"id": "methods", "title": "Per method", "blocks": blocks}
 
 
@@ -290,7 +324,7 @@ def _mean_over(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(finite, stack, 0).sum(0) / finite.sum(0)
 
 
-def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list) -> list[dict]:
+def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list, own_maps: list) -> list[dict]:
     """Per ordering × protocol: the method's own R heatmap (image level, seeds averaged), R[i, j] over steps i for
     each task j, and where the runs hold them the routing accuracy, bank memory and training loss over steps."""
     parts = []
@@ -300,9 +334,15 @@ def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list) -> 
         runs = [r for r in runs if r["tasks"] == tasks]  # a custom ordering's other task lists: their own cell
         R = _mean_over([r["R/image"] for r in runs])
         title = f"{label('ordering', ordering)} · {protocol.upper()} · {len(runs)} seed(s)"
-        files = drawn.get((g["dataset"].iloc[0], ordering, protocol, "image", *g[list(METHOD)].iloc[0]), [])
-        stem = "curve_" + "_".join(_slug(x) for x in (g["dataset"].iloc[0], *g[list(METHOD)].iloc[0], ordering,
-                                                          protocol))
+        method = tuple(g[list(METHOD)].iloc[0])
+        files = drawn.get((g["dataset"].iloc[0], ordering, protocol, "image", *method), [])
+        name = "_".join(_slug(x) for x in (g["dataset"].iloc[0], *method, ordering, protocol))
+        stem = "curve_" + name
+        if {f["format"] for f in files} < {"PNG", "PDF"}:  # aggregate drew no per-method PNG and PDF (no
+            # --per-method-heatmaps, or not both formats): the report draws its own
+            own_maps.append(_own_heatmap(f"heatmap_{name}_image", g["dataset"].iloc[0], ordering, protocol, method,
+                                         tasks, R, runs))
+            files = [{"href": f"figures/{own_maps[-1].stem}.{fmt}", "format": fmt.upper()} for fmt in ("png", "pdf")]
         part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files, "curves": []}
         curve = lambda kind, *a: part["curves"].append(_curve(f"{stem}_{kind}", curves, *a))  # noqa: E731
         curve("forgetting", [(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
@@ -325,7 +365,20 @@ def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list) -> 
     return parts
 
 
-CURVE_DIGESTS = "curve_digests.json"  # {stem: digest of what the curve was drawn from}: unchanged ones are kept
+def _own_heatmap(stem: str, dataset: str, ordering: str, protocol: str, method: tuple, tasks: list, R: np.ndarray,
+                 runs: list[dict]) -> hm.Heatmap:
+    """One method's image-level R (its seeds averaged) as bench.report.heatmaps draws the published ones."""
+    n = len(tasks)
+    mean = R.astype(float).copy()
+    mean[np.triu_indices(n, 1)] = np.nan
+    n_runs = np.sum([np.isfinite(r["R/image"]) for r in runs], axis=0).astype(int)
+    n_runs[np.triu_indices(n, 1)] = 0
+    return hm.Heatmap(stem, dataset, ordering, protocol, "image", *method, list(tasks), mean, n_runs, 1)
+
+
+# {stem: digest of what the figure was drawn from} of the report's own figures (curves and per-method heatmaps):
+# an unchanged one is not drawn again, which keeps a regeneration after one more run cheap
+CURVE_DIGESTS = "curve_digests.json"
 
 
 def _slug(x) -> str:
@@ -344,8 +397,9 @@ def _curve(stem: str, curves: list, series: list[tuple], xlabel: str, ylabel: st
             "pdf": f"figures/{stem}.pdf", "csv": "tables/curves.csv"}
 
 
-def _save_curves(curves: list, directory: Path) -> None:
-    """Draw each curve as PNG and PDF, unless the files exist and were drawn from the same values."""
+def _save_curves(curves: list, directory: Path, maps: list | None = None) -> None:
+    """Draw each curve and each of the report's own heatmaps (`maps`) as PNG and PDF, unless the files exist and
+    were drawn from the same values."""
     import hashlib
     import json
 
@@ -355,16 +409,28 @@ def _save_curves(curves: list, directory: Path) -> None:
     except ValueError:
         before = {}  # a damaged index only costs a redraw
     now = {}
-    for c in curves:
-        text = json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(index=False)])
-        now[c["stem"]] = digest = hashlib.sha256(text.encode()).hexdigest()
-        files = [directory / f"{c['stem']}.{fmt}" for fmt in ("png", "pdf")]
-        if before.get(c["stem"]) == digest and all(f.is_file() for f in files):
+    figures = [(c["stem"], hashlib.sha256(json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(
+        index=False)]).encode()).hexdigest(), lambda c=c: _draw_curve(c, directory)) for c in curves]
+    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory)) for h in maps or []]
+    for stem, digest, draw in figures:
+        now[stem] = digest
+        files = [directory / f"{stem}.{fmt}" for fmt in FORMATS]
+        if before.get(stem) == digest and all(f.is_file() for f in files):
             continue
-        _draw_curve(c, directory)
+        draw()
     text = json.dumps(now, indent=1, sort_keys=True) + "\n"
     if not index.is_file() or index.read_text() != text:
         write_text_atomic(index, text)
+
+
+FORMATS = ("png", "pdf")  # every figure of the report's own, for papers
+
+
+def _draw_heatmap(h: hm.Heatmap, directory: Path) -> None:
+    fig = hm.figure(h)
+    for fmt in FORMATS:
+        with atomic_path(directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
+            fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
 
 
 def _draw_curve(c: dict, directory: Path) -> None:
@@ -449,9 +515,9 @@ def timing(tables: dict) -> dict | None:
     header = list(pt.columns)
     rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in header] for r in pt.to_dict("records")]
     return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
-            "blocks": [para(f"Ratios are ours / published. Published machines: {paper.PAPER_HARDWARE}; ours: the "
-                            "`our_hardware` column (each run's recorded device). The pipelines time different work "
-                            "(docs/reports.md), so a ratio gives a scale, not a verdict."),
+            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (`our_hardware`, each run's "
+                            "recorded device) and the paper's (`published_hardware`). The pipelines time different "
+                            "work (docs/reports.md), so a ratio gives a scale, not a verdict."),
                        table("Timing beside the published tables", "paper_timing.csv", header, rows),
                        _link_only("timing.csv")]}
 
@@ -460,15 +526,74 @@ def _link_only(csv: str) -> dict:
     return para(f'<a href="../tables/{csv}">{csv}</a>: our full timing table (InCLAD Tables 4–5 layout).', "raw")
 
 
+def _records(text: str) -> str:
+    x = _number(text)
+    return str(int(x)) if x is not None and np.isfinite(x) else ""
+
+
+def _chance_cells(r: dict, random_ap: dict) -> list[dict]:
+    """The chance level a tabular cell is read against (ROC-AUC 0.5, nPR-AUC 0, FM 0; AP: the random ranking's AP of
+    the same cell) and where the cell's interval lies against it."""
+    from bench.report import tabular as tb
+
+    metric = r["metric"]
+    if metric == "random_ap_cl":
+        return [cell("(is a chance level)"), cell("")]
+    if metric == "ap_cl":
+        raw = random_ap.get((r["dataset"], r["ordering"], r["model"], r["protocol"]), "")
+        chance, shown = _number(raw), cell(_fmt(raw), raw, "num")
+    else:
+        chance = tb.CHANCE.get(metric)
+        shown = cell("–" if chance is None else f"{chance:g}", "" if chance is None else chance, "num")
+    low, high = _number(r["ci_low"]), _number(r["ci_high"])
+    where = tb._conclusion(low, high, chance) if None not in (low, high, chance) else ""
+    return [shown, cell(where)]
+
+
+def _interval_method(r: dict) -> str:
+    block = f"block ({_records(r['block'])} records)"
+    return {"block": block, "stratified": "stratified",
+            "block+stratified": f"{block} + stratified for {r['stratified_tasks']}"}.get(r["method"], r["method"])
+
+
+def tabular_table2_block(df: pd.DataFrame) -> dict:
+    """One row per cell: value with its 95 % interval, its chance level and where the interval lies against it, and
+    how the interval was drawn (block length), then the long-block sensitivity interval."""
+    from bench.report import tabular as tb
+
+    random_ap = {(r["dataset"], r["ordering"], r["model"], r["protocol"]): r["value"]
+                 for r in df.to_dict("records") if r["metric"] == "random_ap_cl"}
+    rows = []
+    for r in df.to_dict("records"):
+        low = _number(r["ci_low_long"])
+        long = cell(f"[{_fmt(r['ci_low_long'])}, {_fmt(r['ci_high_long'])}] (block {_records(r['block_long'])})"
+                    if low is not None and np.isfinite(low) else "–", r["ci_low_long"], "num")
+        rows.append([cell(r["dataset"]), cell(r["ordering"]), cell(r["model"]),
+                     cell(tb.METRIC_NAMES.get(r["metric"], r["metric"]), r["metric"]), cell(r["protocol"]),
+                     num(r, "value", ci=("ci_low", "ci_high")), *_chance_cells(r, random_ap),
+                     cell(_interval_method(r)), long, cell(r["conclusion_changes"]),
+                     cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"])])
+    return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
+                 "tabular_table2.csv", ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
+                                        "chance level", "against chance", "interval", "long-block interval",
+                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix"],
+                 rows)
+
+
 def tabular(tables: dict) -> dict | None:
     names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
-             ("tables/tabular_table2.csv", "Tabular Table 2: each cell with its 95 % interval (nPR-AUC beside its "
-                                           "chance level 0)"),
+             ("tables/tabular_table2.csv", None),
              ("tables/validation.csv", "Validation: gaps with their paired block-bootstrap intervals")]
+    from bench.report.tabular import CHANCE
+
+    chance = CHANCE["npr_auc_cl"]
     blocks = []
     for name, title in names:
         df = _table(tables, name)
         if df is None:
+            continue
+        if title is None:
+            blocks.append(tabular_table2_block(df))
             continue
         cols = [c for c in df.columns if not c.endswith(("_low", "_high")) and c not in ("ci_low", "ci_high")]
         rows = []
@@ -477,8 +602,11 @@ def tabular(tables: dict) -> dict | None:
             for c in cols:
                 pair = (("ci_low", "ci_high") if c == "value" else (f"{c}_low", f"{c}_high"))
                 row.append(num(r, c, ci=pair) if _number(r[c]) is not None else cell(r[c]))
+                if c.endswith("npr_auc_cl"):  # nPR-AUC is read against its chance level: in the same row
+                    row.append(cell(f"{chance:g}", chance, "num"))
             rows.append(row)
-        blocks.append(table(title, Path(name).name, cols, rows))
+        header = [h for c in cols for h in ((c, "chance level") if c.endswith("npr_auc_cl") else (c,))]
+        blocks.append(table(title, Path(name).name, header, rows))
     if not blocks:
         return None
     return {"id": "tabular", "title": "Tabular track", "blocks": blocks}
@@ -554,13 +682,35 @@ def scenario_construction(constructions: list[dict], frames: dict, own: dict) ->
     return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
 
 
+HEATMAP_VALUES = (("tables/heatmaps.csv", "the values behind every image-track heatmap (figure, i, j, value, runs "
+                                         "behind the cell)"),
+                  ("tables/tabular_heatmaps.csv", "the same for the tabular runs' R matrices"))
+
+
 def heatmap_figures(items) -> dict | None:
     figs = sorted({i.name for i in items if i.heatmap is not None and i.name.endswith(".png")})
-    if not figs:
+    published = {i.name for i in items}
+    values = [para(f'<a href="../{name}">{Path(name).name}</a>: {what}.', "raw") for name, what in HEATMAP_VALUES
+              if name in published]
+    if not figs and not values:
         return None
-    blocks = [{"kind": "figure", "png": f"../{f}", "pdf": f"../{f[:-4]}.pdf" if any(
+    blocks = values + [{"kind": "figure", "png": f"../{f}", "pdf": f"../{f[:-4]}.pdf" if any(
         i.name == f"{f[:-4]}.pdf" for i in items) else None, "caption": Path(f).stem} for f in figs]
     return {"id": "heatmaps", "title": "Heatmaps (mean over methods)", "blocks": blocks}
+
+
+def every_table(items, own: dict) -> dict:
+    """A link to every CSV published (with its markdown and LaTeX forms), so none is only reachable by path."""
+    names = {i.name for i in items}
+    links = []
+    for name in sorted(n for n in names if n.startswith("tables/") and n.endswith(".csv")):
+        stem = name[:-4]
+        forms = [f'<a href="../{escape(stem)}.{ext}">{ext}</a>' for ext in ("md", "tex") if f"{stem}.{ext}" in names]
+        links.append(f'<a href="../{escape(name)}">{escape(Path(name).name)}</a>'
+                     + (f" ({', '.join(forms)})" if forms else ""))
+    links += [f'<a href="{escape(name)}">{escape(Path(name).name)}</a> (this report\'s own)'
+              for name in sorted(own) if name.endswith(".csv")]
+    return {"id": "csv", "title": "Every table", "blocks": [para(" · ".join(links) or "No table.", "raw")]}
 
 
 def result_sets(outputs: Path) -> dict:
@@ -592,19 +742,23 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         h = i.heatmap
         drawn.setdefault((h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights), []).append(
             {"href": f"../{i.name}", "format": i.name.rsplit(".", 1)[1].upper()})
-    own, curves = {}, []  # the report's own CSVs (report/tables/) and curve figures (report/figures/curve_*)
+    # the report's own CSVs (report/tables/), curve figures (report/figures/curve_*) and per-method heatmaps
+    own, curves, maps = {}, [], []
     cons = []
     for folder in construction.folders(out.parent, dataset, runs, details):
         con = construction.read(folder)
         cons.append({**con, "name": construction._name(folder, out.parent)})
     sections += [s for s in (comparison(tables), statistics(tables, figures),
-                             per_method(tables, runs, details, drawn, curves),
+                             per_method(tables, runs, details, drawn, curves, maps),
                              timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
                              scenario_construction(cons, construction.frames(cons, out.parent), own),
                              heatmap_figures(items)) if s]
     if curves:
         own["tables/curves.csv"] = pd.concat([c["values"] for c in curves]).to_csv(index=False, lineterminator="\n")
-    _save_curves(curves, directory / "figures")
+    if maps:  # the values behind the report's own heatmaps, as tables/heatmaps.csv holds those of aggregate's
+        own["tables/method_heatmaps.csv"] = hm.heatmap_frame(maps).to_csv(index=False, lineterminator="\n")
+    sections.append(every_table(items, own))
+    _save_curves(curves, directory / "figures", maps)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
@@ -618,7 +772,8 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         if not target.is_file() or target.read_text() != text:
             write_text_atomic(target, text)
     written = ({path} | {directory / f[k] for f in figures for k in ("png", "pdf")} | {directory / n for n in own}
-               | {directory / "figures" / f"{c['stem']}.{fmt}" for c in curves for fmt in ("png", "pdf")}
+               | {directory / "figures" / f"{c['stem']}.{fmt}" for c in curves for fmt in FORMATS}
+               | {directory / "figures" / f"{h.stem}.{fmt}" for h in maps for fmt in FORMATS}
                | {directory / "figures" / CURVE_DIGESTS})
     for stale in before - written:
         stale.unlink(missing_ok=True)

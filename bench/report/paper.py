@@ -516,9 +516,10 @@ def _hardware(runs: pd.DataFrame) -> str:
 
 def timing_comparison(runs: pd.DataFrame, details: dict, own_tables: bool = False) -> pd.DataFrame:
     """One row per published timing cell that has runs of ours (dataset × model × backbone × weights × phase ×
-    protocol): our mean seconds, the published, ours / published, both machines, and why not comparable."""
+    protocol): our mean seconds, the published, ours / published, both machines (ours, then the paper's, beside
+    the ratio), and why not comparable."""
     columns = ["dataset", "model", "backbone", "weights", "phase", "protocol", "ours_s", "n_orderings",
-               "published", "published_s", "ratio", "our_hardware", "comparable", "reason"]
+               "published", "published_s", "ratio", "our_hardware", "published_hardware", "comparable", "reason"]
     pub = published_timing(own_tables)
     keys = ["dataset", "model", "backbone", "phase", "protocol"]
     published = {tuple(r[k] for k in keys): r for r in pub.to_dict("records")}
@@ -535,7 +536,7 @@ def timing_comparison(runs: pd.DataFrame, details: dict, own_tables: bool = Fals
         rows.append({**{k: r[k] for k in ("dataset", "model", "backbone", "weights", "phase", "protocol")},
                      "ours_s": r["mean_s"], "n_orderings": r["n_orderings"], "published": p["published"],
                      "published_s": p["mean_s"], "ratio": r["mean_s"] / p["mean_s"], "our_hardware": _hardware(sub),
-                     "comparable": not why, "reason": "; ".join(why)})
+                     "published_hardware": PAPER_HARDWARE, "comparable": not why, "reason": "; ".join(why)})
     return sort_frame(pd.DataFrame(rows, columns=columns), ["dataset", "model"]) if rows else pd.DataFrame(
         columns=columns)
 

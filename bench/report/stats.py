@@ -29,6 +29,9 @@ WILCOXON = "Wilcoxon signed-rank (two-sided)"
 HOLM = "Holm"
 FRIEDMAN = "Friedman (chi-square)"
 NEMENYI = "Nemenyi"
+# The Friedman tests (one per level × protocol) answer separate questions and are not adjusted for one another;
+# Nemenyi's critical difference already holds the family-wise error over a test's pairs of methods
+FRIEDMAN_CORRECTION = "none (one test per level × protocol; Nemenyi's CD is family-wise over its pairs)"
 
 
 def holm(pvalues) -> np.ndarray:
@@ -120,7 +123,8 @@ def friedman(runs: pd.DataFrame, levels=("image", "pixel"), protocols=("ncl", "c
             dropped = [m for m in table.columns if m not in complete.columns]
             n, k = complete.shape
             row = {"level": level, "protocol": protocol, "metric": metric, "n_blocks": n, "n_methods": k,
-                   "statistic": np.nan, "p": np.nan, "test": FRIEDMAN, "post_hoc": NEMENYI, "alpha": ALPHA,
+                   "statistic": np.nan, "p": np.nan, "test": FRIEDMAN, "correction": FRIEDMAN_CORRECTION,
+                   "post_hoc": NEMENYI, "alpha": ALPHA,
                    "critical_difference": np.nan,
                    "left_out": "; ".join(" ".join(str(x) for x in m if x) for m in dropped), "note": ""}
             if k < 3:
@@ -137,7 +141,8 @@ def friedman(runs: pd.DataFrame, levels=("image", "pixel"), protocols=("ncl", "c
                 for method, r in zip(complete.columns, average_ranks(complete.to_numpy())):
                     ranks.append({"level": level, "protocol": protocol, "metric": metric,
                                   **dict(zip(METHOD, method)), "mean_rank": float(r), "n_blocks": n})
-    test_cols = ["level", "protocol", "metric", "n_blocks", "n_methods", "statistic", "p", "test", "post_hoc",
+    test_cols = ["level", "protocol", "metric", "n_blocks", "n_methods", "statistic", "p", "test", "correction",
+                 "post_hoc",
                  "alpha", "critical_difference", "left_out", "note"]
     rank_cols = ["level", "protocol", "metric", *METHOD, "mean_rank", "n_blocks"]
     return pd.DataFrame(tests, columns=test_cols), pd.DataFrame(ranks, columns=rank_cols)

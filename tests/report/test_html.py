@@ -122,15 +122,16 @@ def table_of(page: Page, csv: str, title_start: int = 0) -> dict:
 
 
 def test_report_numbers_equal_the_csv_tables(report):
-    """Each run's ROC-AUC_CL, BWT and FM with their intervals, each Table 2 cell and each test's p on the page
-    are the published CSV cells: data-value carries the CSV text digit for digit, the shown text is it rounded to
-    three decimals (intervals as [low, high])."""
+    """Each run's ROC-AUC_CL, BWT (both forms) and FM with their intervals, each Table 2 cell and each test's p
+    on the page are the published CSV cells: data-value carries the CSV text digit for digit, the shown text is
+    it rounded to three decimals (intervals as [low, high])."""
     _, out, page = report
     p = parse(page)
     runs = pd.read_csv(out / "tables/runs.csv", dtype=str, keep_default_na=False)
     shown = table_of(p, "runs.csv", 2)  # after "what ran" and "provenance": the per-run table
     assert len(shown["rows"]) == len(runs)
     for (col, head) in (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
+                        ("image_bwt_released", "image BWT (as released) [95 % CI]"),
                         ("image_forgetting", "image FM [95 % CI]")):
         k = shown["header"].index(head)
         for row, csv_row in zip(shown["rows"], runs.to_dict("records")):
@@ -150,6 +151,7 @@ def test_report_numbers_equal_the_csv_tables(report):
     assert [row[shown["header"].index("p")][1] for row in shown["rows"]] == list(fr["p"])
     tests = [row[shown["header"].index("test")][0] for row in shown["rows"]]
     assert all("Friedman" in t and "3 blocks" in t and "Nemenyi" in t for t in tests)
+    assert all(f"correction: {c}" in t for t, c in zip(tests, fr["correction"])) and len(tests) == len(fr)
     w = table_of(p, "cl_vs_ncl.csv")
     assert all("Wilcoxon" in row[w["header"].index("test")][0] and "Holm" in row[w["header"].index("test")][0]
                for row in w["rows"])
@@ -181,6 +183,29 @@ def test_every_image_and_link_of_the_report_resolves(report):
             assert (page.parent / ref).is_file(), ref
     for fmt in ("png", "pdf"):
         assert (out / f"report/figures/cd_image_cl.{fmt}").stat().st_size > 1000
+
+
+def _section(html: str, sid: str) -> str:
+    start = html.index(f'<section id="{sid}">')
+    return html[start:html.index("</section>", start)]
+
+
+def test_every_published_csv_is_linked_and_each_table_links_its_own(report):
+    """Every CSV `aggregate` wrote (tables/*.csv) and every CSV the report wrote (report/tables/*.csv) is linked
+    from the page; the heatmap values are linked beside the heatmaps, and the Friedman ranks are a table of their
+    own that links friedman_ranks.csv and shows each of its rows."""
+    _, out, page = report
+    p, html = parse(page), page.read_text()
+    refs = set(p.refs)
+    for csv in sorted((out / "tables").glob("*.csv")):
+        assert f"../tables/{csv.name}" in refs, csv.name
+    for csv in sorted((out / "report/tables").glob("*.csv")):
+        assert f"tables/{csv.name}" in refs, csv.name
+    assert 'href="../tables/heatmaps.csv"' in _section(html, "heatmaps")
+    ranks = pd.read_csv(out / "tables/friedman_ranks.csv", dtype=str, keep_default_na=False)
+    shown = table_of(p, "friedman_ranks.csv")
+    assert len(ranks) and [row[shown["header"].index("mean rank")][1] for row in shown["rows"]] == list(
+        ranks["mean_rank"])
 
 
 def test_regenerating_rewrites_only_what_changed(report, tmp_path, monkeypatch):
@@ -383,3 +408,98 @@ def test_every_curve_of_the_report_is_also_a_png_and_a_pdf_with_its_values(repor
     loss = values[values["figure"].str.contains("_cfa_") & values["figure"].str.endswith("_loss")]
     assert loss["figure"].nunique() == len(ORDERINGS) * 2
     assert len(loss) == len(TASKS) * 3 * loss["figure"].nunique()  # every epoch of every step
+
+
+def test_timing_ratios_name_both_machines_beside_them():
+    """Each ratio of ours / published stands between the two machines it compares: ours (the row's
+    our_hardware) and the paper's (bench.report.paper.PAPER_HARDWARE), in the columns next to it."""
+    from bench.report import html, paper
+
+    columns = ["dataset", "model", "backbone", "weights", "phase", "protocol", "ours_s", "n_orderings",
+               "published", "published_s", "ratio", "our_hardware", "published_hardware", "comparable", "reason"]
+    rows = [["mvtec", "patchcore", "wide_resnet50_2", "IMAGENET1K_V1", "train", "ncl", "12.5", "3", "0:25",
+             "25.0", "0.5", "NVIDIA H200 (1 host)", paper.PAPER_HARDWARE, "True", ""],
+            ["mvtec", "padim", "wide_resnet50_2", "IMAGENET1K_V1", "train", "cl", "90.0", "3", "1:00", "60.0",
+             "1.5", "cpu (2 hosts)", paper.PAPER_HARDWARE, "False", "stream: not the published one"]]
+    frame = pd.DataFrame(rows, columns=columns)
+    section = html.timing({"tables/paper_timing.csv": frame, "tables/timing.csv": frame})
+    shown = next(b for b in section["blocks"] if b["kind"] == "table" and b["csv"] == "paper_timing.csv")
+    k = shown["header"].index("ratio")
+    for row, want in zip(shown["rows"], rows):
+        beside = [c["text"] for c in row[k - 1:k + 3]]
+        assert row[k]["value"] == want[10]
+        assert want[11] in beside and paper.PAPER_HARDWARE in beside, beside
+
+
+def _comparison_row(**kw) -> dict:
+    from bench.report.paper import COMPARISON_COLUMNS
+
+    row = dict.fromkeys(COMPARISON_COLUMNS, "")
+    row.update(dataset="mvtec", ordering="easy_to_hard", level="image", protocol="cl", pool="entries",
+               n_pooled="16", comparable="True", metric="roc_auc_cl")
+    row.update({k: str(v) for k, v in kw.items()})
+    return row
+
+
+def test_every_compared_cell_of_table2_is_coloured_by_its_finding_with_the_reason_on_hover_and_in_text():
+    """Inside the band, within one SE, outside, not comparable: the cells of a row that are compared (ours, ours
+    as released, published, difference, verdict) all carry the finding's class and its reason as a title, and
+    every reason is also a numbered note under the table that the verdict cites. A BWT row is judged as
+    released (the form the published BWT was computed in), not by its Eq. 2 columns."""
+    from bench.report import html
+
+    rows = [_comparison_row(ours="0.801", published_mean="0.8", published_std="0.02", difference="0.001",
+                            in_band="yes", within_se="yes"),
+            _comparison_row(ours="0.83", published_mean="0.8", published_std="0.02", difference="0.03",
+                            in_band="no", within_se="no", ordering="hard_to_easy"),
+            _comparison_row(metric="bwt", ours="-0.2", ours_released="-0.021", published_mean="-0.02",
+                            published_std="0.004", difference="-0.18", difference_released="-0.001",
+                            in_band="no", in_band_released="yes", within_se="no", within_se_released="yes"),
+            _comparison_row(metric="bwt", ours="-0.05", ours_released="-0.025", published_mean="-0.02",
+                            published_std="0.008", difference="-0.03", difference_released="-0.005",
+                            in_band="no", in_band_released="no", within_se="no", within_se_released="yes",
+                            ordering="random"),
+            _comparison_row(ours="0.9", comparable="False", reason="stream: not the published one",
+                            protocol="ncl")]
+    frame = pd.DataFrame(rows)
+    section = html.comparison({"tables/paper_comparison.csv": frame})
+    shown = next(b for b in section["blocks"] if b["kind"] == "table" and b["csv"] == "paper_comparison.csv")
+    compared = [shown["header"].index(h) for h in ("ours", "ours (BWT as released)", "published", "difference",
+                                                   "verdict")]
+    notes = " ".join(b["text"] for b in section["blocks"] if b["kind"] == "p")
+    want = ["inside", "outside", "inside", "within-se", "not-comparable"]
+    for row, cls in zip(shown["rows"], want):
+        titles = {row[k]["title"] for k in compared}
+        assert all(cls in row[k]["cls"].split() for k in compared), (cls, [row[k]["cls"] for k in compared])
+        assert len(titles) == 1 and "" not in titles
+        reason = titles.pop()
+        number = notes.split(reason)[0].rsplit("[", 1)[1].split("]")[0]  # the note "[n] … reason"
+        assert f"[{number}]" in row[compared[-1]]["text"]
+    assert "stream: not the published one" in notes
+
+
+def test_each_method_shows_its_own_heatmap_as_png_and_pdf_without_per_method_heatmaps(report):
+    """aggregate ran without --per-method-heatmaps (figures/ holds only the means over methods), yet every
+    method × ordering × protocol of the page links its own R heatmap as a PNG and a PDF, and the values it was
+    drawn from (report/tables/method_heatmaps.csv) are that method's R/image averaged over its runs' files."""
+    from bench.report.html import _slug
+    from bench.results import read_run
+
+    outputs, out, page = report
+    assert not [f for f in (out / "figures").glob("heatmap_*") if "patchcore" in f.name]  # no per-method figure
+    runs = pd.read_csv(out / "tables/runs.csv", dtype=str, keep_default_na=False)
+    groups = runs.groupby(["model", "backbone", "weights", "ordering", "protocol"])
+    refs = set(parse(page).refs)
+    values = pd.read_csv(page.parent / "tables/method_heatmaps.csv")
+    assert values["figure"].nunique() == groups.ngroups == 18
+    for (model, backbone, weights, ordering, protocol), g in groups:
+        stem = "heatmap_" + "_".join(_slug(x) for x in ("synthetic", model, backbone, weights, ordering, protocol,
+                                                          "image"))
+        for fmt in ("png", "pdf"):
+            assert f"figures/{stem}.{fmt}" in refs, stem
+            assert (page.parent / f"figures/{stem}.{fmt}").stat().st_size > 1000
+        R = np.mean([read_run(outputs / p)["R/image"] for p in g["path"]], axis=0)  # paths under outputs/
+        mine = values[values["figure"] == stem]
+        assert len(mine) == R.shape[0] * (R.shape[0] + 1) // 2
+        for r in mine.itertuples():
+            assert r.value == pytest.approx(R[r.i, r.j], rel=1e-12) and r.n_runs == len(g)

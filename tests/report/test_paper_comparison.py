@@ -444,6 +444,7 @@ def test_timings_compare_as_a_ratio_with_both_machines(tmp_path, inclad_presets)
     row = row.iloc[0]
     assert row["published"] == "18m 42s (± 55.7s)" and row["ratio"] == pytest.approx(561 / 1122)
     assert row["our_hardware"] == "cuda:NVIDIA H100 80GB HBM3 (1 host)" and row["comparable"]
+    assert row["published_hardware"] == paper.PAPER_HARDWARE  # both machines, in the row beside the ratio
     # resnet18 runs have no published time (Table 4 is WideResNet-50-2 only); backbone-less ones are in Table 5
     assert "resnet18" not in set(timing["backbone"]) and NO_BACKBONE in set(timing["backbone"])
 

@@ -47,6 +47,8 @@ def test_friedman_equals_scipy_on_a_hand_made_table():
         want = sps.friedmanchisquare(*columns)
         row = tests[tests["protocol"] == protocol].iloc[0]
         assert (row["n_blocks"], row["n_methods"], row["note"]) == (8, 4, "")
+        # two tests (NCL, CL) and neither adjusted for the other: the row says so rather than leaving it blank
+        assert row["correction"].startswith("none")
         assert row["statistic"] == pytest.approx(want.statistic, rel=1e-12)
         assert row["p"] == pytest.approx(want.pvalue, rel=1e-12)
         assert row["critical_difference"] == pytest.approx(stats.critical_difference(4, 8))
@@ -113,14 +115,15 @@ def test_cliques_join_methods_within_the_critical_difference():
 
 def test_vectorised_continual_metrics_equal_metrics_summarize():
     """bootstrap.continual_metrics over a stack [B, N, N] (NaN cells included) equals bench.metrics.summarize
-    of each matrix: ROC-AUC_CL (Eq. 1), BWT (Eq. 2), FM (Chaudhry)."""
+    of each matrix: ROC-AUC_CL (Eq. 1), BWT (Eq. 2), BWT as released (consecutive differences), FM (Chaudhry)."""
     rng = np.random.default_rng(0)
     R = np.tril(rng.uniform(0.4, 1.0, (20, 5, 5))) + np.triu(np.full((5, 5), np.nan), 1)
     R[3, 2, 1] = R[7, 4, 0] = R[9, 1, 1] = np.nan
     got = continual_metrics(R)
     for b in range(len(R)):
         want = summarize(R[b])
-        for ours, theirs in (("roc_auc_cl", "roc_auc_cl"), ("bwt", "bwt"), ("forgetting", "forgetting")):
+        for ours, theirs in (("roc_auc_cl", "roc_auc_cl"), ("bwt", "bwt"), ("bwt_released", "bwt_released"),
+                             ("forgetting", "forgetting")):
             assert got[ours][b] == pytest.approx(want[theirs], nan_ok=True)
 
 
@@ -159,7 +162,8 @@ def test_one_task_runs_have_no_bwt_or_fm_interval():
     run = _simulated_run(rng, {(0, 0): 1.0})
     run["attrs"].update(steps_done=1, n_tasks=1)
     out = run_intervals(run, 50)
-    assert all(math.isnan(v) for v in out["bwt"] + out["forgetting"]) and out["roc_auc_cl"][0] < out["roc_auc_cl"][1]
+    assert all(math.isnan(v) for v in out["bwt"] + out["bwt_released"] + out["forgetting"])
+    assert out["roc_auc_cl"][0] < out["roc_auc_cl"][1]
 
 
 def test_blocks_are_dataset_by_ordering():
@@ -167,3 +171,16 @@ def test_blocks_are_dataset_by_ordering():
     table = stats.block_table(runs, "image", "cl")
     assert list(table.index) == sorted(BLOCKS) and len(table.columns) == len(METHODS)
     assert list(itertools.chain(*table.isna().to_numpy())) == [False] * (len(BLOCKS) * len(METHODS))
+
+
+def test_released_bwt_interval_comes_from_the_same_resamples_as_eq2():
+    """With two tasks the consecutive-difference BWT (as released) is Eq. 2 term for term, so drawn from the same
+    resamples its interval equals Eq. 2's exactly; with three it is another number, and its interval is finite."""
+    rng = np.random.default_rng(4)
+    two = run_intervals(_simulated_run(rng, {(0, 0): 1.4, (1, 0): 0.7, (1, 1): 1.2}), n_boot=200, seed=3)
+    assert two["bwt_released"] == two["bwt"] and two["bwt"][0] < two["bwt"][1]
+    gaps = {(i, j): 1.5 - 0.3 * (i - j) for i in range(3) for j in range(i + 1)}
+    run = _simulated_run(rng, gaps)
+    run["attrs"].update(steps_done=3, n_tasks=3)
+    three = run_intervals(run, n_boot=200, seed=3)
+    assert three["bwt_released"] != three["bwt"] and np.isfinite(three["bwt_released"]).all()

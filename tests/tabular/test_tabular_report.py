@@ -249,3 +249,58 @@ def test_every_continual_tabular_protocol_has_a_column():
     from bench.config import TABULAR_PROTOCOLS
 
     assert sorted(p for p, _ in tb.STRATEGIES) == sorted(p for p in TABULAR_PROTOCOLS if p != "ste")
+
+
+def test_the_report_row_of_a_tabular_cell_holds_its_value_chance_level_and_block_interval():
+    """In the HTML report one row of the tabular Table 2 holds nPR-AUC_CL, its chance level (0), its
+    block-bootstrap interval and the block it used, and where the interval lies against chance; AP_CL's chance
+    level is the random ranking's AP of the same cell (a number of the table, not a constant)."""
+    import io
+
+    from bench.report import html
+
+    labels, order = stream()
+    scores = strategy(labels, np.random.default_rng(2), strength=1.5)
+    _, long = table({"ncl": fake_run(scores, labels, order)})
+    text = long.reset_index()[tb.COLUMNS].to_csv(index=False, lineterminator="\n")
+    frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)  # as the report reads it
+    section = html.tabular({"tables/tabular_table2.csv": frame})
+    shown = next(b for b in section["blocks"] if b["csv"] == "tabular_table2.csv")
+    col = {h: k for k, h in enumerate(shown["header"])}
+    rows = {(r[col["metric"]]["value"], r[col["protocol"]]["text"]): r for r in shown["rows"]}
+    npr, want = rows[("npr_auc_cl", "ncl")], long.loc[("npr_auc_cl", "ncl")]
+    assert npr[col["value [95 % CI]"]]["text"] == f"{want.value:.3f} [{want.ci_low:.3f}, {want.ci_high:.3f}]"
+    assert npr[col["chance level"]]["text"] == "0" and npr[col["interval"]]["text"] == f"block ({BLOCK} records)"
+    assert npr[col["against chance"]]["text"] == ("above" if want.ci_low > 0 else "across")
+    ap = rows[("ap_cl", "ncl")]
+    rand = long.loc[("random_ap_cl", "ncl"), "value"]
+    assert ap[col["chance level"]]["text"] == f"{rand:.3f}" and ap[col["chance level"]]["value"] == text.split(
+        "random_ap_cl,ncl,")[1].split(",")[0]
+    assert rows[("roc_auc_cl", "ncl")][col["chance level"]]["text"] == "0.5"
+
+
+def test_the_validation_table_holds_npr_auc_beside_its_chance_level_and_its_block_interval():
+    """Feasibility also as nPR-AUC_CL (chance level 0) of the strategy it picked, with that cell's
+    block-bootstrap interval (the same replicates as Table 2's), and in the report's row the chance level stands
+    right beside it."""
+    import io
+
+    from bench.report import html
+
+    labels, order = stream()
+    rng = np.random.default_rng(8)
+    runs = {"ncl": strategy(labels, rng, strength=1.0, decay=0.8), "mste": strategy(labels, rng, strength=3.0)}
+    cells, long = table({p: fake_run(s, labels, order) for p, s in runs.items()})
+    val = tb.validation_table(cells)
+    row, want = val.iloc[0], long.loc[("npr_auc_cl", "mste")]
+    assert row.feasibility_best_strong == "mste" and want.method == "block"
+    assert (row.feasibility_npr_auc_cl, row.feasibility_npr_auc_cl_low, row.feasibility_npr_auc_cl_high) == (
+        pytest.approx(want.value), pytest.approx(want.ci_low), pytest.approx(want.ci_high))
+    md = tb.validation_markdown(val, [])
+    assert "nPR-AUC_CL (chance 0)" in md and f"{100 * want.value:.1f} [{100 * want.ci_low:.1f}, " in md
+    frame = pd.read_csv(io.StringIO(val.to_csv(index=False)), dtype=str, keep_default_na=False)
+    section = html.tabular({"tables/validation.csv": frame})
+    shown = next(b for b in section["blocks"] if b["csv"] == "validation.csv")
+    k = shown["header"].index("feasibility_npr_auc_cl")
+    assert shown["header"][k + 1] == "chance level" and shown["rows"][0][k + 1]["text"] == "0"
+    assert shown["rows"][0][k]["text"] == f"{want.value:.3f} [{want.ci_low:.3f}, {want.ci_high:.3f}]"
