@@ -6,8 +6,7 @@
                   stream with 40 test images per task (16 anomalous) and its per-image scores, so every provenance
                   and score check runs as on real files. Then one more run is added and the aggregation repeated:
                   the regeneration. Wall seconds and peak memory of each, in a fresh process (target: ≤ 60 s on
-                  2 cores), and the peak of the largest worker process aggregate started (bench.report.drawing).
-                  `--quick`: 6 files, heatmaps PNG only (a smoke test).
+                  2 cores). `--quick`: 6 files, heatmaps PNG only (a smoke test).
 
 The files are made by the same writer as real runs (bench.results.write_run), with R computed from their scores.
 """
@@ -74,16 +73,10 @@ def _grid(n: int) -> list[tuple]:
 def _aggregate_child(outputs: str, formats: tuple) -> dict:
     from bench.report.aggregate import Options, aggregate
 
-    import resource
-
     before = peak_rss_mb()
     t0 = time.perf_counter()
     aggregate(Path(outputs), "all", Options(figure_formats=formats), log=lambda *_: None)
-    # aggregate loads files and draws figures in worker processes (bench.report.drawing): the largest of them
-    # is reported beside this process's own peak (KiB on Linux)
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e6
-    return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before),
-            "worker_peak_mb": round(workers)}
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before)}
 
 
 @benchmark("aggregate_1000")
@@ -103,5 +96,5 @@ def aggregate_1000(args) -> dict:
         again = run_isolated(_aggregate_child, str(outputs), formats)
         size = sum(p.stat().st_size for p in outputs.glob("*/runs/*.h5")) / 1e6
     return {"files": n, "files_mb": round(size), "write_files_s": round(made_s, 1), "aggregate_s": first["seconds"],
-            "aggregate_peak_mb": first["peak_mb"], "aggregate_worker_peak_mb": first["worker_peak_mb"],
-            "after_one_more_s": again["seconds"], "after_one_more_peak_mb": again["peak_mb"]}
+            "aggregate_peak_mb": first["peak_mb"], "after_one_more_s": again["seconds"],
+            "after_one_more_peak_mb": again["peak_mb"]}
