@@ -2,9 +2,6 @@
 campaign scale the report's figures (a heatmap per cell, two curves per method) are most of `aggregate`'s time
 (1,000 result files: ~800 curves, ~0.4 s each). Each figure is drawn by the same function with the same arguments
 whichever process draws it, so the files are the same bytes as when drawn here (tests/report/test_scale.py).
-The processes are spawned, so a script that calls `aggregate` must guard its own work with
-`if __name__ == "__main__":` (spawn re-imports the main module; `python -m bench` is guarded), or set
-BENCH_REPORT_WORKERS=1. On a machine whose CPUs are busy with other work this gains nothing (measured: docs/reports.md).
 """
 
 from __future__ import annotations
