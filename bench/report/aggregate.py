@@ -19,7 +19,6 @@ The image tables and heatmaps are made from the image runs; tabular runs have no
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 from dataclasses import asdict, dataclass
@@ -105,14 +104,14 @@ INTERVALS = "derived/intervals"  # where interval_deriver leaves a run's bootstr
 def interval_deriver(options: Options, known: dict | None = None):
     """`collect`'s derive: each image run's bootstrap intervals (runs.csv), computed while its scores are still
     in memory. `known`: {file SHA-256: intervals} published before with the same resamples and seed, taken as
-    they are (the bootstrap is deterministic given the file), so a new run costs only its own. A partial of a
-    module-level function: collect may call it in other processes."""
-    return functools.partial(_derive_intervals, options.bootstrap, options.bootstrap_seed, known or {})
+    they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
+    known = known or {}
 
+    def derive(run: dict, sha256: str) -> None:
+        if options.bootstrap > 0 and results.track(run) == "image":
+            run[INTERVALS] = known.get(sha256) or run_intervals(run, options.bootstrap, options.bootstrap_seed)
 
-def _derive_intervals(n_boot: int, seed: int, known: dict, run: dict, sha256: str) -> None:
-    if n_boot > 0 and results.track(run) == "image":
-        run[INTERVALS] = known.get(sha256) or run_intervals(run, n_boot, seed)
+    return derive
 
 
 def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:

@@ -300,50 +300,11 @@ def run_paths(runs_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def _load(path: Path, dataset: str, outputs: Path, derive: Callable[[dict, str], None] | None):
-    """(run, file SHA-256, scores checked, summary row) of one file, checked; for a complete file the row is made
-    and `derive` called while its scores are in memory, then an image run's scores are dropped (see `collect`).
-    Everything here depends on this one file only, so files may be loaded in other processes (`_loaded`)."""
-    run = results.read_run(path)
-    check_file(run, path, dataset)
-    sha, checked, row = file_sha256(path), None, None
-    if run["attrs"]["status"] == "complete":
-        checked = check_scores(run, path)
-        row = results.summary_row(run, path.relative_to(outputs))  # reads the scores (tied cells)
-        if derive is not None:
-            derive(run, sha)
-            if results.track(run) == "image":  # the tabular tables resample the scores themselves
-                for name in SCORE_ARRAYS:
-                    run.pop(name, None)
-    return run, sha, checked, row
-
-
-# From this many files on (and with `derive`, which drops the scores so a loaded run is small to send back),
-# files are loaded on every CPU: reading, checking and bootstrapping 1,000 files is ~50 s on one core. Fewer
-# are loaded here, where starting processes (~2 s) would cost more than it saves.
-PARALLEL_FILES = 64
-
-
-def _loaded(outputs: Path, dirs: dict[str, Path], derive):
-    """(path, _load(...)) of every run file under `dirs`, in order; the first file that fails raises, as if
-    they were loaded one by one."""
-    from bench.report.drawing import workers
-
-    paths = [(dataset, path) for dataset, runs_dir in dirs.items() for path in run_paths(runs_dir)]
-    n = workers() if derive is not None and len(paths) >= PARALLEL_FILES else 1
-    if n <= 1:
-        for dataset, path in paths:
-            yield path, _load(path, dataset, outputs, derive)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # spawned, not forked: see bench.report.drawing
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        loads = pool.map(_load, [p for _, p in paths], [d for d, _ in paths], [outputs] * len(paths),
-                         [derive] * len(paths), chunksize=8)
-        for (_, path), loaded in zip(paths, loads):
-            yield path, loaded
+def _read_dir(dataset: str, runs_dir: Path):
+    for path in run_paths(runs_dir):
+        run = results.read_run(path)
+        check_file(run, path, dataset)
+        yield path, run
 
 
 # The columns that make a table row: its runs differ only in their seed, which the row averages over
@@ -412,28 +373,34 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str, derive: Callable[[
     entries: dict[Path, dict] = {}
     rows: dict[Path, dict] = {}
     missing, inputs, pending = [], [], []
-    for path, (run, sha, checked, row) in _loaded(outputs, dirs, derive):
-        a = run["attrs"]
-        entry = {"path": path.relative_to(outputs).as_posix(), "sha256": sha,
-                 "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
-        inputs.append(entry)
-        entries[path] = entry
-        if a["status"] != "complete":
-            pending.append((entry, run))
-            continue
-        entry["scores_checked"] = checked
-        rows[path] = row
-        key = a["run_key"]
-        if key in complete:
-            held = complete[key]
-            diff = _same_results(held[1], run)
-            if diff:
-                raise _conflict(key, held[0], path, diff, held[1]["attrs"], a)
-            complete[key] = _pick(key, held, path, run)
-            entries[complete[key][0]]["role"] = "used"
-            entries[path if complete[key][0] == held[0] else held[0]]["role"] = "duplicate"
-            continue
-        complete[key] = (path, run)
+    for dataset, runs_dir in dirs.items():
+        for path, run in _read_dir(dataset, runs_dir):
+            a = run["attrs"]
+            entry = {"path": path.relative_to(outputs).as_posix(), "sha256": file_sha256(path),
+                     "run_key": a["run_key"], "status": a["status"], "role": "used", "scope": scope}
+            inputs.append(entry)
+            entries[path] = entry
+            if a["status"] != "complete":
+                pending.append((entry, run))
+                continue
+            entry["scores_checked"] = check_scores(run, path)
+            rows[path] = results.summary_row(run, path.relative_to(outputs))  # reads the scores (tied cells)
+            if derive is not None:
+                derive(run, entry["sha256"])
+                if results.track(run) == "image":  # the tabular tables resample the scores themselves
+                    for name in SCORE_ARRAYS:
+                        run.pop(name, None)
+            key = a["run_key"]
+            if key in complete:
+                held = complete[key]
+                diff = _same_results(held[1], run)
+                if diff:
+                    raise _conflict(key, held[0], path, diff, held[1]["attrs"], a)
+                complete[key] = _pick(key, held, path, run)
+                entries[complete[key][0]]["role"] = "used"
+                entries[path if complete[key][0] == held[0] else held[0]]["role"] = "duplicate"
+                continue
+            complete[key] = (path, run)
     used = []
     for path, run in complete.values():
         row = rows[path]
@@ -454,10 +421,6 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str, derive: Callable[[
                         "error": a.get("error", "")})
     details = {key: run for key, (_, run) in complete.items()}
     return [row for _, _, row in used], details, missing, inputs
-
-
-def _derive_nothing(run: dict, sha256: str) -> None:
-    """The derive of the MultiDataset reference runs, of which only the rows are used."""
 
 
 RUN_ORDER = ["dataset", "ordering", "model", "backbone", "weights", "protocol", "seed", "run_key"]
@@ -482,7 +445,7 @@ def collect(outputs: Path, dataset: str, derive: Callable[[dict, str], None] | N
     if dataset == MULTI:
         others = {d: p for d, p in result_dirs(outputs, "all").items() if d != MULTI}
         # only their rows are used: nothing to derive, and their scores go as soon as each row is made
-        ref_rows, _, _, ref_inputs = _gather(outputs, others, "selection", derive and _derive_nothing)
+        ref_rows, _, _, ref_inputs = _gather(outputs, others, "selection", derive and (lambda run, sha: None))
         inputs += ref_inputs
         reference = sort_frame(pd.DataFrame(ref_rows), RUN_ORDER) if ref_rows else pd.DataFrame()
     runs = sort_frame(pd.DataFrame(rows), RUN_ORDER)

@@ -3,13 +3,11 @@ scores (memory: one run's scores at a time), and nothing derived from a file is 
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import pandas as pd
 import pytest
 
 from bench import results
-from bench.errors import BenchError
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.aggregate import INTERVALS, Options, aggregate, interval_deriver, verify
 from bench.report.bootstrap import run_intervals
@@ -103,29 +101,3 @@ def test_figures_drawn_in_other_processes_are_the_same_files(tmp_path, monkeypat
     assert len([name for name in files[1] if name.startswith("report/")]) >= 12  # 6 curves, PNG + PDF
     assert files[1].keys() == files[2].keys() and len(files[1]) >= 36
     assert [name for name in files[1] if files[1][name] != files[2][name]] == []
-
-
-def test_files_loaded_in_other_processes_give_the_same_collection_and_errors(tmp_path, monkeypatch):
-    """From PARALLEL_FILES files on, collect reads, checks and bootstraps them on every CPU: the rows, inputs and
-    intervals are those of loading them here, and a refused file is the same one-line error."""
-    from bench.report import collect as collect_module
-
-    outputs = tmp_path / "outputs"
-    for seed in range(4):
-        scored(outputs, seed, 1.0, tied=seed == 3)
-    derive = interval_deriver(Options(bootstrap=N_BOOT))
-    serial = collect(outputs, "synthetic", derive)
-    monkeypatch.setenv("BENCH_REPORT_WORKERS", "2")
-    monkeypatch.setattr(collect_module, "PARALLEL_FILES", 1)
-    parallel = collect(outputs, "synthetic", derive)
-    pd.testing.assert_frame_equal(serial.runs, parallel.runs)
-    assert serial.inputs == parallel.inputs
-    intervals = [{k: r[INTERVALS] for k, r in c.details.items()} for c in (serial, parallel)]
-    assert intervals[0] == intervals[1] and len(intervals[0]) == 4
-    assert not [k for r in parallel.details.values() for k in r if k.startswith("scores/")]
-
-    broken = sorted((outputs / "synthetic/runs").glob("*.h5"))[2]
-    with h5py.File(broken, "a") as f:
-        f["R/image"][0, 0] = 0.123  # R no longer what the scores give
-    with pytest.raises(BenchError, match=rf"^{broken}: R/image\[0,0\] = 0.123 but the file's per-sample scores"):
-        collect(outputs, "synthetic", derive)
