@@ -35,7 +35,6 @@ from bench.report import heatmaps as hm
 from bench.report import html, paper, stats
 from bench.report.bootstrap import INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
-from bench.report.drawing import draw_all
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
 from bench.report.table2 import (per_method, per_method_latex, per_method_markdown, select_methods,
@@ -231,7 +230,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         for name in previous.get("outputs", {}):
             if name not in names:
                 (out / name).unlink(missing_ok=True)
-    figures, jobs = {}, []
+    figures = {}
     drawn = (previous or {}).get("figure_digests", {})
     for item in items:
         if item.text is not None:
@@ -240,8 +239,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
             stem = item.heatmap.stem
             figures[stem] = hm.digest(item.heatmap, options.figure_formats)
             if figures[stem] != drawn.get(stem) or not _unchanged(out, previous, stem, options.figure_formats):
-                jobs.append((hm.save, (item.heatmap, out / "figures", options.figure_formats)))
-    draw_all(jobs)
+                hm.save(item.heatmap, out / "figures", options.figure_formats)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
         "aggregator": results.provenance(), "options": asdict(options), **record,

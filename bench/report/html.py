@@ -354,17 +354,14 @@ def _save_curves(curves: list, directory: Path) -> None:
         before = json.loads(index.read_text()) if index.is_file() else {}
     except ValueError:
         before = {}  # a damaged index only costs a redraw
-    from bench.report.drawing import draw_all
-
-    now, jobs = {}, []
+    now = {}
     for c in curves:
         text = json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(index=False)])
         now[c["stem"]] = digest = hashlib.sha256(text.encode()).hexdigest()
         files = [directory / f"{c['stem']}.{fmt}" for fmt in ("png", "pdf")]
         if before.get(c["stem"]) == digest and all(f.is_file() for f in files):
             continue
-        jobs.append((_draw_curve, ({k: v for k, v in c.items() if k != "values"}, directory)))
-    draw_all(jobs)  # on every CPU: at campaign scale these curves are most of aggregate's time
+        _draw_curve(c, directory)
     text = json.dumps(now, indent=1, sort_keys=True) + "\n"
     if not index.is_file() or index.read_text() != text:
         write_text_atomic(index, text)

@@ -76,28 +76,3 @@ def test_a_changed_file_is_not_served_stale(tmp_path):
     assert after.loc[1, "image_roc_auc_cl"] == pytest.approx(results.summary_row(fresh)["image_roc_auc_cl"])
     assert after.loc[0].equals(before.loc[0])  # the unchanged run is as it was
     assert verify(outputs, "synthetic", log=quiet) == []
-
-
-def test_figures_drawn_in_other_processes_are_the_same_files(tmp_path, monkeypatch):
-    """`aggregate` spreads its heatmaps and curves over the CPUs (bench.report.drawing); each figure file is the
-    same bytes as when every figure is drawn in this process."""
-    from bench.report import drawing
-
-    files, real = {}, drawing.ProcessPoolExecutor
-    for n in (1, 2):
-        outputs = tmp_path / f"workers{n}" / "outputs"
-        for ordering in ("easy_to_hard", "hard_to_easy", "random"):
-            for protocol in ("cl", "ncl"):
-                write(outputs, ordering=ordering, protocol=protocol, tasks=TASKS[:3])
-        monkeypatch.setenv("BENCH_REPORT_WORKERS", str(n))
-        monkeypatch.setattr(drawing, "MIN_PER_PROCESS", 1)
-        spawned = []
-        monkeypatch.setattr(drawing, "ProcessPoolExecutor", lambda **kw: spawned.append(kw) or real(**kw))
-        aggregate(outputs, "synthetic", Options(bootstrap=0), log=lambda *_: None)
-        assert bool(spawned) == (n > 1)
-        out = outputs / "synthetic"
-        files[n] = {p.relative_to(out).as_posix(): p.read_bytes()
-                    for p in sorted([*out.glob("figures/*"), *out.glob("report/figures/*")]) if p.suffix != ".json"}
-    assert len([name for name in files[1] if name.startswith("report/")]) >= 12  # 6 curves, PNG + PDF
-    assert files[1].keys() == files[2].keys() and len(files[1]) >= 36
-    assert [name for name in files[1] if files[1][name] != files[2][name]] == []
