@@ -97,25 +97,38 @@ def _csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False, lineterminator="\n")
 
 
-def _with_intervals(runs: pd.DataFrame, details: dict, options: Options, known: dict | None = None) -> pd.DataFrame:
+INTERVALS = "derived/intervals"  # where interval_deriver leaves a run's bootstrap intervals in its details entry
+
+
+def interval_deriver(options: Options, known: dict | None = None):
+    """`collect`'s derive: each image run's bootstrap intervals (runs.csv), computed while its scores are still
+    in memory. `known`: {file SHA-256: intervals} published before with the same resamples and seed, taken as
+    they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
+    known = known or {}
+
+    def derive(run: dict, sha256: str) -> None:
+        if options.bootstrap > 0 and results.track(run) == "image":
+            run[INTERVALS] = known.get(sha256) or run_intervals(run, options.bootstrap, options.bootstrap_seed)
+
+    return derive
+
+
+def _with_intervals(runs: pd.DataFrame, details: dict, options: Options) -> pd.DataFrame:
     """runs.csv's bootstrap columns: image_<metric>_ci_low/high of ROC-AUC_CL, BWT (both forms) and FM, from one set of
-    resamples per run. `known`: {file SHA-256: intervals} published before with the same resamples and seed,
-    taken as they are (the bootstrap is deterministic given the file), so a new run costs only its own."""
+    resamples per run: those `interval_deriver` stored, else computed here from the scores."""
     if options.bootstrap <= 0 or not len(runs):
         return runs
-    known = known or {}
-    bounds = [known.get(sha) or run_intervals(details[k], options.bootstrap, options.bootstrap_seed)
-              for k, sha in zip(runs["run_key"], runs["file_sha256"])]
+    bounds = [details[k].get(INTERVALS) or run_intervals(details[k], options.bootstrap, options.bootstrap_seed)
+              for k in runs["run_key"]]
     return runs.assign(**{f"image_{m}_ci_{side}": [b[m][i] for b in bounds]
                           for m in INTERVAL_METRICS for i, side in enumerate(("low", "high"))})
 
 
-def build(c: Collection, options: Options, known_intervals: dict | None = None) -> tuple[list[Item], dict]:
-    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest.
-    `known_intervals`: see _with_intervals (`verify` passes none: it recomputes every interval)."""
+def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
+    """Everything `aggregate` publishes, in memory, plus the selection record for the manifest."""
     image = c.runs["track"] == "image"
     tabular = c.runs[~image]
-    runs = _with_intervals(c.runs[image], c.details, options, known_intervals)
+    runs = _with_intervals(c.runs[image], c.details, options)
     n_missing = len(c.missing)
     items = [Item("tables/runs.csv", _csv(pd.concat([runs, tabular]) if len(tabular) else runs)),
              Item("tables/missing.csv", _csv(c.missing))]
@@ -203,13 +216,13 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:
     """Collect, build and write everything; returns the manifest path."""
     options = options or Options()
-    c = collect(Path(outputs), dataset)
     out = Path(outputs) / dataset
     try:
         previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
     except BenchError:
         previous = None  # an unreadable old manifest is about to be replaced
-    items, record = build(c, options, _published_intervals(out, previous, options))
+    c = collect(Path(outputs), dataset, interval_deriver(options, _published_intervals(out, previous, options)))
+    items, record = build(c, options)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     if previous:  # files published last time and not now would look current: remove them
@@ -342,7 +355,7 @@ def verify(outputs: Path, dataset: str, log=print) -> list[str]:
         options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
     except (TypeError, KeyError) as e:
         raise BenchError(f"{out / MANIFEST}: its options are not this suite's ({type(e).__name__}: {e})") from None
-    c = collect(Path(outputs), dataset)
+    c = collect(Path(outputs), dataset, interval_deriver(options))  # every interval recomputed
     problems = []
     then = {e["path"]: e for e in manifest["inputs"]}
     now = {e["path"]: e for e in c.inputs}

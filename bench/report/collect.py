@@ -22,6 +22,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -365,13 +366,16 @@ def _pick(key: str, held: tuple[Path, dict], path: Path, run: dict) -> tuple[Pat
                           f"({names[0]}, {names[1]}) that name the same task list; remove one")
 
 
-def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
+def _gather(outputs: Path, dirs: dict[str, Path], scope: str, derive: Callable[[dict, str], None] | None = None):
     """(rows, details, missing rows, inputs) of the runs under `dirs`, duplicates checked and collapsed.
 
     Each input gets a role: used, duplicate (same key and results as a used file), superseded (incomplete, but
-    its key finished in another file) or missing; and a scope: tables, or selection (MultiDataset reference)."""
+    its key finished in another file) or missing; and a scope: tables, or selection (MultiDataset reference).
+    With `derive` (see `collect`), an image run's score arrays are dropped as soon as its row and derived
+    numbers are made, so at campaign scale only one file's scores are held at a time."""
     complete: dict[str, tuple[Path, dict]] = {}
     entries: dict[Path, dict] = {}
+    rows: dict[Path, dict] = {}
     missing, inputs, pending = [], [], []
     for dataset, runs_dir in dirs.items():
         for path, run in _read_dir(dataset, runs_dir):
@@ -384,6 +388,12 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
                 pending.append((entry, run))
                 continue
             entry["scores_checked"] = check_scores(run, path)
+            rows[path] = results.summary_row(run, path.relative_to(outputs))  # reads the scores (tied cells)
+            if derive is not None:
+                derive(run, entry["sha256"])
+                if results.track(run) == "image":  # the tabular tables resample the scores themselves
+                    for name in SCORE_ARRAYS:
+                        run.pop(name, None)
             key = a["run_key"]
             if key in complete:
                 held = complete[key]
@@ -397,7 +407,7 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
             complete[key] = (path, run)
     used = []
     for path, run in complete.values():
-        row = results.summary_row(run, path.relative_to(outputs))
+        row = rows[path]
         row["file_sha256"] = entries[path]["sha256"]
         used.append((path, run, row))
     check_rows(used)
@@ -420,21 +430,26 @@ def _gather(outputs: Path, dirs: dict[str, Path], scope: str):
 RUN_ORDER = ["dataset", "ordering", "model", "backbone", "weights", "protocol", "seed", "run_key"]
 
 
-def collect(outputs: Path, dataset: str) -> Collection:
+def collect(outputs: Path, dataset: str, derive: Callable[[dict, str], None] | None = None) -> Collection:
     """Every run under outputs/<dataset>/runs (or every dataset's, for "all"), checked; see the module doc.
 
     For DATASET=multi the other datasets' complete runs come along as `reference`: InCLAD picks the methods the
     MultiDataset rows average over from single-dataset results.
+    `derive(run, file_sha256)`: called on each complete file once it is checked, to store in the run dict what
+    the tables need of its per-image scores (bench.report.aggregate: the bootstrap intervals); the image runs'
+    scores/* arrays are then dropped from `details` (memory: one run's scores at a time, not every run's).
+    Without it every array is kept.
     """
     outputs = Path(outputs)
     dirs = result_dirs(outputs, dataset)
-    rows, details, missing, inputs = _gather(outputs, dirs, "tables")
+    rows, details, missing, inputs = _gather(outputs, dirs, "tables", derive)
     if not rows:
         raise BenchError(f"{outputs}/{dataset}/runs: no complete runs ({len(missing)} incomplete or failed)")
     reference = pd.DataFrame()
     if dataset == MULTI:
         others = {d: p for d, p in result_dirs(outputs, "all").items() if d != MULTI}
-        ref_rows, _, _, ref_inputs = _gather(outputs, others, "selection")
+        # only their rows are used: nothing to derive, and their scores go as soon as each row is made
+        ref_rows, _, _, ref_inputs = _gather(outputs, others, "selection", derive and (lambda run, sha: None))
         inputs += ref_inputs
         reference = sort_frame(pd.DataFrame(ref_rows), RUN_ORDER) if ref_rows else pd.DataFrame()
     runs = sort_frame(pd.DataFrame(rows), RUN_ORDER)

@@ -13,6 +13,7 @@ The files are made by the same writer as real runs (bench.results.write_run), wi
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -76,7 +77,9 @@ def _aggregate_child(outputs: str, formats: tuple) -> dict:
     before = peak_rss_mb()
     t0 = time.perf_counter()
     aggregate(Path(outputs), "all", Options(figure_formats=formats), log=lambda *_: None)
-    return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before)}
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before),
+            "load_avg": round(os.getloadavg()[1], 1)}  # the 5-minute load it ran under: a shared machine's
+    # seconds are an upper bound on an idle one's, and aggregate uses every CPU (bench.report.drawing)
 
 
 @benchmark("aggregate_1000")
@@ -97,4 +100,4 @@ def aggregate_1000(args) -> dict:
         size = sum(p.stat().st_size for p in outputs.glob("*/runs/*.h5")) / 1e6
     return {"files": n, "files_mb": round(size), "write_files_s": round(made_s, 1), "aggregate_s": first["seconds"],
             "aggregate_peak_mb": first["peak_mb"], "after_one_more_s": again["seconds"],
-            "after_one_more_peak_mb": again["peak_mb"]}
+            "after_one_more_peak_mb": again["peak_mb"], "load_avg": first["load_avg"]}
