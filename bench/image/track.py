@@ -250,7 +250,7 @@ def check_pointwise(cfg: RunConfig, protocol, split, scores: np.ndarray, batches
         raise NumericalError(f"{cfg.model}: image scores depend on the batch they are scored in (test image {i} "
                              f"of {split.name}: {alone[list(probe).index(i)]:.6g} alone, {scores[i]:.6g} in its "
                              f"batch of up to {cfg.image.batch_size}; relative gap {gap:.2g}); its ROC-AUC would "
-                             "depend on --batch-size: make its predict pointwise (docs/models.md, \"Your own "
+                             "depend on --batch-size: make its predict pointwise (docs/extending.md, \"Your own "
                              "detector\")")
 
 
