@@ -362,7 +362,8 @@ class RunConfig:
     def validate(self, *, tasks: bool = True) -> "RunConfig":
         """Check every run-level setting (type, range, choices) and return self; ConfigError names the setting
         and what is allowed. `tasks=False` skips the task list (not known before the dataset is read). The model's
-        hyperparameters are checked by its registry spec (`bench.models.resolve_hparams`, in `runner.prepare`)."""
+        hyperparameters are checked by its registry spec (`ModelSpec.resolve`, called by the track's prepare that
+        `runner.prepare` dispatches to: `bench.image.track.prepare_image`, `bench.tabular.track.prepare_tabular`)."""
         self.root = str(Path(self.root).expanduser())  # every reader then sees the same path
         if not isinstance(self.inputs, tuple(INPUTS.values())):
             raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")

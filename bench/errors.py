@@ -30,3 +30,11 @@ class CheckpointError(BenchError):
 
 class NumericalError(BenchError):
     """A model produced NaN or infinite scores or maps: no ROC-AUC of them would mean anything."""
+
+
+class NonFiniteLossError(BenchError):
+    """Training diverged: the loss became NaN or infinite (the model would be garbage)."""
+
+
+class ProvenanceError(BenchError):
+    """A result file cannot be published: no provenance, unknown schema, or conflicting duplicates."""

@@ -1,4 +1,5 @@
 """The HDF5 result schema: one file per run, written atomically; `load` turns files into a DataFrame.
+(docs/results.md holds the schema as a table, one row per attribute and dataset.)
 
 Schema (bench.config.SCHEMA_VERSION, 3), everything a table needs to be traced back to the run that made it:
   attrs     schema_version, run_key, run_name, status (running|complete|failed), steps_done, n_tasks,

@@ -57,6 +57,15 @@ def model_extractor(layers=MODEL_LAYERS, batch_size: int | None = 8):
     return FeatureExtractor("resnet18", "none", layers, torch.device("cpu"), progress=False, **kw)
 
 
+def create(name: str, extractor, image_size: int, **overrides):
+    """Detector `name` built by its registry spec: the spec's defaults with `overrides` type- and range-checked,
+    as a run resolves them (no preset: the model's default)."""
+    from bench.registry import get
+
+    spec = get(name)
+    return spec.factory(extractor, image_size=image_size, **spec.resolve(overrides))
+
+
 def task_split_pair(root, task, size=64):
     """(train, test) splits of one task of a synthetic benchmark at `root`."""
     from bench.data import read_index

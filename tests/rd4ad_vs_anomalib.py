@@ -21,7 +21,7 @@ from textures import splits
 
 from bench.features import FeatureExtractor
 from bench.metrics import roc_auc
-from bench.models import create
+from helpers import create
 from bench.models.rd4ad import cosine_loss, cosine_map
 
 LAYERS = ("layer1", "layer2", "layer3")

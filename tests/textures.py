@@ -120,7 +120,7 @@ def image_auroc(model: str, root: Path, task: str, size: int, seed: int = 0, **s
 
     from bench.features import FeatureExtractor, ImageSource
     from bench.metrics import roc_auc
-    from bench.models import create
+    from helpers import create
     from bench.registry import get
 
     spec = get(model)

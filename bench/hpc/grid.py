@@ -152,6 +152,7 @@ def _check_replay_size(grid: Grid, data: dict) -> None:
 def _check_validation_models(path: Path, data: dict, models: dict) -> None:
     """A validation grid runs no model that built the scenario (its FC1-FC5 and orderings were computed on the
     same test splits, so those models would validate their own choices); only a construction-check grid may."""
+    from bench.registry import specs
     from bench.tabular.scenario import MODELS as CONSTRUCTION_MODELS
 
     check = data.get("construction_check", False)
@@ -159,8 +160,9 @@ def _check_validation_models(path: Path, data: dict, models: dict) -> None:
         raise ConfigError(f"{path}: construction_check must be true or false, got {check!r}")
     bad = [m for m in models if m in CONSTRUCTION_MODELS]
     if bad and not check:
+        validators = ", ".join(m for m in specs("tabular") if m not in CONSTRUCTION_MODELS)
         raise ConfigError(f"{path}: {', '.join(bad)} built the scenario (construction models) and cannot validate "
-                          f"it; use vae, deepsvdd, dagmm, neutralad, or a construction-check grid "
+                          f"it; use {validators}, or a construction-check grid "
                           f"(construction_check: true, e.g. jobs/tabular-synthetic-construction-check.yaml)")
 
 
@@ -216,8 +218,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
     from bench.data.stream import build_run_config
-    from bench.models import check_model, implemented
-    from bench.registry import get
+    from bench.registry import get, specs
 
     models = filter_axis(list(grid.models), selection.models, "models", grid)
     if grid.track == "tabular":
@@ -225,9 +226,9 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
         return unique_keys(grid, _expand_tabular(grid, profile, selection, models, root, runs_dir, log))
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
-            check_model(model)
+            get(model)
         except BenchError as e:
-            ready = ",".join(m for m in grid.models if m in implemented()) or "<none yet>"
+            ready = ",".join(m for m in grid.models if m in specs()) or "<none yet>"
             raise ConfigError(f"{grid.path}: {e}; restrict the grid to implemented models: MODELS={ready} "
                               f"(--models {ready})") from None
     planned = []
@@ -330,13 +331,12 @@ def estimate_memory(run) -> MemoryEstimate:
     """A run's peak host memory from its tasks' image counts, backbone, image size and what its detector's spec
     declares: its largest batch pass (`ModelSpec.memory_bytes`), which training features it caches
     (`ModelSpec.train_features`) and its own host state (`ModelSpec.host_state_bytes`)."""
-    from bench.models import model_layers
     from bench.registry import HostRun, get
 
     cfg, image = run.config, run.config.image
     spec = get(cfg.model)
     size = image.image_size
-    layers = model_layers(cfg.model, cfg.hparams)
+    layers = spec.layers(cfg.hparams)
     dims = tuple((CHANNELS[image.backbone][layer], (-(-size // STRIDES[layer])) ** 2) for layer in layers)
     per_image = sum(c * p for c, p in dims) * (2 if image.feature_dtype == "float16" else 4)
     n_train = tuple(len(run.splits[t].train) for t in cfg.tasks)

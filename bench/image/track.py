@@ -32,7 +32,6 @@ from bench.errors import ConfigError, NumericalError
 from bench.features import FeatureExtractor, ImageSource, cache_budget, resolve_weights, scratch_dir
 from bench.image.protocols import check_protocol, make_protocol
 from bench.metrics import PixelRocAuc, normalized_pr_auc, pointwise_gap, roc_auc
-from bench.models import build_detector, model_layers, resolve_hparams
 from bench.registry import get as model_spec
 from bench.training.loop import Heartbeat
 
@@ -55,25 +54,24 @@ class ImageTrack:
 
     def start(self, cfg: RunConfig, device, progress: bool, log, out_dir: Path) -> None:
         self.log = log  # evaluation's heartbeat where no progress bar is drawn
-        image = cfg.image
-        if model_spec(cfg.model).inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
+        image, spec = cfg.image, model_spec(cfg.model)
+        if spec.inputs != "features":  # raw images: no backbone, no ImageNet normalisation imposed
             self.extractor = ImageSource(device, batch_size=image.batch_size, workers=image.workers,
                                          progress=progress)
             return
-        self.extractor = FeatureExtractor(image.backbone, image.weights, model_layers(cfg.model, cfg.hparams),
+        self.extractor = FeatureExtractor(image.backbone, image.weights, spec.layers(cfg.hparams),
                                           device, seed=cfg.seed, batch_size=image.batch_size, workers=image.workers,
                                           progress=progress, cache_budget=cache_budget(image.cache_budget),
                                           cache_dtype=image.feature_dtype, spill_dir=scratch_dir(out_dir),
-                                          generation=model_spec(cfg.model).imagenet_generation(cfg.preset))
+                                          generation=spec.imagenet_generation(cfg.preset))
         self.extractor.model  # load the backbone's weights now: a bad weights file fails before anything is written
         if image.weights == "none":
             log("note: weights=none — the backbone is randomly initialised (seeded); numbers are not comparable "
                 "to ImageNet-pretrained results")
 
     def protocol(self, cfg: RunConfig):
-        return make_protocol(cfg.protocol, build_detector(cfg.model, self.extractor, cfg.image.image_size,
-                                                          cfg.hparams),
-                             cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
+        detector = model_spec(cfg.model).factory(self.extractor, image_size=cfg.image.image_size, **cfg.hparams)
+        return make_protocol(cfg.protocol, detector, cfg.seed, [len(self.splits[t].train) for t in cfg.tasks])
 
     def drop_training(self, task: str) -> None:
         """NCL's hint: this task's training images are never read again (its test images are)."""
@@ -108,7 +106,7 @@ def prepare_image(config: RunConfig) -> tuple[ImageTrack, str]:
     spec, image = model_spec(config.model), config.image
     check_protocol(config.protocol, spec)
     asked = spec.preset_name(config.preset)
-    config.hparams = resolve_hparams(config.model, config.hparams, asked)
+    config.hparams = spec.resolve(config.hparams, asked)
     _resolve_loading(image, spec, asked)
     # the preset the values are, not the name asked: one run key, one recorded name (docs/models.md, "Presets");
     # only presets that load images as this run did count (the loading is part of what a preset ran)
@@ -252,7 +250,7 @@ def check_pointwise(cfg: RunConfig, protocol, split, scores: np.ndarray, batches
         raise NumericalError(f"{cfg.model}: image scores depend on the batch they are scored in (test image {i} "
                              f"of {split.name}: {alone[list(probe).index(i)]:.6g} alone, {scores[i]:.6g} in its "
                              f"batch of up to {cfg.image.batch_size}; relative gap {gap:.2g}); its ROC-AUC would "
-                             "depend on --batch-size: make its predict pointwise (docs/models.md, \"Your own "
+                             "depend on --batch-size: make its predict pointwise (docs/extending.md, \"Your own "
                              "detector\")")
 
 

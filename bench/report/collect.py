@@ -29,7 +29,7 @@ import pandas as pd
 
 from bench import results
 from bench.config import READABLE_SCHEMAS, RunConfig
-from bench.errors import BenchError
+from bench.errors import BenchError, ProvenanceError
 from bench.io import file_sha256
 from bench.metrics import normalized_pr_auc, roc_auc
 from bench.report.render import MULTI, sort_frame
@@ -50,10 +50,6 @@ SHOWN_ATTRS = ("device", "finished_at", "slurm_job_id", "slurm_array_job_id", "s
                "container_image", "container_runtime", "container_digest")
 STATUSES = ("running", "complete", "failed")
 MAX_TASKS = 10_000
-
-
-class ProvenanceError(BenchError):
-    """A result file cannot be published: no provenance, unknown schema, or conflicting duplicates."""
 
 
 @dataclass

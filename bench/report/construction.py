@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.report.collect import ProvenanceError
+from bench.errors import ProvenanceError
 from bench.tabular.filtering import CRITERIA
 from bench.tabular.orderings import FAMILIES, ORDERINGS
 

@@ -34,8 +34,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from bench.errors import ProvenanceError
 from bench.metrics import continual_roc_auc, forgetting, forgetting_released
-from bench.report.collect import ProvenanceError
 from bench.report.intervals import BLOCK, placement_flips, r_samples, run_length_stats, stream_blocks
 from bench.report.render import markdown_table
 

@@ -19,7 +19,7 @@ from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.data.reuse import reuse_reads
 from bench.errors import ConfigError, DatasetError
-from bench.models import implemented
+from bench.registry import specs
 from bench.scenarios.rank import STE_COLUMNS
 
 STE_METHODS = ("patchcore", "padim", "cfa")  # InCLAD's three single-task experts
@@ -27,13 +27,13 @@ STE_METHODS = ("patchcore", "padim", "cfa")  # InCLAD's three single-task expert
 
 def default_methods() -> list[str]:
     """The STE methods implemented so far (all three once PaDiM and CFA land)."""
-    return [m for m in STE_METHODS if m in implemented()]
+    return [m for m in STE_METHODS if m in specs()]
 
 
 def check_methods(methods: list[str]) -> list[str]:
     for m in methods:
-        if m not in implemented():
-            raise ConfigError(f"unknown method {m!r} (valid: {', '.join(implemented())})")
+        if m not in specs():
+            raise ConfigError(f"unknown method {m!r} (valid: {', '.join(specs())})")
     if not methods:
         raise ConfigError(f"no STE method is implemented yet (need one of {', '.join(STE_METHODS)})")
     return methods

@@ -86,11 +86,11 @@ class Naive(Protocol):
         self.detector.load_state_dict(state["detector"])
         self.step_, self.batches_ = state["step"], [tuple(b) for b in state["batches"]]
 
-    def record(self, arrays: dict, step: int, n_tasks: int, tasks: list[str] | None = None) -> None:
+    def record(self, arrays: dict, step: int, n_tasks: int) -> None:
         """`scoring/batch_records` [step, task]: records in the scoring call of each number (transductive only)."""
         if not self.transductive or not self.batches_:
             return
-        order = tasks or list(dict.fromkeys(t for _, t, _ in self.batches_))
+        order = list(dict.fromkeys(t for _, t, _ in self.batches_))
         out = arrays.setdefault("scoring/batch_records", np.zeros((n_tasks, n_tasks), dtype=np.int64))
         for s, task, n in self.batches_:
             out[s, order.index(task)] = n
@@ -131,10 +131,10 @@ class Replay(Naive):
         self.rows_ = {task: np.asarray(rows) for task, rows in state["rows"].items()}
         self.composition_ = dict(state["composition"])
 
-    def record(self, arrays: dict, step: int, n_tasks: int, tasks: list[str] | None = None) -> None:
+    def record(self, arrays: dict, step: int, n_tasks: int) -> None:
         """Also `replay/composition` [step, task]: past records of each task trained on at each step."""
-        super().record(arrays, step, n_tasks, tasks)
-        order = tasks or list(self.rows_)
+        super().record(arrays, step, n_tasks)
+        order = list(self.rows_)
         out = arrays.setdefault("replay/composition", np.zeros((n_tasks, n_tasks), dtype=np.int64))
         for task, count in self.composition_.items():
             out[step, order.index(task)] = count

@@ -30,7 +30,7 @@ from torch import nn
 from tqdm import tqdm
 
 from bench import checkpoint
-from bench.errors import BenchError, CheckpointError
+from bench.errors import CheckpointError, NonFiniteLossError
 
 
 # Where no progress bar is drawn (a SLURM log is not a terminal) a long phase logs a line at most this often, so a
@@ -52,10 +52,6 @@ class Heartbeat:
             return False
         self.last = now
         return True
-
-
-class NonFiniteLossError(BenchError):
-    """Training diverged: the loss became NaN or infinite (the model would be garbage)."""
 
 
 @dataclass

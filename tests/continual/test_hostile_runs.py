@@ -17,10 +17,9 @@ import torch
 from bench import checkpoint, results
 from bench.continual.runner import execute, prepare
 from bench.io import write_text_atomic
-from bench.models import create
 from bench.registry import get
 from bench.training.loop import TrainContext
-from helpers import Killed, make_run_config, one_error_line, model_extractor, task_split_pair
+from helpers import Killed, create, make_run_config, model_extractor, one_error_line, task_split_pair
 
 TASKS = ["chip", "stripes"]
 QUIET = {"progress": False, "log": lambda *_: None}

@@ -1,4 +1,4 @@
-"""Detectors from outside: the example package of docs/models.md ("Your own detector"), installed with pip into a
+"""Detectors from outside: the example package of docs/extending.md ("Your own detector"), installed with pip into a
 temporary folder (offline, the shared environment untouched), runs through `bench run` and the result reader; a
 broken plugin is one line naming its distribution and entry point for the command that asks for it, and never
 stops one that does not; a plugin's spec is checked at registration and cannot replace a built-in's."""
@@ -19,9 +19,10 @@ GROUP = "bench.detectors"
 
 
 def _example_files() -> dict[str, str]:
-    """{file name: content} of the fenced blocks under a bold file name in docs/models.md's plugin section."""
-    text = (REPO / "docs" / "models.md").read_text()
-    section = text[text.index("\n# Your own detector"):]
+    """{file name: content} of the fenced blocks under a bold file name in docs/extending.md's detector section."""
+    text = (REPO / "docs" / "extending.md").read_text()
+    section = text[text.index("\n## Your own detector"):]
+    section = section[:section.index("\n## ", 1)]  # up to the next section (datasets)
     return dict(re.findall(r"^\*\*(\S+)\*\*\n\n```\w*\n(.*?)^```", section, flags=re.M | re.S))
 
 
@@ -39,7 +40,7 @@ def plugin_site(tmp_path_factory) -> Path:
     """The docs' example package, built and installed by pip into a folder of its own (no network, no build
     isolation: the environment's setuptools builds it; nothing is installed into the environment)."""
     files = _example_files()
-    assert set(files) == {"pyproject.toml", "meandist_bench.py"}, "docs/models.md's example lost a file"
+    assert set(files) == {"pyproject.toml", "meandist_bench.py"}, "docs/extending.md's example lost a file"
     base = tmp_path_factory.mktemp("plugin")
     package, site = base / "meandist", base / "site"
     package.mkdir()

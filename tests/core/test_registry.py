@@ -3,7 +3,6 @@
 import pytest
 
 from bench.errors import ConfigError
-from bench.models import implemented, resolve_hparams
 from bench.registry import INCLAD_MODELS, get, specs
 
 
@@ -18,7 +17,7 @@ def test_registered_detectors_come_in_inclad_order_then_by_name(monkeypatch):
     names = list(specs())
     assert names[:len(INCLAD_MODELS)] == list(INCLAD_MODELS)
     assert names.index("aa_early") < names.index("zz_late") and len(INCLAD_MODELS) <= names.index("aa_early")
-    assert {"patchcore", "padim", "cfa"} <= set(implemented())
+    assert {"patchcore", "padim", "cfa"} <= set(specs())
 
 
 @pytest.mark.parametrize("name", list(specs()))
@@ -37,19 +36,19 @@ def test_defaults_pass_their_own_checks(name):
 ])
 def test_bad_value_names_key_value_and_range(model, key, value):
     with pytest.raises(ConfigError) as err:
-        resolve_hparams(model, {key: value})
+        get(model).resolve({key: value})
     assert key in str(err.value) and repr(value) in str(err.value) and "expected" in str(err.value)
 
 
 def test_values_are_canonicalised():
-    assert resolve_hparams("patchcore", {"n_starts": "4", "coreset_ratio": 1})["n_starts"] == 4
-    assert isinstance(resolve_hparams("patchcore", {"coreset_ratio": 1})["coreset_ratio"], float)
-    assert resolve_hparams("cfa", {"layers": "layer3,layer1"})["layers"] == ["layer1", "layer3"]
+    assert get("patchcore").resolve({"n_starts": "4", "coreset_ratio": 1})["n_starts"] == 4
+    assert isinstance(get("patchcore").resolve({"coreset_ratio": 1})["coreset_ratio"], float)
+    assert get("cfa").resolve({"layers": "layer3,layer1"})["layers"] == ["layer1", "layer3"]
 
 
 def test_unknown_and_unimplemented_names_list_the_valid_ones():
     with pytest.raises(ConfigError, match="valid: .*coreset_ratio"):
-        resolve_hparams("patchcore", {"coreset": 0.1})
+        get("patchcore").resolve({"coreset": 0.1})
     with pytest.raises(ConfigError, match="valid:"):
         get("nope")
 
@@ -173,3 +172,12 @@ def test_the_torch_free_names_are_the_registered_detectors():
     from bench.registry import names
 
     assert names() == tuple(specs())
+
+
+def test_bench_models_holds_no_aliases_of_the_registry():
+    """Callers ask the registry's spec (resolve, layers, factory): a second spelling in bench.models would drift."""
+    import inspect
+
+    import bench.models
+
+    assert [n for n, v in vars(bench.models).items() if inspect.isfunction(v)] == []

@@ -14,7 +14,7 @@ import torch
 from bench.continual.runner import execute, prepare
 from bench.errors import ConfigError
 from bench.features import FeatureCache, cache_budget, parse_bytes
-from bench.models import model_layers, resolve_hparams
+from bench.registry import get
 from helpers import model_extractor, task_split_pair
 
 TASKS = ["chip", "stripes", "disc"]
@@ -30,7 +30,7 @@ def _run(tmp_path, make_config, root, name, **kw):
 def _bytes_per_image(model, root):
     """Cached bytes of one image at the runs' default storage (float32: the inclad presets' feature_dtype)."""
     train, _ = task_split_pair(root, TASKS[0], 64)
-    extractor = model_extractor(model_layers(model, resolve_hparams(model)))
+    extractor = model_extractor(get(model).layers(get(model).resolve()))
     stored = FeatureCache(dtype="float32").stored
     return sum(stored(f[0]).nbytes for f in extractor(train, np.arange(1)))
 
@@ -128,7 +128,7 @@ def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
     def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32", preset=None):
         tasks = [f"t{i}" for i in range(12)]
         cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, protocol=protocol,
-                        hparams=resolve_hparams(model, preset=preset), inputs=ImageInputs(backbone=backbone, feature_dtype=feature_dtype))
+                        hparams=get(model).resolve(preset=preset), inputs=ImageInputs(backbone=backbone, feature_dtype=feature_dtype))
         return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 722,
                                                                                         test=[0] * 180)
                                                                    for t in tasks}))
@@ -157,11 +157,11 @@ def test_the_grid_estimate_of_a_raw_image_detector_is_its_own(tmp_path):
     def est(model, size):
         tasks = ["a", "b"]
         cfg = RunConfig(dataset="visa", root=".", model=model, tasks=tasks, protocol="cl",
-                        hparams=resolve_hparams(model), inputs=ImageInputs(backbone="none", image_size=size))
+                        hparams=get(model).resolve(), inputs=ImageInputs(backbone="none", image_size=size))
         return estimate_memory(SimpleNamespace(config=cfg, splits={t: SimpleNamespace(train=[0] * 100,
                                                                                         test=[0] * 50)
                                                                    for t in tasks}))
 
     big = est("ganomaly", 1024)
     assert big.peak(16 * GIB) > 16 * GIB  # refused under a 16 GB request
-    assert big.fixed > get("ganomaly").memory_bytes(1024, 32, resolve_hparams("ganomaly"))
+    assert big.fixed > get("ganomaly").memory_bytes(1024, 32, get("ganomaly").resolve())

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from bench.image.protocols import make_protocol
-from bench.models import create
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 LAYERS = {"patchcore": ("layer2", "layer3"), "padim": ("layer1", "layer2", "layer3")}
 

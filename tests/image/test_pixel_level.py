@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from bench.metrics import PixelRocAuc
-from bench.models import create
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 LAYERS = {"patchcore": ("layer2", "layer3"), "padim": ("layer1", "layer2", "layer3")}
 

@@ -20,8 +20,7 @@ from bench.data import read_index
 from bench.data.images import MaskWarning, header_size, load_image, load_mask
 from bench.data.tasks import task_splits
 from bench.errors import ConfigError, DatasetError
-from bench.models import create
-from helpers import model_extractor
+from helpers import create, model_extractor
 
 def _save(path, arr, **kw):
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,7 @@ from sklearn.metrics import roc_auc_score
 from bench.continual.runner import execute, prepare
 from bench.image.track import update_pixel_metric
 from bench.metrics import PixelRocAuc
-from bench.models import create
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 LAYERS = ("layer1", "layer2", "layer3")
 

@@ -19,9 +19,8 @@ from bench.errors import ConfigError
 from bench.metrics import roc_auc
 from bench.models import cfa as cfa_module
 from bench.models.cfa import MARGIN, NU, patch_scores, soft_boundary_loss
-from bench.models import create
 from bench.registry import get
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 def _samples(split):
     return [(split, i) for i in range(len(split))]

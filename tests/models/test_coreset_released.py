@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bench.models import create
 from bench.models.ops.coreset import greedy_coreset, random_projection
-from helpers import model_extractor
+from helpers import create, model_extractor
 
 
 def released_loop(features: np.ndarray, weights: np.ndarray, starts, k: int) -> list[int]:

@@ -12,9 +12,9 @@ from bench.cli import main
 from bench.models.efficientad.distill import distill_teacher
 from bench.features import ImageSource
 from bench.io import file_sha256
-from bench.models import create, get
+from bench.registry import get
 from bench.models.efficientad.pdn import load_teacher
-from helpers import one_error_line, cli_stdout, task_split_pair
+from helpers import cli_stdout, create, one_error_line, task_split_pair
 
 
 @pytest.mark.slow

@@ -16,10 +16,10 @@ from bench.data import read_index
 from bench.errors import BenchError, ConfigError, WeightsError
 from bench.features import ImageSource
 from bench.metrics import bwt, roc_auc
-from bench.models import create, get
+from bench.registry import get
 from bench.models.efficientad.detector import hard_feature_loss, quantile
 from bench.models.efficientad.pdn import Autoencoder, pdn_output_size, pdn_small
-from helpers import task_split_pair
+from helpers import create, task_split_pair
 
 SIZE = 48
 QUICK = get("efficientad").quick
@@ -168,7 +168,7 @@ def test_a_size_the_unpadded_pdn_cannot_take_is_one_line():
     import torch
 
     from bench.features import ImageSource
-    from bench.models import create
+    from helpers import create
 
     source = ImageSource(torch.device("cpu"), batch_size=4, progress=False)
     with pytest.raises(ConfigError, match=r"--image-size 32: its unpadded PDN needs at least 33 px"):

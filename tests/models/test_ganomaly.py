@@ -12,9 +12,9 @@ import torch
 from bench.errors import ConfigError
 from bench.features import ImageSource
 from bench.metrics import bwt, roc_auc
-from bench.models import create, get
+from bench.registry import get
 from bench.models.ganomaly import Discriminator, Generator, generator_loss
-from helpers import task_split_pair
+from helpers import create, task_split_pair
 
 SIZE = 32
 QUICK = get("ganomaly").quick

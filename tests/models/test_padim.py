@@ -15,8 +15,7 @@ from bench.metrics import roc_auc
 from bench.models.base import route
 from bench.models.padim import mahalanobis
 from bench.tools.perf.models import padim_batched, padim_reference
-from bench.models import create
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 @pytest.mark.parametrize("batch_size", [4, 64])
 def test_batched_mahalanobis_equals_per_location_loop(batch_size):

@@ -155,8 +155,7 @@ def test_run_defaults_are_table_6s():
 def test_patchcore_cl_routes_by_the_mean_patch_distance(tiny_root):
     """App. C.1: j*(x) = argmin_j mean_z d_NN(z, C_j). PatchCore has no route_by: its rule is fixed."""
     assert "route_by" not in get("patchcore").params
-    from bench.models import create
-    from helpers import model_extractor, task_split_pair
+    from helpers import create, model_extractor, task_split_pair
 
     protocol = create("patchcore", model_extractor(("layer2", "layer3"), batch_size=None), 64).continual(seed=0)
     splits = {t: task_split_pair(tiny_root, t, 64) for t in ("disc", "checker")}

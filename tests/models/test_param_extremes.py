@@ -16,9 +16,8 @@ import torch
 
 from bench.errors import BenchError
 from bench.features import ImageSource
-from bench.models import create
 from bench.registry import get, specs
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 pytestmark = pytest.mark.slow  # about 100 tiny fits
 

@@ -17,10 +17,9 @@ from bench.models.ops.blur import gaussian_blur
 from bench.models.ops.coreset import greedy_coreset
 from bench.models.ops.knn import nn_distance
 
-from bench.models import create
 from bench.models.base import local_patch_features
 from bench.models.patchcore import released_patch_features
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 
 def reference_greedy(x, k, starts=None, weights=None):

@@ -65,8 +65,7 @@ def test_bottleneck_and_decoder_use_the_official_initialisation():
 @pytest.mark.parametrize("size", [32, 48, 100])
 def test_sizes_the_decoder_cannot_mirror_are_refused(size):
     from bench.errors import ConfigError
-    from bench.models import create
-    from helpers import model_extractor
+    from helpers import create, model_extractor
 
     with pytest.raises(ConfigError, match=f"multiple of 32 and at least 64.*got {size}"):
         create("rd4ad", model_extractor(), size)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bench.models import create
 from bench.models.stfpm import feature_distances, layer_grid_prediction, product_map, pyramid_loss
-from helpers import model_extractor, task_split_pair
+from helpers import create, model_extractor, task_split_pair
 
 
 def test_loss_and_map_equal_references():

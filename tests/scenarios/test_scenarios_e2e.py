@@ -15,7 +15,7 @@ from bench.cli import main
 from bench.data import manifest
 from bench.data.synthetic import generate
 from bench.hpc.grid import REPO
-from bench.models import implemented
+from bench.registry import specs
 
 
 @pytest.mark.slow
@@ -23,7 +23,7 @@ def test_make_scenarios_writes_a_manifest_that_run_uses(tmp_path, monkeypatch):
     root = generate(tmp_path / "synthetic", preset="tiny", seed=0, n_tasks=2)
     scen, out = tmp_path / "scenarios", tmp_path / "out"
     env = {**os.environ, "BENCH_SCENARIOS_DIR": str(scen)}
-    methods = [m for m in ("patchcore", "padim") if m in implemented()]  # CFA trains for ~1 min per concept
+    methods = [m for m in ("patchcore", "padim") if m in specs()]  # CFA trains for ~1 min per concept
     # -o: never (re)build the venv stamp from a test; PY: the interpreter running the tests
     cmd = ["make", "-s", "-o", ".venv/.installed", "scenarios", "DATASET=synthetic", f"ROOT={root}",
            f"SCENARIOS_OUT={out}", f"PY={sys.executable}",

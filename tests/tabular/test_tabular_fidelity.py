@@ -40,7 +40,14 @@ def test_every_tabular_grid_validates_with_other_models_than_construction():
     assert checks == ["tabular-synthetic-construction-check.yaml"]  # the one place construction models run
 
 
-def test_a_construction_model_in_a_validation_grid_is_one_line_naming_the_grid(tmp_path):
+def test_a_construction_model_in_a_validation_grid_is_one_line_naming_the_grid(tmp_path, monkeypatch):
+    import dataclasses
+
+    from bench import registry
+
+    # a tabular detector registered later (a plugin) is offered as a validator: the list comes from the registry
+    monkeypatch.setitem(registry._SPECS, "zz_validator",
+                        dataclasses.replace(registry.get("vae", "tabular"), name="zz_validator"))
     data = yaml.safe_load(grids.grid_path("tabular-synthetic").read_text())
     data["models"]["iforest"] = {}
     path = tmp_path / "tabular-synthetic.yaml"
@@ -49,6 +56,8 @@ def test_a_construction_model_in_a_validation_grid_is_one_line_naming_the_grid(t
                                           r"tabular-synthetic-construction-check.yaml") as err:
         grids.load_grid("tabular-synthetic", path)
     assert "\n" not in str(err.value)
+    offered = str(err.value).split("; use ")[1].split(", or a construction-check grid")[0].split(", ")
+    assert set(offered) == VALIDATION_MODELS | {"zz_validator"}
     data["construction_check"] = "yes"
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match="construction_check must be true or false"):

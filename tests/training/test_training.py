@@ -16,11 +16,10 @@ from bench.data import read_index
 from bench.errors import ConfigError
 from bench.image.protocols import Replay, make_protocol
 from bench.metrics import roc_auc, summarize
-from bench.models import create
 from bench.registry import get
 from bench.training.loop import NonFiniteLossError, TrainContext, record_losses
 from bench.training.replay import default_replay_size
-from helpers import Killed, model_extractor, task_split_pair
+from helpers import Killed, create, model_extractor, task_split_pair
 
 GRADIENT = ("stfpm", "fastflow", "rd4ad", "paste")
 QUIET = {"progress": False, "log": lambda *_: None}

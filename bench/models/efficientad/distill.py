@@ -23,7 +23,8 @@ from bench.features import create_backbone
 from bench.models.base import local_patch_features
 from bench.models.efficientad.detector import image_files
 from bench.models.efficientad.pdn import pdn_output_size, pdn_small, save_teacher
-from bench.training.loop import NonFiniteLossError, seeded
+from bench.errors import NonFiniteLossError
+from bench.training.loop import seeded
 
 BACKBONE = "wide_resnet50_2"
 STATS_IMAGES = 64  # images whose targets fix the per-channel normalisation

@@ -1,4 +1,5 @@
-"""Tabular detectors (phase 1 of the CAD framework: Autoencoder, Isolation Forest, AE1SVM), one file each.
+"""Tabular detectors, one file each: the CAD framework's construction detectors (CONSTRUCTION_MODELS, below)
+and the detectors that validate its scenarios; `bench.registry.specs("tabular")` lists them all.
 
 Each registers a `ModelSpec(track="tabular")` in bench.registry; `factory(**hparams)` returns an object
 with the tabular contract of base.TabularDetector.

@@ -108,10 +108,11 @@ def cpu_extractor(layers, batch_size: int = 32):
 def cpu_detector(name: str, image_size: int, *, batch_size: int = 32, **hparams):
     """Detector `name` with its registry defaults (bench.registry) overridden by `hparams`, on a
     `cpu_extractor` of the layers it uses."""
-    from bench.models import build_detector, model_layers, resolve_hparams
+    from bench.registry import get
 
-    params = resolve_hparams(name, hparams)
-    return build_detector(name, cpu_extractor(model_layers(name, params), batch_size), image_size, params)
+    spec = get(name)
+    params = spec.resolve(hparams)
+    return spec.factory(cpu_extractor(spec.layers(params), batch_size), image_size=image_size, **params)
 
 
 # ---------------------------------------------------------------- pixel_auc

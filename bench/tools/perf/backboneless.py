@@ -19,13 +19,14 @@ def _child(name: str, size: int, n_train: int, n_test: int) -> dict:
     import torch
 
     from bench.features import ImageSource
-    from bench.models import create
+    from bench.registry import get
 
     with tempfile.TemporaryDirectory() as tmp:
         train, test = next(iter(synthetic_splits(Path(tmp) / "syn", size, 1, n_train, n_test).values()))
         source = ImageSource(torch.device("cpu"), batch_size=16, progress=False)
         before = peak_rss_mb()
-        det = create(name, source, size, epochs=1).fit(train, seed=0)  # warm-up epoch
+        spec = get(name)
+        det = spec.factory(source, image_size=size, **spec.resolve({"epochs": 1})).fit(train, seed=0)  # warm-up
         t0 = time.perf_counter()
         det.fit(train, seed=1)
         epoch_s = time.perf_counter() - t0

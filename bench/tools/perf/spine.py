@@ -90,9 +90,10 @@ def _patchcore_fit(extractor, train, test, size: int, embedding: str, per_step: 
     """Fit + predict of one PatchCore configuration; `per_step`: with the previous coreset loop."""
     import bench.models.patchcore as patchcore
     from bench.metrics import roc_auc
-    from bench.models import create
+    from bench.registry import get
 
-    model = create("patchcore", extractor, size, embedding=embedding)
+    spec = get("patchcore")
+    model = spec.factory(extractor, image_size=size, **spec.resolve({"embedding": embedding}))
     chosen = patchcore.greedy_coreset
     if per_step:
         patchcore.greedy_coreset = lambda x, k, generator, n_starts: per_step_greedy(
