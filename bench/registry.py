@@ -33,7 +33,7 @@ from bench.tracks import DETECTOR_PACKAGES
 # business (specs(), names()), not this tuple's.
 INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "paste", "fastflow", "ganomaly")
 # Detectors from other packages: an entry point of this group, named after the detector, whose value is the module
-# that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/models.md, "Your own detector").
+# that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/extending.md, "Your own detector").
 ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 # modules of the detector packages that are not detectors
