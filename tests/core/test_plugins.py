@@ -229,3 +229,36 @@ def test_entry_points_are_scanned_once_per_environment_and_again_when_a_plugin_c
     assert "other" not in registry._entry_points() and len(scans) == n
     shutil.rmtree(site / "broken_plugin-0.1.dist-info")
     assert "broken" not in registry._entry_points()
+
+
+@pytest.fixture(scope="module")
+def tabular_index(tmp_path_factory) -> Path:
+    from bench.tabular.synthetic import generate
+
+    base = tmp_path_factory.mktemp("tabular-plugin")
+    root = generate(base / "raw", seed=0, n_normal=120, n_anomal=30)
+    run = _bench(base, "tabular", "index", "--root", root, "--out", base / "index", "--min-normal", 50)
+    assert run.returncode == 0, run.stderr
+    return base / "index"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["raise ImportError('needs a package that is not installed')",
+                                    "import sys\nsys.exit(0)", "raise KeyboardInterrupt"])
+def test_a_broken_image_plugin_stops_neither_tabular_runs_nor_aggregate(tabular_index, tmp_path, source):
+    """Issue 31 §6: with one broken image plugin installed, `bench tabular run` and `bench aggregate` exited 2
+    (or 0 with no output, for sys.exit). They never ask for it: both run, and what lists every detector (the
+    tables' labels) warns in one line and leaves the plugin out."""
+    site = tmp_path / "site"
+    _hand_installed_plugin(site, "broken_plugin", source)
+    outputs = tmp_path / "outputs"
+    out = outputs / "tabular-synthetic" / "runs" / "iforest.h5"
+    run = _bench(site, "tabular", "run", "--index", tabular_index, "--model", "iforest", "--quick",
+                 "--protocol", "ncl", "--out", out)
+    assert run.returncode == 0 and out.is_file(), run.stderr
+    agg = _bench(site, "aggregate", "--dataset", "tabular-synthetic", "--outputs", outputs)
+    assert agg.returncode == 0, agg.stderr
+    assert (outputs / "tabular-synthetic" / "tables").is_dir()
+    assert "Traceback" not in run.stderr + agg.stderr
+    assert "interrupted" not in run.stderr + agg.stderr  # a plugin's KeyboardInterrupt is not the user's SIGINT
+    assert "detector plugin 'broken' (distribution broken-plugin" in agg.stderr and "left out" in agg.stderr

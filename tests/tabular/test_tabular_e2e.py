@@ -196,3 +196,31 @@ def test_a_complete_run_is_reused_without_reading_the_records(chain, tmp_path, m
     assert len(lines) == 1 and lines[0].startswith(f"{out}: already complete")
     with pytest.raises(AssertionError, match="record index was read"):  # a run with work to do still reads them
         ste_run(index, "iforest", tmp_path / "new.h5", hparams=QUICK["iforest"], log=lambda s: None)
+
+
+def test_a_label_names_tabular_data_read_through_another_datasets_reader(tmp_path, monkeypatch):
+    """Issue 31 §5: data read through another dataset's reader (an improved CIC-IDS2017 through `cicunsw`; here
+    the synthetic reader) carried the reader's name in every table and title. `tabular run --label` names the
+    result set, the file, the summary row and the aggregate's tables; the run key is the unlabelled run's."""
+    from helpers import cli_stdout
+
+    from bench import results
+
+    monkeypatch.chdir(tmp_path)
+    root = generate(tmp_path / "raw", seed=2, n_normal=120, n_anomal=30)
+    cli_stdout("tabular", "index", "--root", root, "--out", tmp_path / "idx", "--min-normal", 50)
+    run = ["tabular", "run", "--index", tmp_path / "idx", "--model", "iforest", "--quick", "--protocol", "ncl",
+           "--tasks", "Monday,Tuesday"]
+    cli_stdout(*run, "--label", "improved-ids")
+    (path,) = (tmp_path / "outputs" / "improved-ids" / "runs").glob("*.h5")
+    assert path.name.startswith("improved-ids_iforest_")
+    labelled = results.read_run(path)
+    row = results.summary_row(labelled)
+    assert row["dataset"] == "improved-ids" and row["reader"] == "synthetic"
+    cli_stdout(*run)  # the same run unlabelled: its own result set, the same key
+    (plain,) = (tmp_path / "outputs" / "tabular-synthetic" / "runs").glob("*.h5")
+    assert results.read_run(plain)["attrs"]["run_key"] == labelled["attrs"]["run_key"]
+    cli_stdout("aggregate", "--dataset", "improved-ids", "--outputs", tmp_path / "outputs")
+    tables = tmp_path / "outputs" / "improved-ids" / "tables"
+    text = "".join(p.read_text() for p in sorted(tables.glob("*.md")))
+    assert "improved-ids" in text and "synthetic" not in text.replace("tabular-synthetic", "")
