@@ -23,11 +23,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The options of an image run. Each run setting's default, choices and meaning come from its field of
     RunConfig or ImageInputs (`bench.config.setting`); only what the command resolves itself is said here."""
     from bench.config import IMAGE_PROTOCOLS, ImageInputs, RunConfig, add_setting_options
-    from bench.registry import names
+    from bench.registry import INCLAD_MODELS, names
 
     p.add_argument("--dataset", required=True, choices=DATASETS)
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
-    p.add_argument("--model", default="patchcore", choices=names(),
+    p.add_argument("--model", default=INCLAD_MODELS[0], choices=names(),
                    help="a detector of bench/models or of an installed plugin (entry points bench.detectors)")
     add_setting_options(p, ImageInputs, ("backbone", "weights"))
     add_setting_options(p, RunConfig, ("protocol",), protocol={"choices": IMAGE_PROTOCOLS, "help": (

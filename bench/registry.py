@@ -32,6 +32,10 @@ from bench.tracks import DETECTOR_PACKAGES
 # The nine InCLAD detectors in their canonical order (tables, listings); which detectors exist is the registry's
 # business (specs(), names()), not this tuple's.
 INCLAD_MODELS = ("patchcore", "padim", "cfa", "stfpm", "rd4ad", "efficientad", "paste", "fastflow", "ganomaly")
+# Two more facts of the published benchmark: its three single-task experts, whose matrices order the streams
+# (InCLAD App. B), and the three methods whose MultiDataset rows its Table 2 reports.
+INCLAD_STE_MODELS = ("patchcore", "padim", "cfa")
+INCLAD_MULTI_MODELS = ("cfa", "paste", "padim")
 # Detectors from other packages: an entry point of this group, named after the detector, whose value is the module
 # that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/extending.md, "Your own detector").
 ENTRY_POINT_GROUP = "bench.detectors"
@@ -263,6 +267,7 @@ class ModelSpec:
     factory: Callable
     params: dict[str, Param]
     quick: dict = field(default_factory=dict)  # small settings for tests and the demo (printed by the demo)
+    demo: bool = False  # one of `make demo`'s detectors (bench/tools/demo.py: cheap enough for its 10 minutes)
     inputs: str = "features"  # "features": frozen backbone layers via the run's FeatureExtractor; "images": raw
     version: int = 1  # algorithm version: part of the run key; bump when results change
     source: str = ""  # where the defaults come from (e.g. "InCLAD Table 6")

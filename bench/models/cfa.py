@@ -291,7 +291,7 @@ class CfaTaskBanks(Protocol):
 
 register(ModelSpec(
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3; InCLAD's released code",
-    quick={"epochs": 3},
+    quick={"epochs": 3}, demo=True,
     version=3,  # 3: `inclad` = the released code (layers 2+3, 3-tap blur, NCL bank before training, floor shares)
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     # `original`: Lee et al.'s CFA (layers 1–3, scipy's σ = 4 filter), App. C.3's rebuilt bank, water filling

@@ -172,7 +172,7 @@ class FastFlow(GradientDetector):
 
 
 register(ModelSpec(
-    name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5},
+    name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5}, demo=True,
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     # 2: channels-last training (float rounding differs from version 1); 3: the released global affine step and
     # DEFAULT weights under `inclad`

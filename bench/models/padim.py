@@ -210,6 +210,7 @@ register(ModelSpec(
     # alignment, image score and routing from the raw map, no blur (version 2's values: the `original` preset)
     name="padim", label="PaDiM", factory=Padim, source="InCLAD Table 6, App. C.2", version=3,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    demo=True,
     presets={"inclad": {}, "original": {"blur_sigma": 4.0, "align": "nearest", "image_score": "map"}},
     default_preset="inclad",
     # InCLAD's released config defaults normalize_mean/std to None (fork src/pyclad/models/padim/config.py:22-23)

@@ -239,6 +239,7 @@ register(ModelSpec(
     # compression and the nn.Linear projection's distribution (version 2's values: the `original` preset)
     name="patchcore", label="PatchCore", factory=PatchCore, source="InCLAD Table 6", version=3,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
+    demo=True,
     presets={"inclad": {}, "original": {"compression": "exact", "projection": "gaussian"}},
     default_preset="inclad",
     # InCLAD's released config defaults normalize_mean/std to None (fork src/pyclad/models/patchcore/config.py:27-28)

@@ -41,7 +41,7 @@ import pandas as pd
 
 from bench.config import BACKBONES, IMAGE_LOADING_DEFAULTS, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
-from bench.registry import INCLAD_MODELS
+from bench.registry import INCLAD_MODELS, INCLAD_MULTI_MODELS
 from bench.report import render
 from bench.report.render import COLUMNS, METHOD, MULTI, label, markdown_table, sort_frame
 from bench.report.table2 import pool as pool_entries
@@ -76,7 +76,7 @@ LAYOUTS = {
     "inclad_streams.csv": _STREAM_LAYOUT,
     RANDOM_ORDERINGS: _STREAM_LAYOUT,
 }
-PAPER_MULTI_MODELS = ("cfa", "paste", "padim")  # Table 2's MultiDataset rows pool these three
+PAPER_MULTI_MODELS = INCLAD_MULTI_MODELS  # Table 2's MultiDataset rows pool these three
 METRICS = ("roc_auc_cl", "bwt")  # what Table 2 publishes; our BWT as released rides along on the bwt rows
 TIMING_BACKBONE = {"inclad_table4.csv": "wide_resnet50_2", "inclad_table5.csv": NO_BACKBONE}
 _DURATION = re.compile(r"^(?:(\d+)m (\d+)s|(\d+(?:\.\d)?)s)$")

@@ -19,10 +19,10 @@ from bench.continual.runner import execute, prepare
 from bench.data import read_index
 from bench.data.reuse import reuse_reads
 from bench.errors import ConfigError, DatasetError
-from bench.registry import specs
+from bench.registry import INCLAD_STE_MODELS, specs
 from bench.scenarios.rank import STE_COLUMNS
 
-STE_METHODS = ("patchcore", "padim", "cfa")  # InCLAD's three single-task experts
+STE_METHODS = INCLAD_STE_MODELS  # InCLAD's three single-task experts
 
 
 def default_methods() -> list[str]:

@@ -134,7 +134,7 @@ def test_demo_runs_on_the_default_preset_or_a_named_one(demo_root, monkeypatch):
     assert {c.preset for c in demo.demo_configs(demo_root, model_preset="inclad")} == {"inclad"}
     with pytest.raises(ConfigError, match="unknown patchcore preset 'paper'"):  # no silent fallback
         demo.demo_configs(demo_root, model_preset="paper")
-    monkeypatch.setattr(demo, "DEMO_MODELS", ("rd4ad",))
+    monkeypatch.setattr(demo, "demo_models", lambda everything=False: {"rd4ad": dict(get_quick("rd4ad"))})
     configs = demo.demo_configs(demo_root, model_preset="original")
     assert {c.preset for c in configs} == {"original"}
     run = prepare(configs[0])

@@ -153,7 +153,7 @@ def test_detectors_without_a_backbone_run_once_per_ordering_and_protocol(small_r
 def test_synthetic_grid_is_the_demo(demo_root, tmp_path):
     """`make submit DATASET=synthetic` after `make demo-all` finds every run done (same run keys, same files); the
     grid covers all nine detectors, `make demo`'s subset among them."""
-    from bench.tools.demo import DEMO_MODELS, demo_configs
+    from bench.tools.demo import demo_configs, demo_models
     from bench.registry import specs
 
     grid = grids.load_grid("synthetic")
@@ -163,8 +163,8 @@ def test_synthetic_grid_is_the_demo(demo_root, tmp_path):
     demo_all = [prepare(cfg, out_dir=runs_dir) for cfg in demo_configs(demo_root, everything=True)]
     assert len(demo_all) == len(specs()) * 3 * 2
     assert sorted((p.key, p.run.out) for p in planned) == sorted((r.run_key, r.out) for r in demo_all)
-    demo = {r.run_key for r in demo_all if r.config.model in DEMO_MODELS}
-    assert len(demo) == len(DEMO_MODELS) * 3 * 2 and demo <= {p.key for p in planned}
+    demo = {r.run_key for r in demo_all if r.config.model in demo_models()}
+    assert len(demo) == len(demo_models()) * 3 * 2 and demo <= {p.key for p in planned}
 
 
 def test_expansion_reads_the_index_once_and_each_file_header_once(grid_file, small_root, tmp_path, monkeypatch):
