@@ -105,3 +105,82 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     (fake / "tabular" / "__init__.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert ("bench.metrics", "bench.tabular", "bench/metrics.py:2") in imports()
+
+
+def module_imports() -> list[tuple[str, str, str]]:
+    """(importing module, imported module, 'file:line') for every import between two modules of one unit, those
+    inside functions included. `from bench.data import manifest` is an import of the submodule bench.data.manifest
+    where that file exists, else of the package's __init__ (bench.data)."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}") else node.module
+                           for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.startswith("bench.") and target != module and unit_of(target) == unit_of(module):
+                    out.append((module, target, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
+    return out
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _circle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(u, path):
+        state[u] = 1
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                return path + [u, v]
+            if v not in state:
+                found = visit(v, path + [u])
+                if found:
+                    return found
+        state[u] = 2
+        return None
+
+    for u in sorted(edges):
+        if u not in state:
+            found = visit(u, [])
+            if found:
+                return found
+    return None
+
+
+def test_no_two_modules_of_one_package_import_each_other_even_lazily():
+    """Inside a package too: a package's __init__ that imports a module which imports the package back (a lazy
+    import was the only thing that kept it from failing) is a circle, named with the lines that make it."""
+    edges: dict[str, set[str]] = {}
+    where: dict[tuple[str, str], str] = {}
+    for a, b, line in module_imports():
+        edges.setdefault(a, set()).add(b)
+        where.setdefault((a, b), line)
+    circle = _circle(edges)
+    assert circle is None, "import circle: " + ", ".join(f"{a} -> {b} ({where[a, b]})"
+                                                         for a, b in zip(circle, circle[1:]))
+
+
+def test_the_in_package_check_sees_a_planted_circle(tmp_path, monkeypatch):
+    fake = tmp_path / "bench"
+    (fake / "data").mkdir(parents=True)
+    (fake / "data" / "__init__.py").write_text("def read():\n    from bench.data.multi import read_multi\n")
+    (fake / "data" / "multi.py").write_text("from bench.data import read\n")
+    (fake / "data" / "index.py").write_text("X = 1\n")
+    (fake / "data" / "reuse.py").write_text("from bench.data import index\n")  # a submodule: no circle
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    edges: dict[str, set[str]] = {}
+    for a, b, _ in module_imports():
+        edges.setdefault(a, set()).add(b)
+    assert edges == {"bench.data": {"bench.data.multi"}, "bench.data.multi": {"bench.data"},
+                     "bench.data.reuse": {"bench.data.index"}}
+    assert _circle(edges) == ["bench.data", "bench.data.multi", "bench.data"]

@@ -7,41 +7,20 @@ from pathlib import Path
 import pandas as pd
 
 from bench.config import DATASETS
-from bench.data import readers, reuse
-from bench.data.index import validate_index
+from bench.data.datasets import READERS as _READERS
+from bench.data.datasets import read_validated
+from bench.data.multi import MULTI, read_multi
 from bench.errors import choice_error
 
 
-def _read_multi(roots_file) -> pd.DataFrame:
-    """The multi-dataset stream; its `root` is a roots file (bench/data/multi.py)."""
-    from bench.data.multi import read_multi  # not at the top: bench.data.multi imports bench.data
-
-    return read_multi(roots_file)
-
-
-_READERS = {
-    "synthetic": lambda root: readers.read_mvtec(root, dataset="synthetic"),  # written in the MVTec AD layout
-    "mvtec": readers.read_mvtec,
-    "visa": readers.read_visa,
-    "btad": readers.read_btad,
-    "mpdd": readers.read_mpdd,
-    "dagm": readers.read_dagm,
-    "multi": _read_multi,
-}
-
-
 def read_index(dataset: str, root) -> pd.DataFrame:
-    """The sample index of `dataset` staged at `root` (paths in it are relative to `root`); read once per
-    `reuse_reads()` block (bench/data/reuse.py), afresh otherwise."""
+    """The sample index of `dataset` staged at `root` (paths in it are relative to `root`; the multi-dataset
+    stream's `root` is a roots file); read once per `reuse_reads()` block (bench/data/reuse.py), afresh otherwise."""
+    if dataset == MULTI:
+        return read_validated(dataset, root, read_multi)
     if dataset not in _READERS:
         raise choice_error("dataset", dataset, DATASETS)
-    memo, key = reuse.indexes(), (dataset, str(root))
-    if memo is not None and key in memo:
-        return memo[key].copy()
-    index = validate_index(_READERS[dataset](root), str(root))
-    if memo is not None:
-        memo[key] = index.copy()
-    return index
+    return read_validated(dataset, root, _READERS[dataset])
 
 
 def generation_record(dataset: str, root) -> bytes | None:

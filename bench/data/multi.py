@@ -14,8 +14,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bench.data import DATASETS, read_index
+from bench.config import DATASETS
 from bench.data import manifest
+from bench.data.datasets import read_single
 from bench.data.index import COLUMNS, sort_index
 from bench.errors import ConfigError, DatasetError
 
@@ -87,7 +88,7 @@ def read_multi(roots_file) -> pd.DataFrame:
         if not root.is_dir():
             raise DatasetError(f"{root}: the {dataset} root of the multi-dataset stream does not exist (set "
                                f"BENCH_ROOT_{dataset.upper()} or `{dataset}: <root>` in {roots_file})")
-        index = read_index(dataset, root)
+        index = read_single(dataset, root)
         missing = sorted(set(by_dataset[dataset]) - set(index["task"]))
         if missing:
             raise DatasetError(f"{root}: {dataset} concepts {missing} of the multi-dataset stream are not there")
