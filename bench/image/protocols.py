@@ -17,7 +17,7 @@ import numpy as np
 from bench.config import IMAGE_PROTOCOLS
 from bench.data.tasks import rerooted, split_from_state, split_state
 from bench.errors import ConfigError, choice_error
-from bench.models.base import Protocol, tensor_bytes
+from bench.continual.protocol import Protocol, tensor_bytes
 from bench.models.gradient import GradientDetector
 from bench.training.replay import ReplayBuffer, default_replay_size
 

@@ -1,8 +1,6 @@
-"""The detector and protocol contracts and the shared pieces of frozen-backbone detectors.
-
-The Protocol base lives here, not in bench.continual, because a detector may bring its own continual adaptation
-(the task banks of PatchCore, PaDiM, CFA): bench.models never imports bench.continual, which builds on it.
-"""
+"""The detector contract and the shared pieces of frozen-backbone detectors. A detector may bring its own
+continual adaptation (the task banks of PatchCore, PaDiM, CFA), built on the engine's Protocol base
+(bench/continual/protocol.py); the runner itself is never imported here."""
 
 from __future__ import annotations
 
@@ -54,41 +52,6 @@ class Detector:
         return None
 
 
-def step_seed(seed: int, step: int) -> int:
-    """Independent, reproducible seed per (run seed, step): a resumed run draws what an uninterrupted one did."""
-    return int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
-
-
-class Protocol:
-    """A continual strategy wrapping a detector: `learn(split, step)` one task, `predict(split, idx)`."""
-
-    routes = False  # True for task-bank protocols: predictions say which bank scored each image
-
-    def __init__(self, detector, seed: int):
-        self.detector, self.seed = detector, seed
-
-    def step_seed(self, step: int) -> int:
-        return step_seed(self.seed, step)
-
-    def learn(self, split, step: int) -> None:
-        raise NotImplementedError
-
-    def predict(self, split, idx):
-        raise NotImplementedError
-
-    def state_dict(self) -> dict:
-        raise NotImplementedError
-
-    def load_state_dict(self, state: dict) -> None:
-        raise NotImplementedError
-
-    def state_bytes(self) -> int:
-        return tensor_bytes(self.state_dict())
-
-    def record(self, arrays: dict, step: int, n_tasks: int) -> None:
-        """Add what this step measured beyond R to the run's arrays (HDF5 datasets): nothing by default."""
-
-
 def anomaly_maps(patch_scores: torch.Tensor, image_size: int, sigma: float, taps: int = 0) -> torch.Tensor:
     """[B, h, w] patch scores → [B, S, S]: bilinear upsampling then Gaussian blur (`taps`: its kernel size, 0 =
     the 4σ kernel; bench.models.ops.blur)."""
@@ -132,16 +95,3 @@ def route(per_task: torch.Tensor, by: str = "mean", image_size: int | None = 0,
         aggregate = per_task.flatten(2).mean(2)
     routed = aggregate.argmin(0)
     return per_task[routed, torch.arange(per_task.shape[1], device=routed.device)], routed
-
-
-def tensor_bytes(obj) -> int:
-    """Bytes held by the tensors in a (nested) state dict: what a method keeps between tasks."""
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(tensor_bytes(v) for v in obj)
-    return 0

@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.data.tasks import rerooted, split_from_state, split_state
-from bench.models.base import (ROUTE_BY, Detector, Prediction, Protocol, local_patch_features, max_of_maps, route,
-                               tensor_bytes)
+from bench.continual.protocol import Protocol, tensor_bytes
+from bench.models.base import ROUTE_BY, Detector, Prediction, local_patch_features, max_of_maps, route
 from bench.models.ops.blur import MAX_SIGMA
 from bench.registry import Choice, Float, Int, Layers, ModelSpec, register, trained_state
 from bench.training.loop import TrainContext, descend, sample_features, train

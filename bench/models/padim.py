@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.errors import ConfigError
-from bench.models.base import ROUTE_BY, Detector, Prediction, Protocol, anomaly_maps, max_of_maps, route, tensor_bytes
+from bench.continual.protocol import Protocol, tensor_bytes
+from bench.models.base import ROUTE_BY, Detector, Prediction, anomaly_maps, max_of_maps, route
 from bench.models.ops.blur import MAX_SIGMA
 from bench.registry import Choice, Float, HostRun, Int, Layers, ModelSpec, backbone_memory, register
 

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.models.base import (Detector, Prediction, Protocol, anomaly_maps, local_patch_features, route,
-                               tensor_bytes)
+from bench.continual.protocol import Protocol, tensor_bytes
+from bench.models.base import Detector, Prediction, anomaly_maps, local_patch_features, route
 from bench.models.ops.blur import MAX_SIGMA
 from bench.models.ops.coreset import PROJECTIONS, greedy_coreset, random_projection
 from bench.models.ops.knn import nn_distance

@@ -34,7 +34,7 @@ import numpy as np
 
 from bench.config import TABULAR_PROTOCOLS, TABULAR_REPLAY_RECORDS
 from bench.errors import ConfigError, choice_error
-from bench.models.base import Protocol
+from bench.continual.protocol import Protocol
 from bench.tabular.audit import require_pointwise
 from bench.training.replay import ReplayBuffer
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.models.base import step_seed
+from bench.continual.protocol import step_seed
 from bench.data.tasks import split_from_state, split_state
 from bench.training.replay import ReplayBuffer, equal_shares
 from bench.data import read_index

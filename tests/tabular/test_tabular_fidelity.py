@@ -210,7 +210,7 @@ def test_filter_values_are_typed_false_is_false():
 # --- Cumulative: a new model per step (released) vs warm-started (the suite's `cumulative`) -------------------------
 
 def test_fresh_cumulative_trains_a_new_model_on_the_union_and_differs_from_the_warm_one():
-    from bench.models.base import step_seed
+    from bench.continual.protocol import step_seed
     from bench.registry import get
     from bench.tabular import protocols as P
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.errors import ConfigError
 from bench.metrics import continual_roc_auc, forgetting, roc_auc
-from bench.models.base import step_seed
+from bench.continual.protocol import step_seed
 from bench.registry import ModelSpec, get
 from bench.tabular import protocols as P
 from bench.tabular.detectors.base import TabularDetector
