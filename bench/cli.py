@@ -63,7 +63,7 @@ def paper_image_size(model: str, image_size: int | None, log=print) -> int:
 
 def config_from_args(args) -> "RunConfig":  # noqa: F821
     from bench.config import ImageInputs, parse_overrides
-    from bench.data.stream import build_run_config
+    from bench.image.config import build_run_config
     from bench.data.multi import default_root
 
     image_size = paper_image_size(args.model, args.image_size)

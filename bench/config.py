@@ -15,7 +15,7 @@ preprocessing and discovery setting. The *config hash* covers the whole configur
 provenance.
 
 Every run-level setting is checked in one place, `RunConfig.validate()` (core, then `inputs.validate()`), before
-any work: `bench.data.stream.build_run_config` (what the CLI and the grids call) and `runner.prepare` (what every
+any work: `bench.image.config.build_run_config` (what the CLI and the grids call) and `runner.prepare` (what every
 run goes through, the demo's too) both call it; `prepare` then checks the hyperparameters against the model's
 registry spec.
 """

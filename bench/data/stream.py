@@ -13,8 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.config import ImageInputs, RunConfig
-from bench.data import read_index
 from bench.data.manifest import load as load_manifest
 from bench.errors import ConfigError, DatasetError, choice_error
 
@@ -72,23 +70,3 @@ def resolve_tasks(dataset: str, root, available: list[str], ordering: str | None
     if len(set(order)) != len(order):
         raise ConfigError(f"the {name} ordering repeats a task: {order}")
     return name, order
-
-
-def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
-                     tasks: list[str] | str | None = None, protocol: str = "cl", seed: int = 0,
-                     device: str = "auto", hparams: dict | None = None, preset: str | None = None,
-                     inputs: ImageInputs | None = None, label: str | None = None) -> RunConfig:
-    """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
-    what `bench run` and every grid point build. Settings are checked before the dataset is read."""
-    if isinstance(tasks, str):
-        text, tasks = tasks, [t.strip() for t in tasks.split(",") if t.strip()]
-        if not tasks:
-            raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
-    root = Path(root).expanduser()
-    config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
-                       device=device, hparams=dict(hparams or {}), preset=preset, label=label,
-                       inputs=inputs or ImageInputs())
-    config.validate(tasks=False)
-    available = sorted(read_index(dataset, root)["task"].unique())
-    config.ordering, config.tasks = resolve_tasks(dataset, root, available, ordering, tasks)
-    return config.validate()

@@ -217,7 +217,7 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     what was planned otherwise than asked (a tabular ordering that repeats another's task order)."""
     from bench.continual.runner import prepare
     from bench.data.reuse import reuse_reads
-    from bench.data.stream import build_run_config
+    from bench.image.config import build_run_config
     from bench.registry import get, specs
 
     models = filter_axis(list(grid.models), selection.models, "models", grid)
