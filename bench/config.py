@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bench.errors import ConfigError
+from bench.tracks import TRACK_NAMES
 
 # 3: the config JSON nests the track's inputs ("inputs"); 2: attributes track, levels, evaluation; 1: image runs
 # before those. Files of every schema here are read (RunConfig.from_json reads the flat configs of 1 and 2).
@@ -54,7 +55,7 @@ REPLAY_HPARAMS = ("replay_share",)
 # read back mask_threshold=None: their rule, any nonzero pixel, and their run key without it.
 MASK_THRESHOLD = 127
 MASK_THRESHOLD_RANGE = (0, 254)
-TRACKS = ("image", "tabular")
+TRACKS = TRACK_NAMES  # bench.tracks holds the one table of tracks
 EVALUATIONS = ("continual", "cross")
 # ste: a fresh single-task expert per task; cumulative_fresh: a new model per step on all data so far
 TABULAR_PROTOCOLS = ("ncl", "cl", "cumulative", "cumulative_fresh", "mste", "ste")
@@ -302,7 +303,7 @@ class TabularInputs:
         return f"tabular-{dataset}" if dataset in DATASETS else dataset
 
 
-INPUTS = {"image": ImageInputs, "tabular": TabularInputs}
+INPUTS = {cls.track: cls for cls in (ImageInputs, TabularInputs)}  # each track's run inputs, by its `track`
 
 
 @dataclass

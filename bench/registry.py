@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from bench.config import CACHE_DTYPES, IMAGE_LOADING_DEFAULTS, RESIZES, memory_estimate
 from bench.errors import BenchError, ConfigError, choice_error
-from bench.tracks import DETECTOR_PACKAGES
+from bench.tracks import DETECTOR_PACKAGES, TRACK_NAMES
+from bench.tracks import TRACKS as _TRACK_TABLE
 
 # The nine InCLAD detectors in their canonical order (tables, listings); which detectors exist is the registry's
 # business (specs(), names()), not this tuple's.
@@ -42,8 +43,8 @@ ENTRY_POINT_GROUP = "bench.detectors"
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 # modules of the detector packages that are not detectors
 _INFRASTRUCTURE = {"base", "gradient", "ops"}
-TRACKS = ("image", "tabular")
-INPUTS = {"image": ("features", "images"), "tabular": ("records",)}  # what a spec's `inputs` may say, per track
+TRACKS = TRACK_NAMES
+INPUTS = {name: t.spec_inputs for name, t in _TRACK_TABLE.items()}  # what a spec's `inputs` may say, per track
 IMAGENET_GENERATIONS = ("IMAGENET1K_V1", "DEFAULT")  # torchvision's names: the papers' V1, or what DEFAULT gives
 # How images (and their cached backbone features) are loaded when a run leaves ImageInputs.normalize / .resize /
 # .feature_dtype unset: LOADING_DEFAULTS, then the values for a preset of this name for every detector, then the

@@ -229,7 +229,7 @@ class TabularSubject(Subject):
         return np.asarray(det.score(self.test[np.asarray(rows)])), None
 
 
-SUBJECTS = {"image": ImageSubject, "tabular": TabularSubject}
+SUBJECTS = {cls.track: cls for cls in (ImageSubject, TabularSubject)}  # by the track each subject tests
 
 
 def subject(name: str, track: str | None = None, root=None) -> Subject:

@@ -6,14 +6,28 @@ same way detectors are discovered)."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Callable
 
 from bench.errors import choice_error
 
-# track name -> the module that registers it when imported
-TRACK_MODULES = {"image": "bench.image.track", "tabular": "bench.tabular.track"}
-# track name -> the package whose modules are its built-in detectors (each registers a ModelSpec when imported)
-DETECTOR_PACKAGES = {"image": "bench.models", "tabular": "bench.tabular.detectors"}
+
+@dataclass(frozen=True)
+class TrackEntry:
+    module: str  # registers the track's `prepare` here when imported
+    detectors: str  # the package whose modules are its built-in detectors (each registers a ModelSpec)
+    spec_inputs: tuple[str, ...]  # what a detector spec's `inputs` may say on this track
+
+
+# The one table of tracks: every other list of track names (config's run inputs, the registry's checks,
+# bench.testing's subjects) is derived from it or checked against it.
+TRACKS = {
+    "image": TrackEntry("bench.image.track", "bench.models", ("features", "images")),
+    "tabular": TrackEntry("bench.tabular.track", "bench.tabular.detectors", ("records",)),
+}
+TRACK_NAMES = tuple(TRACKS)
+TRACK_MODULES = {name: t.module for name, t in TRACKS.items()}
+DETECTOR_PACKAGES = {name: t.detectors for name, t in TRACKS.items()}
 
 _PREPARE: dict[str, Callable] = {}
 

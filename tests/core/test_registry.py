@@ -181,3 +181,15 @@ def test_bench_models_holds_no_aliases_of_the_registry():
     import bench.models
 
     assert [n for n, v in vars(bench.models).items() if inspect.isfunction(v)] == []
+
+
+def test_every_list_of_tracks_is_the_one_table_of_bench_tracks():
+    """Issue 30 §2: track names lived in five hand lists. bench.tracks.TRACKS is the table; the run inputs of
+    bench.config, the registry's checks and bench.testing's subjects follow it, each from its own classes."""
+    from bench import config, registry, testing, tracks
+
+    assert tracks.TRACK_NAMES == tuple(tracks.TRACKS) == ("image", "tabular")
+    assert config.TRACKS == registry.TRACKS == tracks.TRACK_NAMES
+    assert tuple(config.INPUTS) == tuple(testing.SUBJECTS) == tuple(registry.INPUTS) == tracks.TRACK_NAMES
+    assert all(cls.track == name for name, cls in config.INPUTS.items())
+    assert set(tracks.TRACK_MODULES) == set(tracks.DETECTOR_PACKAGES) == set(tracks.TRACKS)
