@@ -40,9 +40,10 @@ def unit_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def imports() -> list[tuple[str, str, str]]:
-    """(importing unit, imported unit, 'file:line') for every import of a bench module by another unit."""
-    out = []
+def _all_imports():
+    """(importing module, imported module, 'file:line') for every import in the package, those inside functions
+    included. `from bench.data import manifest` is an import of the submodule bench.data.manifest where that file
+    exists, else of the package's __init__ (bench.data)."""
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -50,14 +51,29 @@ def imports() -> list[tuple[str, str, str]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = ([f"bench.{a.name}" for a in node.names] if node.module == "bench" else [node.module])
+                targets = [f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}") else node.module
+                           for a in node.names]
             else:
                 assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}:{node.lineno}: relative import"
                 continue
             for target in targets:
-                if target.startswith("bench.") and unit_of(target) != unit_of(module):
-                    out.append((unit_of(module), unit_of(target), f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
-    return out
+                if target.startswith("bench."):
+                    yield module, target, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports() -> list[tuple[str, str, str]]:
+    """(importing unit, imported unit, 'file:line') for every import of a bench module by another unit."""
+    return [(unit_of(m), unit_of(t), where) for m, t, where in _all_imports() if unit_of(t) != unit_of(m)]
+
+
+def module_imports() -> list[tuple[str, str, str]]:
+    """(importing module, imported module, 'file:line') for every import between two modules of one unit."""
+    return [(m, t, where) for m, t, where in _all_imports() if t != m and unit_of(t) == unit_of(m)]
 
 
 def test_every_unit_has_a_layer():
@@ -105,33 +121,6 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     (fake / "tabular" / "__init__.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert ("bench.metrics", "bench.tabular", "bench/metrics.py:2") in imports()
-
-
-def module_imports() -> list[tuple[str, str, str]]:
-    """(importing module, imported module, 'file:line') for every import between two modules of one unit, those
-    inside functions included. `from bench.data import manifest` is an import of the submodule bench.data.manifest
-    where that file exists, else of the package's __init__ (bench.data)."""
-    out = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = [f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}") else node.module
-                           for a in node.names]
-            else:
-                continue
-            for target in targets:
-                if target.startswith("bench.") and target != module and unit_of(target) == unit_of(module):
-                    out.append((module, target, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
-    return out
-
-
-def _is_module(name: str) -> bool:
-    path = PACKAGE.parent.joinpath(*name.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def _circle(edges: dict[str, set[str]]) -> list[str] | None:
