@@ -50,6 +50,16 @@ def save(path, obj) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def check_storable(obj, what: str) -> None:
+    """CheckpointError naming `what` and the first value of `obj` a checkpoint cannot store (an object, a string
+    array, a dict with other keys)."""
+    try:
+        _encode(obj, "")
+    except TypeError as e:
+        raise CheckpointError(f"{what} cannot be checkpointed: {e}; a detector's state_dict() holds only plain "
+                              "data (tensors, numeric arrays, dicts with string keys, lists, numbers, strings)") from None
+
+
 def move_aside(path) -> Path:
     """Rename an unusable checkpoint to `<path>.bad-<time>` (kept for inspection); returns the new path."""
     path = Path(path)

@@ -167,6 +167,8 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         log("note: a stream of one task: ROC-AUC_CL is its one cell; BWT and forgetting need a second task and "
             "are reported as n/a (one task)")
     try:
+        if state.steps_done == 0:
+            _check_storable_before_work(protocol, cfg)
         for t in range(state.steps_done, stop):
             check_terminated()
             task = cfg.tasks[t]
@@ -255,6 +257,17 @@ def _write(run, state, routing, tasks_info, attrs):
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished,
              "load_avg_end": load_average()}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
+
+
+def _check_storable_before_work(protocol, cfg) -> None:
+    """A state no checkpoint can hold (a plugin's detector keeping, say, a scikit-learn estimator from its
+    constructor on) is refused before the first task, where the untrained protocol can show its state; one with
+    nothing to show until it has learned (PaDiM's Gaussian) is checked at its first checkpoint instead."""
+    try:
+        state = protocol.state_dict()
+    except Exception:  # noqa: BLE001 - an untrained detector may have no state yet: not an error of the run
+        return
+    checkpoint.check_storable(state, f"the state of detector {cfg.model!r} ({cfg.protocol})")
 
 
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:

@@ -72,3 +72,35 @@ def test_a_detector_whose_state_cannot_be_checkpointed_is_one_line_naming_the_va
         assert "\n" not in str(e.value) and str(run.checkpoint_path) in str(e.value)
         with h5py.File(run.out, "r", locking=False) as f:
             assert f.attrs["status"] == "failed" and "cannot store this state" in f.attrs["error"]
+
+
+def test_a_state_that_cannot_be_checkpointed_from_the_start_is_refused_before_any_task(tiny_root, tmp_path,
+                                                                                       make_config, monkeypatch):
+    """Where the untrained detector already shows its state (here an object from its constructor on), the run
+    is refused before its first task is learned, in one line naming the detector and the value."""
+    import dataclasses
+
+    import pytest
+
+    from bench import registry
+    from bench.errors import CheckpointError
+
+    padim = registry.get("padim")
+
+    def factory(*args, **kwargs):
+        det = padim.factory(*args, **kwargs)
+
+        class HoldsAnObject(type(det)):
+            def state_dict(self):
+                return {"estimator": object()}
+
+        det.__class__ = HoldsAnObject
+        return det
+
+    monkeypatch.setitem(registry._SPECS, "zz_early", dataclasses.replace(padim, name="zz_early", factory=factory))
+    lines = []
+    run = prepare(make_config(tiny_root, TASKS, model="zz_early", protocol="ncl"), out_dir=tmp_path)
+    with pytest.raises(CheckpointError, match=r"^the state of detector 'zz_early' \(ncl\) cannot be checkpointed: "
+                                              r"checkpoint: /estimator is a object"):
+        execute(run, progress=False, log=lines.append)
+    assert not any(line.startswith(("learning task", "[step")) for line in lines)  # no task was learned
