@@ -1,0 +1,49 @@
+"""bench.report.curves: the page's curves drawn on one reused Figure must come out as if each had its own."""
+
+import numpy as np
+import pandas as pd
+
+from bench.report import curves
+
+
+def _curve(stem, series, ylabel, yrange):
+    values = pd.DataFrame([{"figure": stem, "series": n, "x": x, "y": float(y)} for n, sx, sy in series
+                           for x, y in zip(sx, sy)])
+    return {"stem": stem, "series": series, "xlabel": "after learning task i", "ylabel": ylabel, "yrange": yrange,
+            "values": values}
+
+
+def _forgetting(stem):
+    rng = np.random.default_rng(1)
+    R = np.tril(rng.uniform(0.5, 1, (6, 6)))
+    return _curve(stem, [(f"t{j}", list(range(j, 6)), R[j:, j]) for j in range(6)], "ROC-AUC", (0.5, 1.0))
+
+
+def _memory(stem):
+    # another x extent and an autoscaled, much larger y range than the curve drawn before it
+    return _curve(stem, [("state", list(range(9)), np.linspace(10, 12000, 9))], "MB", None)
+
+
+def test_a_reused_painter_draws_what_a_fresh_one_draws(tmp_path):
+    """Lines, legend, limits and autoscaling of the curve before must not leak into the next one, in either
+    order (fixed y range after autoscaled, and back)."""
+    (tmp_path / "reused").mkdir()
+    (tmp_path / "fresh").mkdir()
+    reused = curves.Painter()
+    for c in (_forgetting("a"), _memory("b"), _forgetting("c")):
+        reused.draw(c, tmp_path / "reused")
+        curves.Painter().draw(c, tmp_path / "fresh")
+    for stem in "abc":
+        for fmt in curves.FORMATS:
+            assert (tmp_path / "reused" / f"{stem}.{fmt}").read_bytes() == \
+                (tmp_path / "fresh" / f"{stem}.{fmt}").read_bytes(), (stem, fmt)
+    assert len(reused.ax.lines) == 6 and reused.ax.get_ylim() == (0.5, 1.0)
+
+
+def test_the_digest_changes_with_the_values_and_the_drawing_code(monkeypatch):
+    c = _forgetting("a")
+    before = curves.digest(c)
+    assert curves.digest(_forgetting("a")) == before
+    assert curves.digest(_memory("a")) != before
+    monkeypatch.setattr(curves.inspect, "getsource", lambda obj: "changed drawing code")
+    assert curves.digest(c) != before  # a new drawing redraws the figures the old code made
