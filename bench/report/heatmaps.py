@@ -113,8 +113,9 @@ def figure(h: Heatmap) -> Figure:
         for i in range(n):
             for j in range(i + 1):
                 if np.isfinite(h.mean[i, j]):
+                    # inside their cells, so out of tight_layout's pass, which would measure every one of them
                     ax.text(j, i, f"{h.mean[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="black" if h.mean[i, j] > 0.8 else "white")
+                            color="black" if h.mean[i, j] > 0.8 else "white").set_in_layout(False)
     ax.set_xticks(range(n), h.tasks, rotation=90, fontsize=7)
     ax.set_yticks(range(n), h.tasks, fontsize=7)
     ax.set_xlabel("evaluated task j")
@@ -127,6 +128,9 @@ def figure(h: Heatmap) -> Figure:
                  f"{h.level} ROC-AUC\n{who}", fontsize=9)
     fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)
     fig.tight_layout()
+    # tight_layout leaves a placeholder layout engine behind, and with any engine set every savefig draws the
+    # whole figure once more before drawing it for real; the layout is done, so none
+    fig.set_layout_engine(None)
     return fig
 
 
