@@ -1,9 +1,13 @@
-"""bench.report.curves: the page's curves drawn on one reused Figure must come out as if each had its own."""
+"""How the report's figures are drawn: the page's curves on one reused Figure must come out as if each had its
+own, and no figure is drawn more often than it is written."""
 
 import numpy as np
 import pandas as pd
 
+from matplotlib.figure import Figure
+
 from bench.report import curves
+from bench.report import heatmaps as hm
 
 
 def _curve(stem, series, ylabel, yrange):
@@ -47,3 +51,26 @@ def test_the_digest_changes_with_the_values_and_the_drawing_code(monkeypatch):
     assert curves.digest(_memory("a")) != before
     monkeypatch.setattr(curves.inspect, "getsource", lambda obj: "changed drawing code")
     assert curves.digest(c) != before  # a new drawing redraws the figures the old code made
+
+
+def _count_draws(monkeypatch) -> list:
+    calls = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (calls.append(1), draw(self, renderer))[1])
+    return calls
+
+
+def test_each_written_file_draws_its_figure_once(tmp_path, monkeypatch):
+    """A layout engine left on a figure (tight_layout leaves one) makes every savefig draw twice."""
+    n = 4
+    mean = np.tril(np.linspace(0.5, 1, n * n).reshape(n, n))
+    mean[np.triu_indices(n, 1)] = np.nan
+    h = hm.Heatmap("heatmap_x", "mvtec", "random", "cl", "image", hm.ALL, hm.ALL, hm.ALL, [f"t{i}" for i in range(n)],
+                   mean, np.tril(np.ones((n, n), int)), 2)
+    painter = curves.Painter()  # built before counting: only the drawing of the files counts
+    calls = _count_draws(monkeypatch)
+    hm.save(h, tmp_path)
+    assert len(calls) == 2  # PNG and PDF
+    calls.clear()
+    painter.draw(_forgetting("a"), tmp_path)
+    assert len(calls) == len(curves.FORMATS)
