@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import sys
 from pathlib import Path
 
 from matplotlib import colormaps
@@ -31,12 +32,14 @@ LEGEND_MAX = 12  # series; beyond this a legend covers the plot
 
 
 def digest(c: dict) -> str:
-    """SHA-256 of what a curve's files depend on: its values and labels, this module's drawing code and
-    matplotlib's version, so a change to either redraws the curve instead of leaving an old drawing."""
+    """SHA-256 of what a curve's files depend on: its values and labels, this whole module's source (the drawing
+    code, margins and size) and matplotlib's version, so a change to any of them redraws the curve instead of
+    leaving an old drawing in place."""
     import matplotlib
 
+    drawing = [inspect.getsource(sys.modules[__name__]), matplotlib.__version__]
     return hashlib.sha256(json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(index=False),
-                                      inspect.getsource(Painter), matplotlib.__version__]).encode()).hexdigest()
+                                      *drawing]).encode()).hexdigest()
 
 
 class Painter:
