@@ -416,8 +416,10 @@ def _save_curves(curves: list, directory: Path, maps: list | None = None) -> Non
         painter = painter or curves_draw.Painter()
         painter.draw(c, directory)
 
+    heatmap_painter = hm.Painter()
     figures = [(c["stem"], curves_draw.digest(c), lambda c=c: draw_curve(c)) for c in curves]
-    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory)) for h in maps or []]
+    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory, heatmap_painter))
+                for h in maps or []]
     for stem, digest, draw in figures:
         now[stem] = digest
         files = [directory / f"{stem}.{fmt}" for fmt in FORMATS]
@@ -432,8 +434,8 @@ def _save_curves(curves: list, directory: Path, maps: list | None = None) -> Non
 FORMATS = curves_draw.FORMATS  # every figure of the report's own, for papers
 
 
-def _draw_heatmap(h: hm.Heatmap, directory: Path) -> None:
-    fig = hm.figure(h)
+def _draw_heatmap(h: hm.Heatmap, directory: Path, painter: hm.Painter) -> None:
+    fig = painter.figure(h)
     for fmt in FORMATS:
         with atomic_path(directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
             fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)

@@ -74,3 +74,30 @@ def test_each_written_file_draws_its_figure_once(tmp_path, monkeypatch):
     calls.clear()
     painter.draw(_forgetting("a"), tmp_path)
     assert len(calls) == len(curves.FORMATS)
+
+
+def _heatmap(stem, model, seed, tasks):
+    n = len(tasks)
+    mean = np.tril(np.random.default_rng(seed).uniform(0.4, 1, (n, n)))
+    mean[np.triu_indices(n, 1)] = np.nan
+    mean[n - 1, 0] = np.nan  # a cell without a value: no number, masked
+    return hm.Heatmap(stem, "mvtec", "random", "cl", "image", model, "resnet18", "imagenet", tasks, mean,
+                      np.tril(np.full((n, n), 2)), 1)
+
+
+def _png(fig, path):
+    fig.savefig(path, format="png", dpi=60)
+    return path.read_bytes()
+
+
+def test_a_reused_heatmap_figure_draws_what_a_fresh_one_draws(tmp_path):
+    """Cells, numbers and title of the heatmap drawn before on that Figure must not stay behind, also when another
+    task list came in between."""
+    five, four = [f"t{i}" for i in range(5)], [f"u{i}" for i in range(4)]
+    maps = [_heatmap("a", "patchcore", 0, five), _heatmap("b", "padim", 1, five), _heatmap("c", "cfa", 2, four),
+            _heatmap("d", "padim", 3, five), _heatmap("e", "cfa", 4, four)]
+    painter = hm.Painter()
+    for h in maps:
+        reused = painter.figure(h)
+        assert _png(reused, tmp_path / "r.png") == _png(hm.figure(h), tmp_path / "f.png"), h.stem
+        assert len(reused.axes[0].texts) == len(h.tasks) * (len(h.tasks) + 1) // 2 - 1
