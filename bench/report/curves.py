@@ -3,11 +3,10 @@
 A report draws hundreds of these (about 810 at 1,000 result files), so the cost per curve matters more than
 anything else in `aggregate` at that scale. What they show is fixed by bench.report.html: the series, their
 colours and markers, the axis labels, the y range and a legend for 2-12 series. The savings:
-- one Figure and canvas for every curve, cleared between curves: no Figure, Axes and canvas built per curve, and
-  the Agg renderer (with it, matplotlib's text-metrics cache) survives from one curve to the next;
-- fixed margins instead of tight_layout, which is a whole extra layout pass of every text per figure; they are
-  wide enough for the widest y tick labels the default formatter writes (it switches to an offset such as
-  "1e4" above four digits);
+- one Figure and canvas for every curve, its lines and legend replaced from one curve to the next: no Figure,
+  Axes, ticks and canvas built per curve, and the Agg renderer (with it, matplotlib's text-metrics cache) stays;
+- fixed margins instead of tight_layout, which is a whole extra layout pass of every text per figure; they leave
+  room for y tick labels such as "100000" or "0.00010" beside the y label (checked by drawing them);
 - savefig draws each format once; nothing else draws.
 """
 
@@ -26,7 +25,7 @@ from bench.io import atomic_path
 VIRIDIS = colormaps["viridis"]
 FORMATS = ("png", "pdf")
 SIZE = (5.0, 3.2)  # inches
-# fractions of the figure; what tight_layout gave for a 5-digit or 0.000x tick label (0.187 left), plus slack
+# fractions of the figure: what tight_layout gave for tick labels like 12000 or 0.0008 (left 0.187), plus slack
 MARGINS = {"left": 0.19, "right": 0.97, "bottom": 0.185, "top": 0.93}
 LEGEND_MAX = 12  # series; beyond this a legend covers the plot
 
