@@ -101,3 +101,14 @@ def test_a_reused_heatmap_figure_draws_what_a_fresh_one_draws(tmp_path):
         reused = painter.figure(h)
         assert _png(reused, tmp_path / "r.png") == _png(hm.figure(h), tmp_path / "f.png"), h.stem
         assert len(reused.axes[0].texts) == len(h.tasks) * (len(h.tasks) + 1) // 2 - 1
+
+
+def test_fixed_margins_keep_wide_tick_labels_and_the_y_label_inside_the_figure(tmp_path):
+    """The curves have no tight_layout: the left margin must hold six-digit and 0.000x tick labels."""
+    painter = curves.Painter()
+    for hi in (654321.0, 0.00042):
+        painter.draw(_curve("w", [("s", list(range(9)), np.linspace(hi / 3, hi, 9))], "bank / state memory (MB)",
+                            None), tmp_path)
+        renderer = painter.fig.canvas.get_renderer()
+        texts = [t for t in painter.ax.get_yticklabels() if t.get_text()] + [painter.ax.yaxis.label]
+        assert min(t.get_window_extent(renderer).x0 for t in texts) >= 0, hi
