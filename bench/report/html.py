@@ -21,6 +21,7 @@ from matplotlib import colormaps
 
 from bench.io import atomic_path, write_text_atomic
 from bench.report import cdd, construction
+from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
 from bench.report.render import METHOD, label
 
@@ -400,7 +401,6 @@ def _curve(stem: str, curves: list, series: list[tuple], xlabel: str, ylabel: st
 def _save_curves(curves: list, directory: Path, maps: list | None = None) -> None:
     """Draw each curve and each of the report's own heatmaps (`maps`) as PNG and PDF, unless the files exist and
     were drawn from the same values."""
-    import hashlib
     import json
 
     index = directory / CURVE_DIGESTS
@@ -409,9 +409,17 @@ def _save_curves(curves: list, directory: Path, maps: list | None = None) -> Non
     except ValueError:
         before = {}  # a damaged index only costs a redraw
     now = {}
-    figures = [(c["stem"], hashlib.sha256(json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(
-        index=False)]).encode()).hexdigest(), lambda c=c: _draw_curve(c, directory)) for c in curves]
-    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory)) for h in maps or []]
+    painter = None  # built at the first curve that needs drawing: a regeneration often draws none
+
+    def draw_curve(c):
+        nonlocal painter
+        painter = painter or curves_draw.Painter()
+        painter.draw(c, directory)
+
+    heatmap_painter = hm.Painter()
+    figures = [(c["stem"], curves_draw.digest(c), lambda c=c: draw_curve(c)) for c in curves]
+    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory, heatmap_painter))
+                for h in maps or []]
     for stem, digest, draw in figures:
         now[stem] = digest
         files = [directory / f"{stem}.{fmt}" for fmt in FORMATS]
@@ -423,36 +431,14 @@ def _save_curves(curves: list, directory: Path, maps: list | None = None) -> Non
         write_text_atomic(index, text)
 
 
-FORMATS = ("png", "pdf")  # every figure of the report's own, for papers
+FORMATS = curves_draw.FORMATS  # every figure of the report's own, for papers
 
 
-def _draw_heatmap(h: hm.Heatmap, directory: Path) -> None:
-    fig = hm.figure(h)
+def _draw_heatmap(h: hm.Heatmap, directory: Path, painter: hm.Painter) -> None:
+    fig = painter.figure(h)
     for fmt in FORMATS:
         with atomic_path(directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
             fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
-
-
-def _draw_curve(c: dict, directory: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.0, 3.2))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for n, (name, sx, sy) in enumerate(c["series"]):
-        ax.plot(list(sx), [float(y) for y in sy], marker="o", markersize=3, label=str(name),
-                color=VIRIDIS(n / max(len(c["series"]) - 1, 1) * 0.9))
-    if c["yrange"]:
-        ax.set_ylim(*c["yrange"])
-    ax.set_xlabel(c["xlabel"])
-    ax.set_ylabel(c["ylabel"])
-    if 1 < len(c["series"]) <= 12:
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    for fmt in ("png", "pdf"):
-        with atomic_path(directory / f"{c['stem']}.{fmt}") as tmp:  # a reader never sees half a figure
-            fig.savefig(tmp, format=fmt, dpi=130, metadata={"CreationDate": None} if fmt == "pdf" else None)
 
 
 def _heatmap(R: np.ndarray, tasks: list) -> dict:
