@@ -39,6 +39,9 @@ def _r(path, level="image"):
 
 
 def test_cl_forgets_less_than_ncl(ncl_cl_runs):
+    """PatchCore NCL replaces its bank, CL keeps one per task. Measured (issue 31 §0; seeds 0, 1, 2, the same at
+    one and two threads): BWT NCL −0.161, −0.255, −0.219 vs CL −0.072, −0.139, −0.155; ROC-AUC_CL NCL 0.893,
+    0.830, 0.854 vs CL 0.952, 0.907, 0.897. Every assertion holds with a margin of at least 0.04 across them."""
     ncl, cl = (summarize(_r(ncl_cl_runs[p])) for p in ("ncl", "cl"))
     assert cl["bwt"] > ncl["bwt"], (cl, ncl)
     assert cl["roc_auc_cl"] > ncl["roc_auc_cl"], (cl, ncl)
