@@ -21,6 +21,17 @@ class Protocol:
     def __init__(self, detector, seed: int):
         self.detector, self.seed = detector, seed
 
+    def hand_over(self, context) -> None:
+        """Give the runner's training context (epoch checkpoints, progress, losses) to the detector that learns
+        next. The one place it is handed over: a protocol that replaces its detector does so through `replace`."""
+        self.context = self.detector.context = context
+
+    def replace(self, detector) -> None:
+        """Make `detector` (a fresh expert, a new model) the one that learns next, under the same context."""
+        self.detector = detector
+        if hasattr(self, "context"):  # before the first hand-over the detector keeps the one it was built with
+            detector.context = self.context
+
     def step_seed(self, step: int) -> int:
         return step_seed(self.seed, step)
 

@@ -180,7 +180,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
             context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t,
                                    heartbeat=None if progress else log)
-            protocol.detector.context = context  # a protocol with fresh experts hands it on to the new one
+            protocol.hand_over(context)
             protocol.learn(run.splits[task].train, t)
             if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
                 track.drop_training(task)

@@ -150,10 +150,7 @@ class FreshCumulative(Replay):
 
     def _train(self, X: np.ndarray, step: int) -> None:
         if self.step_ >= 0:  # a model has been trained: replace it, under the runner's context (epoch checkpoints)
-            fresh = self.factory()
-            if hasattr(self.detector, "context"):
-                fresh.context = self.detector.context
-            self.detector = fresh
+            self.replace(self.factory())
         super()._train(X, step)
 
 
@@ -169,10 +166,7 @@ class MSTE(Naive):
         if split.task in self.experts_:
             raise ConfigError(f"task {split.task!r} appears twice in the stream")
         if self.experts_:  # the current detector is the last expert: train a new one, under the runner's context
-            expert = self.factory()
-            if hasattr(self.detector, "context"):
-                expert.context = self.detector.context
-            self.detector = expert
+            self.replace(self.factory())
         self._train(split.X, step)
         self.experts_[split.task] = self.detector
 

@@ -29,10 +29,7 @@ class Expert(Naive):
 
     def learn(self, split, step: int) -> None:
         if step > 0:
-            expert = self.factory()
-            if hasattr(self.detector, "context"):  # the runner's training context (epoch checkpoints, losses)
-                expert.context = self.detector.context
-            self.detector = expert
+            self.replace(self.factory())
         self.step_, self.trained_ = step, len(split)
         self.detector.fit(split.X, self.seed)
 
