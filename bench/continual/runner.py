@@ -12,9 +12,9 @@ unreadable one, or one with this run's key whose content does not fit the run (s
 entries, a protocol state holding NaN, or one that cannot score this run's first task: a bank of another width),
 is moved aside to `<ckpt>.bad-<timestamp>` with a warning and the run starts afresh. Epoch checkpoints are bound to the step and weights they continue (bench/training/loop.py).
 
-Every track goes through this one loop. What differs is a small *track* object, prepared by the module its track
-registered in bench.tracks (bench/image/track.py, bench/tabular/track.py): the task data, a fresh protocol, the metric levels and the arrays they fill, and how
-one (task, split) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
+Every track goes through this one loop. What differs is a small `bench.tracks.Track`, prepared by the module its
+track registered in bench.tracks (bench/image/track.py, bench/tabular/track.py): the task data, a fresh protocol,
+the metric levels and the arrays they fill, and how one cell (`bench.tracks.Cell`: step, task) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Run:
     index_sha: str
     weights_id: str
     run_key: str
-    track: object  # the track object its track's module prepared (bench.tracks)
+    track: tracks.Track  # what its track's module prepared (bench.tracks.prepare)
 
     @property
     def splits(self) -> dict:
@@ -191,7 +191,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             protocol.record(state.arrays, t, n)
             t0 = time.perf_counter()
             for j in evaluated:
-                track.evaluate(run, protocol, state, routing, t, j, progress)
+                track.evaluate(tracks.Cell(cfg, protocol, t, j, state.arrays, state.scores, routing, progress))
             synchronize(device)
             state.arrays["timing/eval_s"][t] = time.perf_counter() - t0
             state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
@@ -297,7 +297,7 @@ def _resume(run: Run, protocol, log) -> RunState | None:
         protocol.load_state_dict(ckpt["protocol"])
         # the state must fit this run (a bank of another width fails in the first scoring, on every rerun): score
         # a sample of the first task with it, as evaluation will (pointwise scoring: nothing else changes)
-        if not np.isfinite(run.track.probe(run, protocol)).all():
+        if not np.isfinite(run.track.probe(run.config, protocol)).all():
             raise CheckpointError(f"{path}: the restored state scores the first task's test samples as NaN or "
                                   f"infinite")
     except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:

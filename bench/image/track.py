@@ -36,7 +36,7 @@ from bench.registry import get as model_spec
 from bench.training.loop import Heartbeat
 
 
-class ImageTrack:
+class ImageTrack(tracks.Track):
     """Images through a frozen (or trained) backbone; levels image and pixel."""
 
     name = "image"
@@ -87,16 +87,16 @@ class ImageTrack:
         return {"backbone_forward_images": self.extractor.forward_images, "presets": json.dumps(self.presets),
                 **({"cache_budget_bytes": cache.budget, "cache_spilled_images": cache.spilled_images} if cache else {})}
 
-    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
-        _evaluate(run, protocol, state, routing, self.masks, t, j, progress, Heartbeat(None if progress else self.log))
+    def evaluate(self, cell: tracks.Cell) -> None:
+        _evaluate(cell, self.splits[cell.task_name].test, self.masks, Heartbeat(None if cell.progress else self.log))
 
-    def probe(self, run, protocol) -> np.ndarray:
+    def probe(self, cfg: RunConfig, protocol) -> np.ndarray:
         """Scores of the first task's first test batch under a restored protocol (the runner checks a resumed
         state with them). The batch is the one evaluation scores first, so the features it caches are those
         evaluation would compute; scoring is pointwise, so nothing measured changes."""
-        split = run.splits[run.config.tasks[0]].test
+        split = self.splits[cfg.tasks[0]].test
         with torch.no_grad():
-            pred = protocol.predict(split, next(iter(split.batches(run.config.image.batch_size))))
+            pred = protocol.predict(split, next(iter(split.batches(cfg.image.batch_size))))
         return pred.scores if pred.maps is None else np.append(pred.scores, pred.maps.max(axis=(1, 2)))
 
 
@@ -194,9 +194,8 @@ def update_pixel_metric(pixel: PixelRocAuc, maps: np.ndarray, masks) -> None:
         pixel.update(m[None], mask[None])
 
 
-def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
-    cfg = run.config
-    split = run.splits[cfg.tasks[j]].test
+def _evaluate(cell: tracks.Cell, split, masks: dict, alive: Heartbeat) -> None:
+    cfg, protocol, routing, t, j = cell.config, cell.protocol, cell.routing, cell.step, cell.task
     if split.name not in masks:
         masks[split.name] = split_masks(split, cfg.image.pixel_eval)
     mask = masks[split.name]
@@ -205,7 +204,7 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
     batches = list(split.batches(cfg.image.batch_size))
     done = 0
     for idx in tqdm(batches, desc=f"eval step {t + 1} on {split.task}", unit="batch", leave=False,
-                    disable=not progress):
+                    disable=not cell.progress):
         check_terminated()
         if alive.due():  # no bar off a terminal: a line at least every minute of a long evaluation
             alive.log(f"  evaluating step {t + 1} on {split.task}: {done}/{len(split)} images scored")
@@ -224,10 +223,10 @@ def _evaluate(run, protocol, state, routing, masks, t, j, progress, alive):
             np.add.at(routing[t, j], pred.routed, 1)
     if j == t:  # once per step, on the task just learned
         check_pointwise(cfg, protocol, split, scores, batches)
-    state.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
-    state.arrays["R/pixel"][t, j] = pixel.compute() if pixel is not None else np.nan
-    state.arrays["R/image_npr_auc"][t, j] = normalized_pr_auc(split.labels, scores)[0]
-    state.scores.append((t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
+    cell.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
+    cell.arrays["R/pixel"][t, j] = pixel.compute() if pixel is not None else np.nan
+    cell.arrays["R/image_npr_auc"][t, j] = normalized_pr_auc(split.labels, scores)[0]
+    cell.scores.append((t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
 
 
 # The image track's pointwise audit (the tabular track's is bench.tabular.audit): two test images scored alone

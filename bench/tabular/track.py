@@ -44,7 +44,7 @@ class LabelledRecords(RecordSplit):
     order: np.ndarray | None = None
 
 
-class TabularTrack:
+class TabularTrack(tracks.Track):
     name = "tabular"
     levels = ("record",)
     matrices = MATRICES
@@ -65,14 +65,7 @@ class TabularTrack:
             self._splits = self._load_splits()
         return self._splits
 
-    def start(self, cfg, device, progress: bool, log, out_dir) -> None:
-        pass  # the record features are already in memory; nothing to load
-
-    def drop_training(self, task: str) -> None:
-        pass  # records are held by the index for the whole run
-
-    def close(self) -> None:
-        pass
+    # start, drop_training, close: the Track defaults (the index holds the records, in memory, for the whole run)
 
     def protocol(self, cfg):
         from bench.tabular.protocols import make_protocol
@@ -88,22 +81,22 @@ class TabularTrack:
     def attrs(self) -> dict:
         return {"backbone_forward_images": 0, "presets": json.dumps(self.presets)}
 
-    def probe(self, run, protocol) -> np.ndarray:
+    def probe(self, cfg, protocol) -> np.ndarray:
         """Scores of the first task's first test records under a restored protocol (the runner checks a resumed
         state with them; scoring is pointwise, so nothing measured changes)."""
         if not getattr(protocol, "restores_model", True):  # the STE expert: the next step fits a fresh one
             return np.empty(0)
-        split = self.splits[run.config.tasks[0]].test
+        split = self.splits[cfg.tasks[0]].test
         return protocol.predict(split, np.arange(min(len(split), PROBE_RECORDS)))
 
-    def evaluate(self, run, protocol, state, routing, t, j, progress) -> None:
+    def evaluate(self, cell: tracks.Cell) -> None:
         from bench.metrics import expected_random_ap
 
         check_terminated()
-        cfg = run.config
-        split = self.splits[cfg.tasks[j]].test
-        scores = protocol.predict(split, np.arange(len(split)))
-        a = state.arrays
+        cfg, t, j = cell.config, cell.step, cell.task
+        split = self.splits[cell.task_name].test
+        scores = cell.protocol.predict(split, np.arange(len(split)))
+        a = cell.arrays
         bad = ~np.isfinite(scores)
         released = cfg.tabular.nonfinite == "released"
         if bad.any() and (not released or bad.all()):
@@ -120,7 +113,7 @@ class TabularTrack:
         k = int(labels.sum())
         a["R/record_expected_ap"][t, j] = expected_random_ap(len(labels), k) if k else np.nan
         entry = (t, j, labels.astype(np.int8), scores.astype(np.float64), split.record_ids.astype(np.int32))
-        state.scores.append(entry if split.order is None else (*entry, split.order))
+        cell.scores.append(entry if split.order is None else (*entry, split.order))
 
 
 def released_finite(scores: np.ndarray) -> np.ndarray:

@@ -417,6 +417,7 @@ def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count
     from bench.errors import NumericalError
     from bench.metrics import roc_auc
     from bench.tabular.track import MATRICES, LabelledRecords, TabularTrack
+    from bench.tracks import Cell
 
     labels = np.array([0, 0, 0, 1, 1], dtype=np.int8)
     raw = np.array([0.1, np.nan, -np.inf, 0.5, np.inf])
@@ -427,9 +428,8 @@ def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count
     def evaluate(preset):
         state = SimpleNamespace(arrays={m: np.full((1, 1), np.nan) for m in MATRICES}, scores=[])
         nonfinite = "released" if preset == "released" else "stop"  # what prepare_tabular records per preset
-        run = SimpleNamespace(config=SimpleNamespace(preset=preset, model="m", tasks=["t"],
-                                                     tabular=SimpleNamespace(nonfinite=nonfinite)))
-        track.evaluate(run, protocol, state, None, 0, 0, False)
+        config = SimpleNamespace(preset=preset, model="m", tasks=["t"], tabular=SimpleNamespace(nonfinite=nonfinite))
+        track.evaluate(Cell(config, protocol, 0, 0, state.arrays, state.scores))
         return state
 
     state = evaluate("released")
