@@ -14,7 +14,7 @@ export HDF5_USE_FILE_LOCKING := FALSE
 export HF_HUB_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test test-fast demo demo-all data perf device-check weights lock submit status resubmit aggregate verify scenarios image image-base sif container-check slurm-up slurm-down clean
+.PHONY: help venv test test-fast demo demo-all data perf device-check weights lock submit status resubmit aggregate figures verify scenarios image image-base sif container-check slurm-up slurm-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'

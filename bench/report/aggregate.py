@@ -33,7 +33,7 @@ from bench.errors import BenchError
 from bench.io import file_sha256, write_text_atomic
 from bench.report import heatmaps as hm
 from bench.report import html, paper, stats
-from bench.report.bootstrap import INTERVAL_METRICS, run_intervals
+from bench.report.bootstrap import DRAWS, INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
 from bench.report.render import MULTI, label, provenance_lines
 from bench.report.routing import routing_markdown, routing_table
@@ -74,6 +74,7 @@ class Options:
     select_top: int = 3
     per_method_heatmaps: bool = False
     figure_formats: tuple = ("png", "pdf")  # empty: heatmap values (heatmaps.csv) only, no drawing
+    paper_figures: bool = False  # also the PNG and PDF of the report's per-method figures (`make figures`)
     pool: str = "entries"  # the paper comparison's reading of Table 2's pooling judged (bench.report.paper.POOLS)
     own_paper_tables: bool = False  # edited data/paper tables are the user's: accept them (their digests recorded)
 
@@ -230,7 +231,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         for name in previous.get("outputs", {}):
             if name not in names:
                 (out / name).unlink(missing_ok=True)
-    figures = {}
+    figures, painter = {}, hm.Painter()
     drawn = (previous or {}).get("figure_digests", {})
     for item in items:
         if item.text is not None:
@@ -239,7 +240,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
             stem = item.heatmap.stem
             figures[stem] = hm.digest(item.heatmap, options.figure_formats)
             if figures[stem] != drawn.get(stem) or not _unchanged(out, previous, stem, options.figure_formats):
-                hm.save(item.heatmap, out / "figures", options.figure_formats)
+                hm.save(item.heatmap, out / "figures", options.figure_formats, painter)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
         "aggregator": results.provenance(), "options": asdict(options), **record,
@@ -247,9 +248,10 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         "inputs": c.inputs,
         "outputs": {i.name: file_sha256(out / i.name) for i in items},
         "figure_digests": figures,  # what each figure was drawn from: an unchanged one is not drawn again
+        "bootstrap_draws": DRAWS,  # how runs.csv's intervals were resampled: others' are not reused
     }
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    page = html.write_report(out, dataset, c.runs, c.missing, c.details, items)
+    page = html.write_report(out, dataset, c.runs, c.missing, c.details, items, options.paper_figures)
     n_fig = len(figures)
     log(f"{dataset}: {len(c.runs)} complete run(s) used, {len(c.missing)} missing; wrote "
         f"{sum(i.text is not None for i in items)} table files to {out / 'tables'} and {n_fig} heatmap(s) "
@@ -261,12 +263,12 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
 
 
 def _published_intervals(out: Path, previous: dict | None, options: Options) -> dict:
-    """{file SHA-256: {metric: (low, high)}} of the previous runs.csv, when it was made with the same resamples
-    and seed and is still the file the manifest records; else {}."""
+    """{file SHA-256: {metric: (low, high)}} of the previous runs.csv, when it was made with the same resamples,
+    seed and way of drawing them (bootstrap.DRAWS) and is still the file the manifest records; else {}."""
     name = "tables/runs.csv"
     old = (previous or {}).get("options", {})
     if (not previous or (old.get("bootstrap"), old.get("bootstrap_seed")) != (options.bootstrap, options.bootstrap_seed)
-            or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
+            or previous.get("bootstrap_draws") != DRAWS or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
         return {}
     table = pd.read_csv(out / name, dtype={"file_sha256": str})  # pandas 3 parses floats round-trip
     cols = [f"image_{m}_ci_{side}" for m in INTERVAL_METRICS for side in ("low", "high")]
@@ -355,8 +357,12 @@ def verify(outputs: Path, dataset: str, log=print) -> list[str]:
         options = Options(**{**manifest["options"], "figure_formats": tuple(manifest["options"]["figure_formats"])})
     except (TypeError, KeyError) as e:
         raise BenchError(f"{out / MANIFEST}: its options are not this suite's ({type(e).__name__}: {e})") from None
-    c = collect(Path(outputs), dataset, interval_deriver(options))  # every interval recomputed
     problems = []
+    if options.bootstrap and manifest.get("bootstrap_draws") != DRAWS:  # every interval would differ, each a line
+        problems.append(f"{out / MANIFEST}: its intervals were resampled by {manifest.get('bootstrap_draws', 'v1')!r}"
+                        f", this code resamples by {DRAWS!r}; rerun `make aggregate DATASET={dataset}`")
+        return problems
+    c = collect(Path(outputs), dataset, interval_deriver(options))  # every interval recomputed
     then = {e["path"]: e for e in manifest["inputs"]}
     now = {e["path"]: e for e in c.inputs}
     for path in sorted(now.keys() - then.keys()):

@@ -11,7 +11,7 @@ def cmd_aggregate(args) -> int:
 
     options = Options(bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed, select_by=args.select_by,
                       select_top=args.select_top, per_method_heatmaps=args.per_method_heatmaps,
-                      figure_formats=_formats(args.figures), pool=args.pool,
+                      figure_formats=_formats(args.figures), paper_figures=args.paper_figures, pool=args.pool,
                       own_paper_tables=args.own_paper_tables)
     manifest = aggregate(args.outputs, args.dataset, options)
     tables = manifest.parent  # the md tables this result set has (image: table2.md...; tabular: tabular_table2.md...)
@@ -60,6 +60,10 @@ def register(sub) -> None:
     p.add_argument("--per-method-heatmaps", action="store_true", help="also one heatmap per model × backbone")
     p.add_argument("--figures", default="png,pdf", help="heatmap formats, comma-separated: png,pdf or none "
                    "(none: the values in heatmaps.csv only)")
+    p.add_argument("--paper-figures", action="store_true",
+                   help="also draw every per-method figure of the report (its R heatmap and curves) as PNG and PDF "
+                        "for papers (about 0.1-0.4 s each; `make figures`); without it the page shows them inline "
+                        "and keeps those drawn before from the same values")
     p.add_argument("--pool", default="entries", choices=POOLS,
                    help="the paper comparison's reading of Table 2's pooling that is judged (the other is shown): "
                         "entries (16 method × backbone results) or methods (9 methods) (default: entries)")

@@ -13,14 +13,13 @@ colours and markers, the axis labels, the y range and a legend for 2-12 series. 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
-import sys
 from pathlib import Path
 
 from matplotlib import colormaps
 
 from bench.io import atomic_path
+from bench.report.render import drawing_code
 
 VIRIDIS = colormaps["viridis"]
 FORMATS = ("png", "pdf")
@@ -34,11 +33,8 @@ def digest(c: dict) -> str:
     """SHA-256 of what a curve's files depend on: its values and labels, this whole module's source (the drawing
     code, margins and size) and matplotlib's version, so a change to any of them redraws the curve instead of
     leaving an old drawing in place."""
-    import matplotlib
-
-    drawing = [inspect.getsource(sys.modules[__name__]), matplotlib.__version__]
     return hashlib.sha256(json.dumps([c["xlabel"], c["ylabel"], c["yrange"], c["values"].to_csv(index=False),
-                                      *drawing]).encode()).hexdigest()
+                                      drawing_code(__name__)]).encode()).hexdigest()
 
 
 class Painter:

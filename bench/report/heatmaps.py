@@ -14,7 +14,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from bench.report.render import METHOD, MULTI, label, short_hash
+from bench.io import atomic_path
+from bench.report.render import METHOD, MULTI, drawing_code, label, short_hash
 
 LEVELS = ("image", "pixel")
 PROTOCOLS = ("ncl", "cl")
@@ -168,26 +169,22 @@ class Painter:
 
 
 def digest(h: Heatmap, formats=("png", "pdf")) -> str:
-    """SHA-256 of everything a drawing of `h` depends on (its values and labels, the formats, the drawing code and
-    matplotlib's version), so `aggregate` redraws only figures whose digest changed."""
-    import inspect
-
-    import matplotlib
-
+    """SHA-256 of everything a drawing of `h` depends on (its values and labels, the formats, this module's
+    drawing code and matplotlib's version), so `aggregate` redraws only figures whose digest changed."""
     parts = [repr((h.stem, h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights, h.tasks,
-                   h.n_methods, tuple(formats), matplotlib.__version__)), inspect.getsource(figure),
-             inspect.getsource(_annotate), inspect.getsource(_title), inspect.getsource(Painter),
+                   h.n_methods, tuple(formats))), drawing_code(__name__),
              h.mean.tobytes().hex(), h.n_runs.tobytes().hex()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def save(h: Heatmap, directory: Path, formats=("png", "pdf")) -> list[Path]:
-    """Write one heatmap; PDF without a creation date, so the same values give the same file."""
-    fig = figure(h)
+def save(h: Heatmap, directory: Path, formats=("png", "pdf"), painter: Painter | None = None) -> list[Path]:
+    """Write one heatmap, each file whole or not at all; PDF without a creation date, so the same values give the
+    same file. `painter`: one Painter for a series of heatmaps (those of one task list reuse a Figure)."""
+    fig = painter.figure(h) if painter is not None else figure(h)
     paths = []
     for fmt in formats:
         path = Path(directory) / f"{h.stem}.{fmt}"
-        metadata = {"CreationDate": None} if fmt == "pdf" else None
-        fig.savefig(path, dpi=150, metadata=metadata)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
         paths.append(path)
     return paths

@@ -4,13 +4,15 @@ Made by `aggregate` from the very tables it publishes (the CSV texts of `build`,
 CSV cell, shown rounded and carried at full precision in the cell's `data-value`) and from the run files already
 collected (each method's R matrices, routing, memory and loss curves). No script, no web font, no CDN: it opens
 from file:// after an rsync; links are relative (../tables/*.csv, ../figures/*.png). Its own figures (the
-critical-difference diagrams, PNG and PDF) go to report/figures/; files there that a new aggregation no longer
-makes are removed, and a file whose bytes did not change is not rewritten.
+critical-difference diagrams, PNG and PDF; with `paper_figures`, every per-method heatmap and curve too) go to
+report/figures/; files there that a new aggregation no longer makes are removed, and a file whose bytes did not
+change is not rewritten.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import jinja2
@@ -285,11 +287,10 @@ RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt",
                ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
 
 
-def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, curves: list,
-               own_maps: list | None = None) -> dict | None:
+def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, figs: OwnFigures) -> dict | None:
     """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
     method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}; where
-    `aggregate` drew none, the method's heatmap is registered in `own_maps` to be drawn under report/figures/."""
+    `aggregate` drew none, the method's heatmap is registered in `figs` (its paper figures under report/figures/)."""
     rc = _table(tables, "tables/runs.csv")
     if rc is None:
         return None
@@ -314,7 +315,7 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, cur
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
         blocks.append({"kind": "details", "summary": name,
-                       "parts": _method_parts(g, details, drawn, curves, [] if own_maps is None else own_maps)})
+                       "parts": _method_parts(g, details, drawn, figs)})
     return {"id": "methods", "title": "Per method", "blocks": blocks}
 
 
@@ -325,7 +326,7 @@ def _mean_over(arrays: list[np.ndarray]) -> np.ndarray:
         return np.where(finite, stack, 0).sum(0) / finite.sum(0)
 
 
-def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list, own_maps: list) -> list[dict]:
+def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, figs: OwnFigures) -> list[dict]:
     """Per ordering × protocol: the method's own R heatmap (image level, seeds averaged), R[i, j] over steps i for
     each task j, and where the runs hold them the routing accuracy, bank memory and training loss over steps."""
     parts = []
@@ -340,12 +341,11 @@ def _method_parts(g: pd.DataFrame, details: dict, drawn: dict, curves: list, own
         name = "_".join(_slug(x) for x in (g["dataset"].iloc[0], *method, ordering, protocol))
         stem = "curve_" + name
         if {f["format"] for f in files} < {"PNG", "PDF"}:  # aggregate drew no per-method PNG and PDF (no
-            # --per-method-heatmaps, or not both formats): the report draws its own
-            own_maps.append(_own_heatmap(f"heatmap_{name}_image", g["dataset"].iloc[0], ordering, protocol, method,
-                                         tasks, R, runs))
-            files = [{"href": f"figures/{own_maps[-1].stem}.{fmt}", "format": fmt.upper()} for fmt in ("png", "pdf")]
+            # --per-method-heatmaps, or not both formats): the report's own, linked where they exist
+            files = figs.heatmap(_own_heatmap(f"heatmap_{name}_image", g["dataset"].iloc[0], ordering, protocol,
+                                             method, tasks, R, runs))
         part = {"title": title, "heatmap": _heatmap(R, tasks), "files": files, "curves": []}
-        curve = lambda kind, *a: part["curves"].append(_curve(f"{stem}_{kind}", curves, *a))  # noqa: E731
+        curve = lambda kind, *a: part["curves"].append(_curve(f"{stem}_{kind}", figs, *a))  # noqa: E731
         curve("forgetting", [(tasks[j], list(range(j, len(tasks))), R[j:, j]) for j in range(len(tasks))],
               "after learning task i", "image ROC-AUC of task j", (0.5, 1.0))
         if all("routing/own_fraction" in r for r in runs):
@@ -377,68 +377,88 @@ def _own_heatmap(stem: str, dataset: str, ordering: str, protocol: str, method: 
     return hm.Heatmap(stem, dataset, ordering, protocol, "image", *method, list(tasks), mean, n_runs, 1)
 
 
-# {stem: digest of what the figure was drawn from} of the report's own figures (curves and per-method heatmaps):
-# an unchanged one is not drawn again, which keeps a regeneration after one more run cheap
+# {stem: digest of what the figure was drawn from} of the report's own paper figures (curves and per-method
+# heatmaps) that exist: an unchanged one is not drawn again, a changed one is removed or redrawn, never left stale
 CURVE_DIGESTS = "curve_digests.json"
+FORMATS = curves_draw.FORMATS  # every figure of the report's own, for papers
 
 
 def _slug(x) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in str(x)) or "-"
 
 
-def _curve(stem: str, curves: list, series: list[tuple], xlabel: str, ylabel: str, yrange) -> dict:
-    """A curve as inline SVG, registered to be drawn as report/figures/<stem>.png|pdf, its values in
-    report/tables/curves.csv (figure, series, x, y)."""
+class OwnFigures:
+    """The report's own figures: per method × ordering × protocol its R heatmap and its curves. The page shows
+    them inline (an HTML table, SVG) and their values go to report/tables/; their PNG and PDF for papers are drawn
+    only when asked (`draw`: `make figures`, `aggregate --paper-figures`), because matplotlib takes 0.1-0.4 s a
+    figure and a campaign has over a thousand of them. Without `draw`, the files drawn before from the same values
+    are kept and linked; any other is removed, so the page never links a figure of other values."""
+
+    def __init__(self, directory: Path, draw: bool):
+        self.directory, self.draw = Path(directory), draw
+        index = self.directory / CURVE_DIGESTS
+        try:
+            self.before = json.loads(index.read_text()) if index.is_file() else {}
+        except ValueError:
+            self.before = {}  # a damaged index only costs a redraw (or an absent link)
+        self.curves, self.maps = [], []
+        self.present = {}  # {stem: digest} of the figures whose files exist once `save` has run
+        self._pending = []  # what is still to draw, as calls
+        self._curve_painter = self._heatmap_painter = None  # built at the first figure drawn: often none is
+
+    def _add(self, stem: str, digest: str, draw) -> bool:
+        """Whether the figure's files will exist after `save`."""
+        files = [self.directory / f"{stem}.{fmt}" for fmt in FORMATS]
+        if self.before.get(stem) == digest and all(f.is_file() for f in files):
+            self.present[stem] = digest
+        elif self.draw:
+            self.present[stem] = digest
+            self._pending.append(draw)
+        return stem in self.present
+
+    def curve(self, c: dict) -> bool:
+        self.curves.append(c)
+        return self._add(c["stem"], curves_draw.digest(c), lambda: self._draw_curve(c))
+
+    def heatmap(self, h: hm.Heatmap) -> list[dict]:
+        """The links to `h`'s PNG and PDF: none where they are not drawn."""
+        self.maps.append(h)
+        drawn = self._add(h.stem, hm.digest(h, FORMATS), lambda: self._draw_heatmap(h))
+        return [{"href": f"figures/{h.stem}.{fmt}", "format": fmt.upper()} for fmt in FORMATS] if drawn else []
+
+    def _draw_curve(self, c: dict) -> None:
+        self._curve_painter = self._curve_painter or curves_draw.Painter()
+        self._curve_painter.draw(c, self.directory)
+
+    def _draw_heatmap(self, h: hm.Heatmap) -> None:
+        self._heatmap_painter = self._heatmap_painter or hm.Painter()
+        fig = self._heatmap_painter.figure(h)
+        for fmt in FORMATS:
+            with atomic_path(self.directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
+                fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
+
+    def save(self) -> set[Path]:
+        """Draw what is pending and write the index of what exists; the files this leaves (for the caller's
+        removal of everything else under report/)."""
+        for draw in self._pending:
+            draw()
+        index = self.directory / CURVE_DIGESTS
+        text = json.dumps(self.present, indent=1, sort_keys=True) + "\n"
+        if not index.is_file() or index.read_text() != text:
+            write_text_atomic(index, text)
+        return {self.directory / f"{stem}.{fmt}" for stem in self.present for fmt in FORMATS} | {index}
+
+
+def _curve(stem: str, figs: OwnFigures, series: list[tuple], xlabel: str, ylabel: str, yrange) -> dict:
+    """A curve as inline SVG, its values in report/tables/curves.csv (figure, series, x, y), its PNG and PDF
+    (report/figures/<stem>.png|pdf) linked where they are drawn."""
     values = pd.DataFrame([{"figure": stem, "series": str(name), "x": int(x), "y": float(y)}
                            for name, sx, sy in series for x, y in zip(sx, sy) if np.isfinite(y)],
                           columns=["figure", "series", "x", "y"])
-    curves.append({"stem": stem, "series": series, "xlabel": xlabel, "ylabel": ylabel, "yrange": yrange,
-                   "values": values})
-    return {"svg": _svg(series, xlabel, ylabel, yrange), "png": f"figures/{stem}.png",
-            "pdf": f"figures/{stem}.pdf", "csv": "tables/curves.csv"}
-
-
-def _save_curves(curves: list, directory: Path, maps: list | None = None) -> None:
-    """Draw each curve and each of the report's own heatmaps (`maps`) as PNG and PDF, unless the files exist and
-    were drawn from the same values."""
-    import json
-
-    index = directory / CURVE_DIGESTS
-    try:
-        before = json.loads(index.read_text()) if index.is_file() else {}
-    except ValueError:
-        before = {}  # a damaged index only costs a redraw
-    now = {}
-    painter = None  # built at the first curve that needs drawing: a regeneration often draws none
-
-    def draw_curve(c):
-        nonlocal painter
-        painter = painter or curves_draw.Painter()
-        painter.draw(c, directory)
-
-    heatmap_painter = hm.Painter()
-    figures = [(c["stem"], curves_draw.digest(c), lambda c=c: draw_curve(c)) for c in curves]
-    figures += [(h.stem, hm.digest(h, FORMATS), lambda h=h: _draw_heatmap(h, directory, heatmap_painter))
-                for h in maps or []]
-    for stem, digest, draw in figures:
-        now[stem] = digest
-        files = [directory / f"{stem}.{fmt}" for fmt in FORMATS]
-        if before.get(stem) == digest and all(f.is_file() for f in files):
-            continue
-        draw()
-    text = json.dumps(now, indent=1, sort_keys=True) + "\n"
-    if not index.is_file() or index.read_text() != text:
-        write_text_atomic(index, text)
-
-
-FORMATS = curves_draw.FORMATS  # every figure of the report's own, for papers
-
-
-def _draw_heatmap(h: hm.Heatmap, directory: Path, painter: hm.Painter) -> None:
-    fig = painter.figure(h)
-    for fmt in FORMATS:
-        with atomic_path(directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
-            fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
+    drawn = figs.curve({"stem": stem, "series": series, "xlabel": xlabel, "ylabel": ylabel, "yrange": yrange,
+                       "values": values})
+    return {"svg": _svg(series, xlabel, ylabel, yrange), "png": f"figures/{stem}.png" if drawn else None,
+            "pdf": f"figures/{stem}.pdf" if drawn else None, "csv": "tables/curves.csv"}
 
 
 def _heatmap(R: np.ndarray, tasks: list) -> dict:
@@ -713,8 +733,10 @@ def result_sets(outputs: Path) -> dict:
 # ---------------------------------------------------------------- page
 
 
-def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFrame, details: dict, items) -> Path:
-    """Write outputs/<dataset>/report/index.html (+ figures/cd_*.png|pdf) from the published items."""
+def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFrame, details: dict, items,
+                 paper_figures: bool = False) -> Path:
+    """Write outputs/<dataset>/report/index.html (+ figures/cd_*.png|pdf) from the published items;
+    `paper_figures`: also draw the PNG and PDF of every per-method figure (OwnFigures)."""
     directory = out / REPORT
     (directory / "figures").mkdir(parents=True, exist_ok=True)
     tables = {i.name: _read(i.text) for i in items if i.text is not None and i.name.endswith(".csv")}
@@ -729,22 +751,23 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         drawn.setdefault((h.dataset, h.ordering, h.protocol, h.level, h.model, h.backbone, h.weights), []).append(
             {"href": f"../{i.name}", "format": i.name.rsplit(".", 1)[1].upper()})
     # the report's own CSVs (report/tables/), curve figures (report/figures/curve_*) and per-method heatmaps
-    own, curves, maps = {}, [], []
+    own, figs = {}, OwnFigures(directory / "figures", paper_figures)
     cons = []
     for folder in construction.folders(out.parent, dataset, runs, details):
         con = construction.read(folder)
         cons.append({**con, "name": construction._name(folder, out.parent)})
     sections += [s for s in (comparison(tables), statistics(tables, figures),
-                             per_method(tables, runs, details, drawn, curves, maps),
+                             per_method(tables, runs, details, drawn, figs),
                              timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
                              scenario_construction(cons, construction.frames(cons, out.parent), own),
                              heatmap_figures(items)) if s]
-    if curves:
-        own["tables/curves.csv"] = pd.concat([c["values"] for c in curves]).to_csv(index=False, lineterminator="\n")
-    if maps:  # the values behind the report's own heatmaps, as tables/heatmaps.csv holds those of aggregate's
-        own["tables/method_heatmaps.csv"] = hm.heatmap_frame(maps).to_csv(index=False, lineterminator="\n")
+    if figs.curves:
+        own["tables/curves.csv"] = pd.concat([c["values"] for c in figs.curves]).to_csv(index=False,
+                                                                                         lineterminator="\n")
+    if figs.maps:  # the values behind the report's own heatmaps, as tables/heatmaps.csv holds those of aggregate's
+        own["tables/method_heatmaps.csv"] = hm.heatmap_frame(figs.maps).to_csv(index=False, lineterminator="\n")
     sections.append(every_table(items, own))
-    _save_curves(curves, directory / "figures", maps)
+    kept = figs.save()
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
@@ -758,9 +781,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         if not target.is_file() or target.read_text() != text:
             write_text_atomic(target, text)
     written = ({path} | {directory / f[k] for f in figures for k in ("png", "pdf")} | {directory / n for n in own}
-               | {directory / "figures" / f"{c['stem']}.{fmt}" for c in curves for fmt in FORMATS}
-               | {directory / "figures" / f"{h.stem}.{fmt}" for h in maps for fmt in FORMATS}
-               | {directory / "figures" / CURVE_DIGESTS})
+               | kept)
     for stale in before - written:
         stale.unlink(missing_ok=True)
     return path

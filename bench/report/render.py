@@ -72,8 +72,22 @@ def rank(kind: str, value) -> tuple:
 def sort_frame(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     if df.empty:
         return df.reset_index(drop=True)
-    keys = df[cols].apply(lambda r: tuple(rank(c, r[c]) for c in cols), axis=1)
+    ranks = {c: {v: rank(c, v) for v in df[c].unique()} for c in cols}  # once per value, not per row
+    keys = df[cols].apply(lambda r: tuple(ranks[c][r[c]] for c in cols), axis=1)
     return df.assign(_key=keys).sort_values("_key", kind="stable").drop(columns="_key").reset_index(drop=True)
+
+
+@functools.cache
+def drawing_code(module: str) -> str:
+    """The source of drawing module `module` and matplotlib's version: what a figure's digest includes, so that a
+    change to either redraws the figure instead of leaving an old drawing in place. Read once per process
+    (inspect reads and tokenises the file; a campaign's report takes hundreds of digests)."""
+    import importlib
+    import inspect
+
+    import matplotlib
+
+    return inspect.getsource(importlib.import_module(module)) + "\nmatplotlib " + matplotlib.__version__
 
 
 def short_hash(text: str, n: int = 8) -> str:

@@ -342,3 +342,29 @@ def test_no_stray_warnings_on_valid_input():
         warnings.simplefilter("error")
         summarize(random_R(3, 5, nan_cells=3))
         roc_auc(*random_binary(3, ties=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_wise_roc_auc_and_npr_auc_equal_the_one_cell_functions(dtype):
+    """The aggregate checks a campaign's cells in rows (bench.report.collect): each row must give what
+    roc_auc and normalized_pr_auc give for it alone, ties (across and within classes, a row all tied) included."""
+    from bench.metrics import normalized_pr_auc_rows, roc_auc_rows
+
+    rng = np.random.default_rng(3)
+    checked = 0
+    for trial in range(200):
+        n = int(rng.integers(2, 50))
+        y = rng.random(n) < rng.uniform(0.1, 0.9)
+        if y.all() or not y.any():
+            continue
+        rows = rng.normal(size=(4, n)).astype(dtype)
+        if trial % 3 == 0:
+            rows = np.round(rows, 1)  # many ties
+        rows[3] = rows[3] * 0 + 1  # one row entirely tied: AUC ½, AP = prevalence
+        auc, npr = roc_auc_rows(y, rows), normalized_pr_auc_rows(y, rows)
+        for r in range(len(rows)):
+            assert auc[r] == pytest.approx(roc_auc(y, rows[r]), abs=1e-12)
+            assert npr[r] == pytest.approx(normalized_pr_auc(y, rows[r])[0], abs=1e-12)
+            checked += 1
+        assert auc[3] == 0.5 and npr[3] == pytest.approx(0.0, abs=1e-12)
+    assert checked > 500

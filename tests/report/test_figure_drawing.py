@@ -45,11 +45,14 @@ def test_a_reused_painter_draws_what_a_fresh_one_draws(tmp_path):
 
 
 def test_the_digest_changes_with_the_values_and_the_drawing_code(monkeypatch):
+    from bench.report.render import drawing_code
+
+    assert "def digest" in drawing_code(curves.__name__) and "matplotlib" in drawing_code(hm.__name__)
     c = _forgetting("a")
     before = curves.digest(c)
     assert curves.digest(_forgetting("a")) == before
     assert curves.digest(_memory("a")) != before
-    monkeypatch.setattr(curves.inspect, "getsource", lambda obj: "changed drawing code")
+    monkeypatch.setattr(curves, "drawing_code", lambda module: "changed drawing code")
     assert curves.digest(c) != before  # a new drawing redraws the figures the old code made
 
 
@@ -94,8 +97,11 @@ def test_a_reused_heatmap_figure_draws_what_a_fresh_one_draws(tmp_path):
     """Cells, numbers and title of the heatmap drawn before on that Figure must not stay behind, also when another
     task list came in between."""
     five, four = [f"t{i}" for i in range(5)], [f"u{i}" for i in range(4)]
+    mean = _heatmap("m", hm.ALL, 5, five)  # aggregate's means: another protocol, level and ordering in the title
+    mean.protocol, mean.level, mean.ordering, mean.backbone, mean.weights, mean.n_methods = \
+        "ncl", "pixel", "easy_to_hard", hm.ALL, hm.ALL, 9
     maps = [_heatmap("a", "patchcore", 0, five), _heatmap("b", "padim", 1, five), _heatmap("c", "cfa", 2, four),
-            _heatmap("d", "padim", 3, five), _heatmap("e", "cfa", 4, four)]
+            _heatmap("d", "padim", 3, five), _heatmap("e", "cfa", 4, four), mean]
     painter = hm.Painter()
     for h in maps:
         reused = painter.figure(h)
@@ -112,3 +118,13 @@ def test_fixed_margins_keep_wide_tick_labels_and_the_y_label_inside_the_figure(t
         renderer = painter.fig.canvas.get_renderer()
         texts = [t for t in painter.ax.get_yticklabels() if t.get_text()] + [painter.ax.yaxis.label]
         assert min(t.get_window_extent(renderer).x0 for t in texts) >= 0, hi
+
+
+def test_a_heatmap_digest_changes_with_its_values_and_its_drawing_code(monkeypatch):
+    h = _heatmap("a", "patchcore", 0, ["t0", "t1", "t2"])
+    before = hm.digest(h)
+    assert hm.digest(_heatmap("a", "patchcore", 0, ["t0", "t1", "t2"])) == before
+    assert hm.digest(_heatmap("a", "patchcore", 1, ["t0", "t1", "t2"])) != before
+    assert hm.digest(h, ("png",)) != before
+    monkeypatch.setattr(hm, "drawing_code", lambda module: "changed drawing code")
+    assert hm.digest(h) != before

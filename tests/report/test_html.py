@@ -21,7 +21,9 @@ from test_report import TASKS, write
 
 MODELS = ("patchcore", "padim", "cfa")
 ORDERINGS = ("easy_to_hard", "hard_to_easy", "random")
-FAST = Options(bootstrap=200, figure_formats=("png",))  # the heatmaps' PDFs cost time and show nothing new here
+# the heatmaps' PDFs cost time and show nothing new here; the report's paper figures are drawn (`make figures`), so
+# the browser test resolves their links too
+FAST = Options(bootstrap=200, figure_formats=("png",), paper_figures=True)
 ERROR = "Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory"
 
 
@@ -503,3 +505,44 @@ def test_each_method_shows_its_own_heatmap_as_png_and_pdf_without_per_method_hea
         assert len(mine) == R.shape[0] * (R.shape[0] + 1) // 2
         for r in mine.itertuples():
             assert r.value == pytest.approx(R[r.i, r.j], rel=1e-12) and r.n_runs == len(g)
+
+
+def test_without_paper_figures_the_page_shows_figures_inline_and_links_only_current_files(report, tmp_path):
+    """`make aggregate` (no --paper-figures) draws no per-method PNG or PDF: the page shows every method's heatmap
+    and curves inline and says how to draw them. Files drawn before from the same values are kept and linked; after
+    one more run, the figures of that method × ordering × protocol changed, so their old files are removed and no
+    longer linked (never a stale figure), while the others stay."""
+    outputs, _, _ = report
+    fresh = tmp_path / "fresh"
+    shutil.copytree(outputs, fresh)
+    for d in ("report", "figures", "tables"):
+        shutil.rmtree(fresh / "synthetic" / d)
+    aggregate(fresh, "synthetic", Options(bootstrap=0, figure_formats=()), log=lambda *_: None)
+    page = fresh / "synthetic/report/index.html"
+    p = parse(page)
+    assert not list((page.parent / "figures").glob("curve_*.p*")) and not list((page.parent / "figures").glob("heatmap_*"))
+    assert not [r for r in p.refs if r.startswith("figures/curve_") or r.startswith("figures/heatmap_")]
+    text = page.read_text()
+    parts = text.count('<div class="part">')
+    assert parts == 18 and text.count("make figures DATASET=synthetic") == parts
+    assert text.count("<svg") > parts  # the curves are on the page all the same
+    assert pd.read_csv(page.parent / "tables/curves.csv")["figure"].nunique() == text.count("<svg")
+
+    drawn = tmp_path / "drawn"
+    shutil.copytree(outputs, drawn)  # the fixture's aggregate drew every paper figure
+    out = drawn / "synthetic/report"
+    before = {f.name for f in (out / "figures").glob("curve_*.p*")}
+    extra, image, _ = _scored(np.random.default_rng(5), 2.0)
+    write(drawn, model="cfa", protocol="cl", ordering="random", seed=1, image=image, extra=extra)
+    aggregate(drawn, "synthetic", Options(bootstrap=0, figure_formats=()), log=lambda *_: None)
+    after = {f.name for f in (out / "figures").glob("curve_*.p*")}
+    gone = before - after
+    assert gone and all("_cfa_" in f and "_random_cl_" in f for f in gone) and not after - before
+    refs = set(parse(out / "index.html").refs)
+    assert not any(r.split("/")[-1] in gone for r in refs)
+    assert {f"figures/{f}" for f in after} <= refs
+    assert not [f for f in (out / "figures").glob("heatmap_*_cfa_*_random_cl_image.*")]
+    assert (out / "index.html").read_text().count("make figures DATASET=synthetic") == 1
+    for ref in refs:
+        if not ref.startswith("#"):
+            assert (out / ref).is_file(), ref

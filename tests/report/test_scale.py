@@ -76,3 +76,43 @@ def test_a_changed_file_is_not_served_stale(tmp_path):
     assert after.loc[1, "image_roc_auc_cl"] == pytest.approx(results.summary_row(fresh)["image_roc_auc_cl"])
     assert after.loc[0].equals(before.loc[0])  # the unchanged run is as it was
     assert verify(outputs, "synthetic", log=quiet) == []
+
+
+def test_intervals_drawn_another_way_are_recomputed_and_verify_says_to_reaggregate(tmp_path):
+    """A result set aggregated by code that drew its resamples otherwise (a manifest without this code's
+    bootstrap.DRAWS) has its intervals recomputed, not reused, and `verify` says so in one line instead of a
+    mismatch per interval."""
+    import json
+
+    from bench.report import aggregate as agg
+
+    outputs = tmp_path / "outputs"
+    options = Options(bootstrap=N_BOOT, figure_formats=())
+    scored(outputs, 0, 1.0)
+    quiet = lambda *_: None  # noqa: E731
+    aggregate(outputs, "synthetic", options, log=quiet)
+    manifest_path = outputs / "synthetic" / agg.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["bootstrap_draws"] == agg.DRAWS
+    del manifest["bootstrap_draws"]  # as the code before DRAWS wrote it
+    manifest_path.write_text(json.dumps(manifest))
+    problems = verify(outputs, "synthetic", log=quiet)
+    assert len(problems) == 1 and "rerun `make aggregate DATASET=synthetic`" in problems[0]
+    assert agg._published_intervals(outputs / "synthetic", manifest, options) == {}
+    aggregate(outputs, "synthetic", options, log=quiet)
+    assert verify(outputs, "synthetic", log=quiet) == []
+
+
+def test_resample_counts_are_a_uniform_multinomial():
+    """Each resample draws k of k items with replacement: counts sum to k, each item's count has mean 1 and
+    variance (k - 1) / k, and two seeds give other draws."""
+    from bench.report.bootstrap import resample_counts
+
+    k, n_boot = 16, 20_000
+    counts = resample_counts(np.random.default_rng(0), k, n_boot)
+    assert counts.shape == (k, n_boot) and (counts.sum(0) == k).all() and (counts >= 0).all()
+    assert counts.mean() == pytest.approx(1.0)
+    assert counts.var(axis=1) == pytest.approx(np.full(k, (k - 1) / k), rel=0.05)
+    # covariance of two items' counts: -1/k
+    assert np.cov(counts[0], counts[1])[0, 1] == pytest.approx(-1 / k, abs=0.02)
+    assert not np.array_equal(counts, resample_counts(np.random.default_rng(1), k, n_boot))
