@@ -135,26 +135,17 @@ def _plugin_names() -> set[str]:
 
 
 def _load_plugin(entry) -> None:
-    """Import one dataset plugin; a failure, or a module that registers no dataset of its entry point's name, is one
-    BenchError naming the distribution and entry point (remembered, not retried)."""
-    if entry.name in _PLUGIN_ERRORS:
-        raise BenchError(_PLUGIN_ERRORS[entry.name])
-    before = dict(_SPECS)
-    try:
-        plugins.load(entry, "dataset")
-        problem = None
-    except BenchError as e:
-        problem = str(e)
-    mine = [key for key in set(_SPECS) - set(before) if key[1] == entry.name]
-    if problem is None and not mine:
-        problem = (f"{plugins.describe(entry, 'dataset')} registered no dataset named {entry.name!r}: its module "
-                   f"must call bench.datasets.register(DatasetSpec(name={entry.name!r}, ...))"
-                   + (" (it is a built-in dataset's name)" if any(k[1] == entry.name for k in _BUILT_IN) else ""))
-    if problem is not None:
-        for key in set(_SPECS) - set(before):  # a half-registered plugin is not available either
-            del _SPECS[key]
-        _PLUGIN_ERRORS[entry.name] = problem
-        raise BenchError(problem)
+    """Import one dataset plugin (bench.plugins.load_into); a failure, or a module that registers no dataset of its
+    entry point's name, is one BenchError naming the distribution and entry point (remembered, not retried)."""
+
+    def wrong(added: set) -> str | None:
+        if any(name == entry.name for _, name in added):
+            return None
+        return (f"{plugins.describe(entry, 'dataset')} registered no dataset named {entry.name!r}: its module "
+                f"must call bench.datasets.register(DatasetSpec(name={entry.name!r}, ...))"
+                + (" (it is a built-in dataset's name)" if any(k[1] == entry.name for k in _BUILT_IN) else ""))
+
+    plugins.load_into(entry, "dataset", _SPECS, _PLUGIN_ERRORS, wrong)
 
 
 def names(track: str) -> tuple[str, ...]:

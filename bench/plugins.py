@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 from bench.errors import BenchError
 
@@ -94,3 +95,22 @@ def load(entry, what: str) -> None:
         entry.load()
     except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user needs its name and the error
         raise BenchError(f"{describe(entry, what)} failed to load: {type(e).__name__}: {e}".replace("\n", " "))
+
+
+def load_into(entry, what: str, registered: dict, errors: dict, wrong: Callable[[set], str | None]) -> None:
+    """Import plugin `entry`, whose module registers into `registered` (a registry's table): a failure (`load`), or
+    what `wrong(keys it added)` finds wrong with what it registered, is one BenchError, remembered in `errors` so it
+    is raised again, not retried; whatever a failed plugin registered is taken out again."""
+    if entry.name in errors:
+        raise BenchError(errors[entry.name])
+    before = set(registered)
+    try:
+        load(entry, what)
+        problem = wrong(set(registered) - before)
+    except BenchError as e:
+        problem = str(e)
+    if problem is not None:
+        for key in set(registered) - before:  # a half-registered plugin is not available either
+            del registered[key]
+        errors[entry.name] = problem
+        raise BenchError(problem)

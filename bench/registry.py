@@ -446,26 +446,18 @@ def _entry_points() -> dict:
 
 
 def _load_plugin(entry) -> None:
-    """Import one plugin's module (bench.plugins.load); every way the import can fail (SystemExit and
+    """Import one plugin's module (bench.plugins.load_into); every way the import can fail (SystemExit and
     KeyboardInterrupt included), or a module that registers no detector of its entry point's name, is one BenchError
     naming the distribution and entry point, remembered so it is raised again, not retried."""
-    if entry.name in _PLUGIN_ERRORS:
-        raise BenchError(_PLUGIN_ERRORS[entry.name])
-    before = set(_SPECS)
-    try:
-        plugins.load(entry, "detector")
-        problem = None
-    except BenchError as e:
-        problem = str(e)
-    if problem is None and (entry.name not in _SPECS or entry.name in _BUILT_IN):
-        problem = (f"{plugins.describe(entry, 'detector')} registered no detector named {entry.name!r}: its module "
-                   f"must call bench.registry.register(ModelSpec(name={entry.name!r}, ...))"
-                   + (" (it is a built-in detector's name)" if entry.name in _BUILT_IN else ""))
-    if problem is not None:
-        for name in set(_SPECS) - before:  # a half-registered plugin is not available either
-            del _SPECS[name]
-        _PLUGIN_ERRORS[entry.name] = problem
-        raise BenchError(problem)
+
+    def wrong(added: set) -> str | None:
+        if entry.name in _SPECS and entry.name not in _BUILT_IN:
+            return None
+        return (f"{plugins.describe(entry, 'detector')} registered no detector named {entry.name!r}: its module "
+                f"must call bench.registry.register(ModelSpec(name={entry.name!r}, ...))"
+                + (" (it is a built-in detector's name)" if entry.name in _BUILT_IN else ""))
+
+    plugins.load_into(entry, "detector", _SPECS, _PLUGIN_ERRORS, wrong)
 
 
 def _load_plugins() -> None:
