@@ -190,10 +190,13 @@ def get(name: str, track: str) -> DatasetSpec:
 
 
 def is_known(name: str, track: str) -> bool:
-    """Whether `name` is a dataset of `track` (a built-in, or a plugin, which is then loaded)."""
+    """Whether `name` is a dataset of `track` (a built-in, or a plugin, which is then loaded); a plugin of that name
+    that fails to load raises its one line (what a run of it needs to read, rather than "unknown dataset")."""
     try:
         get(name, track)
     except BenchError:
+        if name in _PLUGIN_ERRORS:
+            raise
         return False
     return True
 

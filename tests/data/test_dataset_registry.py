@@ -216,6 +216,9 @@ def test_a_broken_dataset_plugin_is_one_line_where_it_is_asked_for_and_never_sto
     assert err.startswith(f"error: dataset plugin 'broken' (distribution broken-data, entry point {GROUP}: "
                           "broken = broken_data)"), err
     assert expected in err
+    run = _bench(site, "run", "--dataset", "broken", "--root", tmp_path, "--model", "padim", "--weights", "none",
+                 "--tasks", "a", "--out", tmp_path / "out.h5")
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [err], run.stderr
 
 
 def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_path):
