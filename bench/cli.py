@@ -11,7 +11,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from bench.config import DATASETS
+from bench.config import DATASETS  # noqa: F401 - the built-in image datasets, importable from here
+from bench.datasets import names as dataset_names
 from bench.errors import BenchError, ConfigError, WeightsError
 
 # Modules that add their own subcommands through register(subparsers).
@@ -25,7 +26,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     from bench.config import IMAGE_PROTOCOLS, ImageInputs, RunConfig, add_setting_options
     from bench.registry import INCLAD_MODELS, names
 
-    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--dataset", required=True, choices=dataset_names("image"),
+                   help="a dataset of bench/datasets.py or of an installed plugin (entry points bench.datasets)")
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
     p.add_argument("--model", default=INCLAD_MODELS[0], choices=names(),
                    help="a detector of bench/models or of an installed plugin (entry points bench.detectors)")
@@ -140,6 +142,14 @@ def cmd_weights(args) -> int:
     return 0
 
 
+def cmd_track_of(args) -> int:
+    """`<track> <dataset>` of a result set (what `make` routes DATASET= by: make/scenarios.mk, make/tabular.mk)."""
+    from bench.datasets import of_result_set
+
+    print(*of_result_set(args.result_set))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Continual anomaly detection benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -152,11 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("data", help="generate the synthetic benchmark, or index a real dataset and show counts")
-    p.add_argument("--dataset", required=True, choices=DATASETS)
+    p.add_argument("--dataset", required=True, choices=dataset_names("image"))
     p.add_argument("--root", type=Path)
     p.add_argument("--preset", default="demo", help="synthetic preset: tiny | demo | visa-scale")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("track-of", help="print the track and dataset of a result set, e.g. `tabular synthetic` for "
+                                        "tabular-synthetic (how make routes DATASET=)")
+    p.add_argument("result_set", metavar="RESULT_SET", help="a dataset name as `make ... DATASET=` takes it")
+    p.set_defaults(func=cmd_track_of)
 
     p = sub.add_parser("weights", help="show staged ImageNet weights; --stage downloads them (needs internet)")
     p.add_argument("--stage", action="store_true")
@@ -168,10 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
     format_warning = warnings.formatwarning
-    warnings.formatwarning = _one_line_warning
+    warnings.formatwarning = _one_line_warning  # a broken plugin's warning while the parser lists them: one line too
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
+from bench.datasets import built_in, is_known, names, result_sets
+from bench.datasets import result_set as dataset_result_set
 from bench.errors import ConfigError
 from bench.tracks import TRACK_NAMES
 
@@ -63,10 +65,12 @@ BACKBONES = ("resnet18", "wide_resnet50_2")  # here, not in bench.features, so t
 # the backbone of a detector that reads raw images (EfficientAD, GANomaly: InCLAD Table 7's "—"): `runner.prepare`
 # sets it, so such a run has one identity (key, file name, table row) whatever backbone a command line or grid named
 NO_BACKBONE = "none"
-DATASETS = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")  # likewise without pandas
-TABULAR_DATASETS = ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
+# The built-in datasets of each track, from their registrations (bench.datasets: no reader imported, likewise
+# without pandas); plugins come on top where a command lists them (bench.datasets.names).
+DATASETS = built_in("image")
+TABULAR_DATASETS = built_in("tabular")
 # What `make submit/status/aggregate DATASET=` names: a result set, outputs/<name>/runs (RunConfig.result_set).
-RESULT_SETS = DATASETS + tuple(d if d not in DATASETS else f"tabular-{d}" for d in TABULAR_DATASETS)
+RESULT_SETS = result_sets()
 # The image track's protocols (bench.image.protocols): ncl, train on each task as it comes; cl, the detector's
 # own continual variant (task banks) or Replay for gradient-trained detectors; cumulative, retrain on every past
 # task's images (the upper reference; gradient-trained detectors only, refused at prepare time for the others).
@@ -300,7 +304,7 @@ class TabularInputs:
 
     def result_set(self, dataset: str) -> str:
         """`tabular-<dataset>` where an image dataset has the same name (the synthetic benchmarks)."""
-        return f"tabular-{dataset}" if dataset in DATASETS else dataset
+        return dataset_result_set(dataset, self.track)
 
 
 INPUTS = {cls.track: cls for cls in (ImageInputs, TabularInputs)}  # each track's run inputs, by its `track`
@@ -369,8 +373,9 @@ class RunConfig:
         if not isinstance(self.inputs, tuple(INPUTS.values())):
             raise ConfigError(f"inputs={self.inputs!r}: expected ImageInputs or TabularInputs")
         inputs = self.inputs  # what a run of its track may name
-        if self.dataset not in inputs.datasets:
-            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: {', '.join(inputs.datasets)})")
+        if self.dataset not in inputs.datasets and not is_known(self.dataset, self.track):  # a plugin's is loaded
+            raise ConfigError(f"unknown {self.track} dataset {self.dataset!r} (valid: "
+                              f"{', '.join(names(self.track))})")
         if self.evaluation not in inputs.evaluations:
             raise ConfigError(f"evaluation={self.evaluation!r} is not allowed on the {self.track} track (valid: "
                               f"{', '.join(inputs.evaluations)})")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 import pkgutil
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bench import plugins
 from bench.config import CACHE_DTYPES, IMAGE_LOADING_DEFAULTS, RESIZES, memory_estimate
 from bench.errors import BenchError, ConfigError, choice_error
 from bench.tracks import DETECTOR_PACKAGES, TRACK_NAMES
@@ -39,7 +38,7 @@ INCLAD_STE_MODELS = ("patchcore", "padim", "cfa")
 INCLAD_MULTI_MODELS = ("cfa", "paste", "padim")
 # Detectors from other packages: an entry point of this group, named after the detector, whose value is the module
 # that calls register(ModelSpec(name=<that name>, ...)) when imported (docs/extending.md, "Your own detector").
-ENTRY_POINT_GROUP = "bench.detectors"
+ENTRY_POINT_GROUP = plugins.DETECTORS
 BACKBONE_LAYERS = ("layer1", "layer2", "layer3", "layer4")
 # modules of the detector packages that are not detectors
 _INFRASTRUCTURE = {"base", "gradient", "ops"}
@@ -394,7 +393,6 @@ _SPECS: dict[str, ModelSpec] = {}
 _BUILT_IN: set[str] = set()  # names the suite's own detector packages registered
 _DISCOVERED = False
 _PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> the one line its load failed with
-_WARNED: set[str] = set()
 
 
 def register(spec: ModelSpec) -> ModelSpec:
@@ -439,86 +437,27 @@ def _module_names(package) -> list[str]:
 
 
 def _warn_once(text: str) -> None:
-    import warnings
-
-    if text not in _WARNED:
-        _WARNED.add(text)
-        warnings.warn(text, stacklevel=3)
-
-
-# (sys.path with each entry's mtime) -> what _entry_points found there. Scanning every installed distribution's
-# metadata costs ~0.1-1 s, and the report code asks once per label (specs() -> _load_plugins), i.e. per result
-# file: 271 of 309 s of an aggregation of 250 files. The key changes when sys.path does or a folder on it gains or
-# loses a .dist-info (its mtime), so a plugin installed or removed mid-process is still seen.
-_ENTRY_POINTS_CACHE: dict[tuple, dict] = {}
-
-
-def _path_key() -> tuple:
-    def mtime(entry: str):
-        try:
-            return os.stat(entry or ".").st_mtime_ns
-        except OSError:
-            return None
-
-    return tuple((entry, mtime(entry)) for entry in sys.path)
+    plugins.warn_once(text)
 
 
 def _entry_points() -> dict:
-    """{name: entry point} of the plugin group (cached per `_path_key`; a copy, so callers may not change the
-    cache)."""
-    key = _path_key()
-    if key not in _ENTRY_POINTS_CACHE:
-        _ENTRY_POINTS_CACHE.clear()  # one environment at a time: an old key is never asked again
-        _ENTRY_POINTS_CACHE[key] = _scan_entry_points()
-    return dict(_ENTRY_POINTS_CACHE[key])
-
-
-def _scan_entry_points() -> dict:
-    """{name: entry point} of the plugin group, each distribution's entry points read on its own: a malformed
-    entry_points.txt is one warning naming its distribution, not the end of every command (even `--help`)."""
-    from importlib.metadata import distributions
-
-    found, seen = {}, set()
-    for dist in distributions():
-        name = dist.metadata["Name"] or "?"
-        if name in seen:  # the same distribution twice on sys.path: the first one is what imports
-            continue
-        seen.add(name)
-        try:
-            entries = dist.entry_points.select(group=ENTRY_POINT_GROUP)
-        except Exception as e:  # noqa: BLE001 - whatever a malformed file raises, name the distribution
-            _warn_once(f"distribution {name!r}: its entry_points.txt cannot be read ({type(e).__name__}: {e}); "
-                       "its detectors are not available")
-            continue
-        for entry in entries:
-            found.setdefault(entry.name, entry)
-    return found
+    """{name: entry point} of the detector plugins (bench.plugins: scanned once per environment; a copy)."""
+    return plugins.entry_points(ENTRY_POINT_GROUP)
 
 
 def _load_plugin(entry) -> None:
-    """Import one plugin's module; every way the import can fail (SystemExit and KeyboardInterrupt included), or
-    a module that registers no detector of its entry point's name, is one BenchError naming the distribution
-    and entry point, remembered so it is raised again, not retried."""
-    if entry.name in _PLUGIN_ERRORS:
-        raise BenchError(_PLUGIN_ERRORS[entry.name])
-    dist = getattr(entry.dist, "name", None) or "?"
-    where = (f"detector plugin {entry.name!r} (distribution {dist}, entry point {ENTRY_POINT_GROUP}: "
-             f"{entry.name} = {entry.value})")
-    before = set(_SPECS)
-    try:
-        entry.load()
-        problem = None
-    except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user needs its name and the error
-        problem = f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")
-    if problem is None and (entry.name not in _SPECS or entry.name in _BUILT_IN):
-        problem = (f"{where} registered no detector named {entry.name!r}: its module must call "
-                   f"bench.registry.register(ModelSpec(name={entry.name!r}, ...))"
-                   + (" (it is a built-in detector's name)" if entry.name in _BUILT_IN else ""))
-    if problem is not None:
-        for name in set(_SPECS) - before:  # a half-registered plugin is not available either
-            del _SPECS[name]
-        _PLUGIN_ERRORS[entry.name] = problem
-        raise BenchError(problem)
+    """Import one plugin's module (bench.plugins.load_into); every way the import can fail (SystemExit and
+    KeyboardInterrupt included), or a module that registers no detector of its entry point's name, is one BenchError
+    naming the distribution and entry point, remembered so it is raised again, not retried."""
+
+    def wrong(added: set) -> str | None:
+        if entry.name in _SPECS and entry.name not in _BUILT_IN:
+            return None
+        return (f"{plugins.describe(entry, 'detector')} registered no detector named {entry.name!r}: its module "
+                f"must call bench.registry.register(ModelSpec(name={entry.name!r}, ...))"
+                + (" (it is a built-in detector's name)" if entry.name in _BUILT_IN else ""))
+
+    plugins.load_into(entry, "detector", _SPECS, _PLUGIN_ERRORS, wrong)
 
 
 def _load_plugins() -> None:

@@ -12,10 +12,18 @@ STE_HPC = $(if $(filter-out inprocess,$(STE_CLUSTER)),--cluster $(STE_CLUSTER) -
 STE_RANK = $(PY) -m bench scenarios rank --ste $(SCENARIOS_OUT)/ste.csv --out $(SCENARIOS_OUT) $(if $(FORCE),--force)
 STE_INDEX = $(PY) -m bench scenarios index --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --force
 
+# DATASET names a result set (outputs/<name>/runs); its track routes it, not a list of names: `bench track-of`
+# prints `<track> <dataset>` (tabular-synthetic: `tabular synthetic`), asked once, only by a target that needs it.
+TRACK_OF = $(eval TRACK_OF := $(shell $(PY) -m bench track-of $(DATASET)))$(TRACK_OF)
+
 scenarios: $(STAMP) ## single-task experts per concept × PatchCore/PaDiM/CFA → STE table, orderings, Spearman, manifest (DATASET=name|multi STE_CLUSTER=inprocess|slurm|local|debug; tabular datasets: make/tabular.mk)
-ifneq ($(filter cicids2017 cicids2018 cicunsw tabular-synthetic tabular-multi,$(DATASET)),)
-	@$(MAKE) --no-print-directory tabular-scenarios
-else ifeq ($(DATASET),multi)
+	@+route="$$($(PY) -m bench track-of $(DATASET))" && $(MAKE) --no-print-directory scenarios-$${route%% *} TRACK_OF="$$route"
+
+.PHONY: scenarios-image scenarios-tabular
+scenarios-tabular: tabular-scenarios
+
+scenarios-image: $(STAMP)
+ifeq ($(DATASET),multi)
 	$(PY) -m bench scenarios multi --out $(SCENARIOS_OUT) $(if $(FORCE),--force) $(SCENARIOS_ARGS)
 else
 	$(PY) -m bench scenarios ste --dataset $(DATASET) $(if $(ROOT),--root $(ROOT)) --out $(SCENARIOS_OUT) $(STE_HPC) $(SCENARIOS_ARGS)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bench"
 LAYERS = (
     # core: no track, no engine, no heavy dependency beyond what each needs
     {"bench.errors", "bench.io", "bench.config", "bench.metrics", "bench.results", "bench.checkpoint",
-     "bench.tracks", "bench.registry", "bench.devices"},
+     "bench.tracks", "bench.registry", "bench.devices", "bench.plugins", "bench.datasets"},
     # engines: the continual runner and its output guards, the one training loop and replay buffers; they know
     # no track (a track is found through bench.tracks, a detector through bench.registry)
     {"bench.continual", "bench.training"},

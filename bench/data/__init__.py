@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.config import DATASETS
-from bench.data.datasets import READERS as _READERS
-from bench.data.datasets import read_validated
+from bench.config import DATASETS  # noqa: F401 - importable from here, as tests and callers do
+from bench.data.datasets import READERS as _READERS  # noqa: F401 - the built-in readers (tests patch them)
+from bench.data.datasets import read_validated, reader_of
 from bench.data.multi import MULTI, read_multi
-from bench.errors import choice_error
 
 
 def read_index(dataset: str, root) -> pd.DataFrame:
@@ -18,9 +17,7 @@ def read_index(dataset: str, root) -> pd.DataFrame:
     stream's `root` is a roots file); read once per `reuse_reads()` block (bench/data/reuse.py), afresh otherwise."""
     if dataset == MULTI:
         return read_validated(dataset, root, read_multi)
-    if dataset not in _READERS:
-        raise choice_error("dataset", dataset, DATASETS)
-    return read_validated(dataset, root, _READERS[dataset])
+    return read_validated(dataset, root, reader_of(dataset))  # a built-in's or a plugin's; else ConfigError
 
 
 def generation_record(dataset: str, root) -> bytes | None:

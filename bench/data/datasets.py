@@ -8,15 +8,22 @@ import pandas as pd
 
 from bench.data import readers, reuse
 from bench.data.index import validate_index
+from bench.datasets import BUILT_IN, get
+from bench.errors import ConfigError
 
-READERS = {
-    "synthetic": lambda root: readers.read_mvtec(root, dataset="synthetic"),  # written in the MVTec AD layout
-    "mvtec": readers.read_mvtec,
-    "visa": readers.read_visa,
-    "btad": readers.read_btad,
-    "mpdd": readers.read_mpdd,
-    "dagm": readers.read_dagm,
-}
+# The built-in single datasets' readers, from their registrations (bench.datasets; the streams are not here)
+READERS = {s.name: s.load_reader() for s in BUILT_IN if s.track == "image" and not s.stream}
+
+
+def reader_of(dataset: str):
+    """The reader of a single image dataset: READERS', else a plugin's (loaded now); ConfigError listing the valid
+    names otherwise (the streams included: they are read by their own code)."""
+    if dataset in READERS:
+        return READERS[dataset]
+    spec = get(dataset, "image")
+    if spec.stream:
+        raise ConfigError(f"{dataset} is a multi-dataset stream, not a single dataset")
+    return spec.load_reader()
 
 
 def read_validated(dataset: str, root, reader) -> pd.DataFrame:
@@ -32,5 +39,5 @@ def read_validated(dataset: str, root, reader) -> pd.DataFrame:
 
 
 def read_single(dataset: str, root) -> pd.DataFrame:
-    """The index of one of READERS' datasets (not the multi-dataset stream)."""
-    return read_validated(dataset, root, READERS[dataset])
+    """The index of one single dataset (a built-in of READERS or a plugin; not the multi-dataset stream)."""
+    return read_validated(dataset, root, reader_of(dataset))

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bench.config import DATASETS
 from bench.data import manifest
 from bench.data.datasets import read_single
 from bench.data.index import COLUMNS, sort_index
+from bench.datasets import names
 from bench.errors import ConfigError, DatasetError
 
 MULTI = "multi"
@@ -35,7 +35,7 @@ def load_roots(path) -> dict[str, Path]:
         raise ConfigError(f"{path}: unreadable roots file ({exc}); expected `<dataset>: <root>` lines") from None
     if data is None:
         return {}
-    valid = [d for d in DATASETS if d != MULTI]
+    valid = [d for d in names("image") if d != MULTI]
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping `<dataset>: <root>` (datasets: {', '.join(valid)})")
     roots = {}

@@ -16,26 +16,18 @@ from pathlib import Path
 import pandas as pd
 
 from bench.data.index import escapes_root, make_index
+from bench.datasets import BUILT_IN
 from bench.errors import DatasetError
 
 IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"})
 
-KNOWN_CONCEPTS = {
-    "mvtec": ("bottle", "cable", "capsule", "carpet", "grid", "hazelnut", "leather", "metal_nut", "pill",
-              "screw", "tile", "toothbrush", "transistor", "wood", "zipper"),
-    "mpdd": ("bracket_black", "bracket_brown", "bracket_white", "connector", "metal_plate", "tubes"),
-    "visa": ("candle", "capsules", "cashew", "chewinggum", "fryum", "macaroni1", "macaroni2", "pcb1", "pcb2",
-             "pcb3", "pcb4", "pipe_fryum"),
-    "btad": ("01", "02", "03"),
-    "dagm": tuple(f"Class{i}" for i in range(1, 11)),
-}
-
-MVTEC_LAYOUT = ("MVTec AD layout <root>/<concept>/train/good/*.png, test/<defect>/*, "
-                "ground_truth/<defect>/<stem>_mask.png")
-VISA_LAYOUT = ("VisA layout <root>/split_csv/1cls.csv with columns object,split,label,image,mask and paths "
-               "relative to <root>")
-BTAD_LAYOUT = "BTAD layout <root>/<01|02|03>/train/ok/*, test/ok/*, test/ko/*, ground_truth/ko/<stem>.bmp|png"
-DAGM_LAYOUT = "DAGM 2007 layout <root>/ClassN/Train/*.PNG, Test/*.PNG, {Train,Test}/Label/<stem>_label.PNG"
+# Each dataset's published concepts and layout text come from its registration (bench.datasets.BUILT_IN)
+KNOWN_CONCEPTS = {s.name: s.known for s in BUILT_IN if s.track == "image" and s.known}
+_LAYOUTS = {s.name: s.layout for s in BUILT_IN if s.track == "image"}
+MVTEC_LAYOUT = _LAYOUTS["mvtec"]
+VISA_LAYOUT = _LAYOUTS["visa"]
+BTAD_LAYOUT = _LAYOUTS["btad"]
+DAGM_LAYOUT = _LAYOUTS["dagm"]
 VISA_COLUMNS = ("object", "split", "label", "image", "mask")
 
 
@@ -66,6 +58,11 @@ def read_mvtec(root, dataset: str = "mvtec") -> pd.DataFrame:
                     raise DatasetError(f"{image}: anomalous image without its mask {mask} (expected {MVTEC_LAYOUT})")
                 rows.append(_row(dataset, concept.name, "test", 1, root, image, mask))
     return make_index(rows)
+
+
+def read_synthetic(root) -> pd.DataFrame:
+    """The synthetic benchmark (`bench data --dataset synthetic`) is written in the MVTec AD layout."""
+    return read_mvtec(root, dataset="synthetic")
 
 
 def read_mpdd(root) -> pd.DataFrame:
@@ -222,5 +219,7 @@ def _row(dataset: str, task: str, split: str, label: int, root: Path, image: Pat
 def missing_concepts(dataset: str, found) -> list[str]:
     """The published concepts of `dataset` absent from `found`, when some but not all are there (partial staging);
     none found is the user's own data in that layout: nothing is missing then. `bench data` says it, once."""
-    known = set(KNOWN_CONCEPTS.get(dataset, ()))
+    from bench.datasets import get
+
+    known = set(KNOWN_CONCEPTS[dataset] if dataset in KNOWN_CONCEPTS else get(dataset, "image").known)
     return sorted(known - set(found)) if known & set(found) else []

@@ -19,9 +19,9 @@ def _csv(text: str) -> list:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    from bench.config import RESULT_SETS
+    from bench.datasets import result_sets
 
-    p.add_argument("--dataset", required=True, choices=RESULT_SETS)
+    p.add_argument("--dataset", required=True, choices=result_sets(plugins_too=True))
     p.add_argument("--grid", type=Path, help="grid file (default jobs/<dataset>.yaml)")
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
     p.add_argument("--outputs", type=Path, default=Path(DEFAULT_OUTPUTS),

@@ -48,6 +48,7 @@ INDEX_SETTINGS = ("preprocessing", "discovery", "index_content_sha256")
 def load_grid(dataset: str, path: Path | None = None) -> Grid:
     """Parse and validate a grid file; every problem names the file and what was expected."""
     from bench.config import BACKBONES, DATASETS, IMAGE_PROTOCOLS
+    from bench.datasets import is_known, names
 
     path = Path(path or grid_path(dataset))
     data = load_yaml(path, "grid")
@@ -56,8 +57,8 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     check_keys(data, GRID_KEYS, path, "the grid")
     if data.get("dataset") != dataset:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
-    if dataset not in DATASETS:
-        raise ConfigError(f"{path}: unknown dataset {dataset!r} (valid: {', '.join(DATASETS)})")
+    if dataset not in DATASETS and not is_known(dataset, "image"):  # a plugin's is loaded
+        raise ConfigError(f"{path}: unknown dataset {dataset!r} (valid: {', '.join(names('image'))})")
     models = parse_models(data, path, MODEL_KEYS, ("backbones", "orderings", "protocols", "seeds"))
     grid = Grid(dataset=dataset, path=path, models=models,
                 backbones=list_of(data["backbones"], str, path, "backbones"),
@@ -93,11 +94,12 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
 
 def _load_tabular(name: str, path: Path, data: dict) -> Grid:
     from bench.config import TABULAR_DATASETS, TABULAR_PROTOCOLS, RunConfig
+    from bench.datasets import is_known, names
     from bench.tabular.orderings import ORDERINGS
 
     dataset = data.get("dataset")
-    if dataset not in TABULAR_DATASETS:
-        raise ConfigError(f"{path}: unknown tabular dataset {dataset!r} (valid: {', '.join(TABULAR_DATASETS)})")
+    if dataset not in TABULAR_DATASETS and not (isinstance(dataset, str) and is_known(dataset, "tabular")):
+        raise ConfigError(f"{path}: unknown tabular dataset {dataset!r} (valid: {', '.join(names('tabular'))})")
     expected = RunConfig(dataset=dataset, root="", model="", tasks=[], inputs=TabularInputs()).result_set
     if expected != name:
         raise ConfigError(f"{path}: a tabular grid of {dataset!r} is named {expected!r}, not {name!r}")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import DATASETS
+from bench.datasets import BUILT_IN
 
 MULTI = "multi"  # the MultiDataset stream: tasks named "<dataset>/<concept>"
 METHOD = ("model", "backbone", "weights")  # what a "method" is when cells average "across methods and backbones"
@@ -23,8 +24,7 @@ METHOD = ("model", "backbone", "weights")  # what a "method" is when cells avera
 COLUMNS = (("image", "ncl"), ("image", "cl"), ("pixel", "ncl"), ("pixel", "cl"))
 COLUMN_LABELS = ("Image NCL", "Image CL", "Pixel NCL", "Pixel CL")
 
-DATASET_LABELS = {"mvtec": "MVTec", "visa": "VisA", "btad": "BTAD", "mpdd": "MPDD", "dagm": "DAGM",
-                  MULTI: "MultiDataset", "synthetic": "Synthetic"}
+DATASET_LABELS = {s.name: s.label for s in BUILT_IN if s.track == "image"}  # their registrations' (bench.datasets)
 ORDERING_LABELS = {"easy_to_hard": "Easy-to-Hard", "hard_to_easy": "Hard-to-Easy", "random": "Random",
                    "alphabetical": "Alphabetical", "custom": "Custom"}
 PAPER_DIR = Path(__file__).resolve().parents[2] / "data" / "paper"  # the paper's tables, transcribed

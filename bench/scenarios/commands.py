@@ -19,14 +19,15 @@ PENDING = "ste.pending"  # in the STE folder while submitted STE jobs are outsta
 
 def register(sub) -> None:
     # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
-    from bench.config import DATASETS, ImageInputs, RunConfig, add_setting_options
+    from bench.config import ImageInputs, RunConfig, add_setting_options
+    from bench.datasets import names
 
     p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
                                          "Spearman agreement, the multi-dataset stream, manifests")
     cmds = p.add_subparsers(dest="scenarios_command", required=True)
 
     q = cmds.add_parser("ste", help="one single-task NCL run per concept × method, collected into ste.csv")
-    q.add_argument("--dataset", required=True, choices=DATASETS)
+    q.add_argument("--dataset", required=True, choices=names("image"))
     q.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET>, data/roots.yaml, "
                                               "data/raw/<dataset>)")
     q.add_argument("--methods", help="comma-separated (default: those of patchcore,padim,cfa implemented)")
@@ -75,7 +76,7 @@ def register(sub) -> None:
                                                    "the dataset's manifest"),
                              ("check", cmd_check, "compare the data at --root with the manifest's file lists")):
         q = cmds.add_parser(name, help=text)
-        q.add_argument("--dataset", required=True, choices=DATASETS)
+        q.add_argument("--dataset", required=True, choices=names("image"))
         q.add_argument("--root", type=Path, help="dataset root (for multi: the roots file)")
         if name == "index":
             q.add_argument("--force", action="store_true", help="overwrite file lists that differ from the data")

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.datasets import BUILT_IN, get
 from bench.errors import DatasetError
 
 FEATURES = (
@@ -103,23 +104,11 @@ ALIASES_CFM4 = {
 _CANON = {re.sub(r"\s+", " ", n).strip().lower(): n for n in FEATURES}
 _CANON.update({re.sub(r"\s+", " ", a).strip().lower(): n for a, n in {**ALIASES_2018, **ALIASES_CFM4}.items()})
 NORMAL_LABELS = {"benign", "normal", "0"}
-_LABELS_2017 = (  # the original release and the improved flows (Engelen et al. 2021, "- Attempted" variants)
-    "BENIGN", "DoS Hulk", "DoS GoldenEye", "DoS slowloris", "DoS Slowhttptest", "DDoS", "PortScan", "Bot",
-    "FTP-Patator", "SSH-Patator", "Web Attack - Brute Force", "Web Attack - XSS", "Web Attack - Sql Injection",
-    "Infiltration", "Heartbleed", "Botnet", "Infiltration - Portscan",
-    *(f"{a} - Attempted" for a in ("FTP-Patator", "SSH-Patator", "DoS Slowloris", "DoS Slowhttptest", "DoS Hulk",
-                                   "DoS GoldenEye", "Web Attack - Brute Force", "Web Attack - XSS",
-                                   "Web Attack - SQL Injection", "Infiltration", "Botnet")))
-_LABELS_2018 = ("Benign", "Bot", "Brute Force -Web", "Brute Force -XSS", "SQL Injection", "DDoS attacks-LOIC-HTTP",
-                "DDOS attack-HOIC", "DDOS attack-LOIC-UDP", "DoS attacks-GoldenEye", "DoS attacks-Hulk",
-                "DoS attacks-SlowHTTPTest", "DoS attacks-Slowloris", "FTP-BruteForce", "SSH-Bruteforce",
-                "Infilteration")
-_LABELS_UNSW = ("Benign", "Normal", "Analysis", "Backdoor", "Backdoors", "DoS", "Exploits", "Fuzzers", "Generic",
-                "Reconnaissance", "Shellcode", "Worms")
-# The labels each reader accepts (lower case). The cicunsw reader is the generic CICFlowMeter-4 one: the improved
-# CIC-IDS2017 flows come through it too. Integer class codes (its Label.csv) are accepted by it as well.
-KNOWN_LABELS = {"cicids2017": {x.lower() for x in _LABELS_2017}, "cicids2018": {x.lower() for x in _LABELS_2018},
-                "cicunsw": {x.lower() for x in _LABELS_UNSW + _LABELS_2017}}
+# The labels each reader accepts (lower case) and its files' glob, from the datasets' registrations
+# (bench.datasets.BUILT_IN). The cicunsw reader is the generic CICFlowMeter-4 one: the improved CIC-IDS2017 flows
+# come through it too. Integer class codes (its Label.csv) are accepted by it as well.
+_OWN = [s for s in BUILT_IN if s.track == "tabular" and s.reader is not None]
+KNOWN_LABELS = {s.name: {x.lower() for x in s.known} for s in _OWN}
 # How the en dash of "Web Attack – XSS" (cp1252 byte 0x96) reaches us: as distributed, read as cp1252 (U+2013);
 # from a copy re-saved through UTF-8 with the byte already lost (U+FFFD, bytes EF BF BD), read as cp1252 ("ï¿½")
 # or as U+FFFD itself; from a UTF-8 copy that kept the dash (E2 80 93), read as cp1252 ("â€“"). Only there: an
@@ -128,7 +117,7 @@ WEB_ATTACK_DASH = re.compile("^Web Attack\\s*(?:\u2013|\ufffd|\u00ef\u00bf\u00bd
 # Timestamp texts the readers parse (tried in this order; each file may mix them)
 TIMESTAMP_FORMATS = ("%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y %I:%M:%S %p", "%Y-%m-%d %H:%M:%S.%f",
                      "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
-PATTERNS = {"cicids2017": "*.pcap_ISCX.csv", "cicids2018": "*_TrafficForML_CICFlowMeter.csv", "cicunsw": "*.csv"}
+PATTERNS = {s.name: s.files for s in _OWN}
 
 
 @dataclass
@@ -224,7 +213,8 @@ def _clean_labels(values) -> np.ndarray:
 def check_labels(attack: pd.Series, source: pd.Series, dataset: str) -> None:
     """DatasetError listing the labels the dataset does not define, with counts, in the first file holding one."""
     text = attack.str.lower()
-    bad = ~text.isin(KNOWN_LABELS[dataset])
+    known = KNOWN_LABELS.get(dataset) or {x.lower() for x in get(dataset, "tabular").known}  # or a plugin's
+    bad = ~text.isin(known)
     if dataset == "cicunsw":
         bad &= ~text.str.fullmatch(r"\d+")  # Label.csv's integer class codes
     if not bad.any():
@@ -235,7 +225,7 @@ def check_labels(attack: pd.Series, source: pd.Series, dataset: str) -> None:
     elsewhere = int(bad.sum() - here.sum())
     more = f"; {elsewhere} more such cell(s) in other files" if elsewhere else ""
     raise DatasetError(f"{first}: unknown label(s) {shown}{more}: not {dataset} labels (empty, misspelt, truncated "
-                       f"or undecodable cells); fix the file (known labels: KNOWN_LABELS in bench/tabular/cic.py)")
+                       f"or undecodable cells); fix the file (known labels: its registration in bench/datasets.py)")
 
 
 def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict, dataset: str) -> RawTable:
@@ -249,14 +239,16 @@ def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict, dataset
 
 
 def _files(root: Path, dataset: str) -> list[Path]:
+    """The raw files of `dataset` under `root`: its registration's glob (PATTERNS, or a plugin's `files`)."""
     root = Path(root)
+    pattern = PATTERNS.get(dataset) or get(dataset, "tabular").files
     if not root.is_dir():
-        raise DatasetError(f"{root}: dataset root not found (expected a folder with {PATTERNS[dataset]})")
-    files = sorted(root.rglob(PATTERNS[dataset]))
+        raise DatasetError(f"{root}: dataset root not found (expected a folder with {pattern})")
+    files = sorted(root.rglob(pattern))
     if dataset == "cicunsw":
         files = [f for f in files if f.name != "Label.csv"]
     if not files:
-        raise DatasetError(f"{root}: no {PATTERNS[dataset]} files (is this the {dataset} root?)")
+        raise DatasetError(f"{root}: no {pattern} files (is this the {dataset} root?)")
     return files
 
 
@@ -377,15 +369,18 @@ def read_cicunsw(root) -> RawTable:
     return _finish(frames, read, counts, "cicunsw")
 
 
-READERS = {"cicids2017": read_cicids2017, "cicids2018": read_cicids2018, "cicunsw": read_cicunsw}
+READERS = {s.name: s.load_reader() for s in _OWN}  # the built-in readers, from their registrations
 
 
 def read(dataset: str, root) -> RawTable:
-    from bench.errors import choice_error
-
-    if dataset not in READERS:
-        raise choice_error("tabular dataset", dataset, READERS)
-    return READERS[dataset](root)
+    """The raw table of tabular `dataset` at `root`: a built-in reader of READERS, else a plugin's (bench.datasets;
+    ConfigError listing the valid names)."""
+    if dataset in READERS:
+        return READERS[dataset](root)
+    spec = get(dataset, "tabular")
+    if spec.reader is None:
+        raise DatasetError(f"tabular dataset {dataset!r} is not read from a root (it is built by the track)")
+    return spec.load_reader()(root)
 
 
 def files_sha256(files: list[Path]) -> dict[str, str]:

@@ -9,8 +9,15 @@ from pathlib import Path
 from bench.config import TABULAR_DATASETS
 from bench.errors import ConfigError
 
-# what --dataset names: one dataset (a multi-dataset scenario is --multi's)
+# what --dataset names: one dataset (a multi-dataset scenario is --multi's); the built-ins, then any plugin's
 DATASETS = tuple(d for d in TABULAR_DATASETS if d != "multi")
+
+
+def dataset_names() -> tuple[str, ...]:
+    """DATASETS, then the dataset plugins' names (bench.datasets.names: read from metadata, nothing imported)."""
+    from bench.datasets import names
+
+    return DATASETS + tuple(d for d in names("tabular") if d not in DATASETS and d != "multi")
 DEFAULT_DATASET = "synthetic"  # the offline benchmark (generated when missing), as Make's TABULAR_DATASET
 
 
@@ -116,10 +123,11 @@ def _data_args(q) -> None:
     from bench.tabular.preprocess import PrepSettings
     from bench.tabular.synthetic import SYNTHETIC_ROOT
 
-    q.add_argument("--dataset", default=DEFAULT_DATASET, choices=DATASETS,
-                   help=f"the dataset read (default: {DEFAULT_DATASET}, generated offline)")
+    q.add_argument("--dataset", default=DEFAULT_DATASET, choices=opt.LazyChoices(dataset_names, (__name__, "DATASETS")),
+                   help=f"the dataset read (default: {DEFAULT_DATASET}, generated offline; or a plugin's: entry "
+                        f"points bench.datasets)")
     opt.last_action(q).source = (sys.modules[__name__], "DEFAULT_DATASET")
-    opt.last_action(q).choices_source = (sys.modules[__name__], "DATASETS")
+    opt.last_action(q).choices_source = (sys.modules[__name__], "DATASETS")  # plus plugins, where installed
     q.add_argument("--root", type=Path, help=f"folder with the dataset's CSV files (synthetic: generated into "
                                               f"{SYNTHETIC_ROOT} when missing)")
     opt.setting(q, RunConfig, "seed", help="seed of the split, the clustering and the construction models")
@@ -226,8 +234,8 @@ def _roots(text: str) -> dict:
     roots = {}
     for item in text.split(","):
         name, _, root = item.strip().partition("=")
-        if name not in DATASETS:
-            raise ConfigError(f"--multi: unknown dataset {name!r} (valid: {', '.join(DATASETS)})")
+        if name not in dataset_names():
+            raise ConfigError(f"--multi: unknown dataset {name!r} (valid: {', '.join(dataset_names())})")
         roots[name] = Path(root) if root else None
     return roots
 

@@ -208,12 +208,12 @@ def test_entry_points_are_scanned_once_per_environment_and_again_when_a_plugin_c
     sys.path, or installed into a folder already on it, and then removed, is still seen each time."""
     import shutil
 
-    from bench import registry
+    from bench import plugins, registry
 
     scans = []
-    real = registry._scan_entry_points
-    monkeypatch.setattr(registry, "_scan_entry_points", lambda: scans.append(1) or real())
-    monkeypatch.setattr(registry, "_ENTRY_POINTS_CACHE", {})
+    real = plugins._scan_entry_points
+    monkeypatch.setattr(plugins, "_scan_entry_points", lambda: scans.append(1) or real())
+    monkeypatch.setattr(plugins, "_ENTRY_POINTS_CACHE", {})
     assert "broken" not in registry._entry_points()
     registry.names(), registry._entry_points()
     assert len(scans) == 1  # unchanged environment: one scan

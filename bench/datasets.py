@@ -1,0 +1,231 @@
+"""The dataset registry: one `DatasetSpec` per dataset; every list of datasets comes from here.
+
+A spec says what the suite needs to know about a dataset without reading it: its name and track, the label its
+tables print, the layout its reader expects at the root (what errors and docs quote), what it is known to hold
+(an image dataset's published concepts, a tabular dataset's labels), and its reader, named "module:function" so
+that this module (and bench.config, which derives `DATASETS` from it) imports neither pandas nor torch.
+
+The suite's own datasets are the BUILT_IN table below, one entry each; every other list is derived:
+`config.DATASETS` / `TABULAR_DATASETS` / `RESULT_SETS`, `bench.data.datasets.READERS`, `readers.KNOWN_CONCEPTS`,
+`render.DATASET_LABELS`, `cic.READERS` / `PATTERNS` / `KNOWN_LABELS`. Datasets from other packages: an entry point
+of the group `bench.datasets`, named after the dataset, whose value is the module that calls
+`register(DatasetSpec(name=<that name>, ...))` when imported (docs/extending.md, "Your own dataset"); it is imported
+only when a command names it (`get`) or lists every spec (`specs`), and a broken one is one line naming it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from bench import plugins
+from bench.errors import BenchError, choice_error
+from bench.tracks import TRACK_NAMES
+
+ENTRY_POINT_GROUP = plugins.DATASETS
+MULTI = "multi"  # the multi-dataset stream of either track (a special entry: its root names its members' roots)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What the suite knows about a dataset. Image track: `reader(root)` returns its sample index (one row per
+    image, the columns of bench.data.index.COLUMNS, paths relative to root; bench.data validates it). Tabular
+    track: `reader(root)` returns a `bench.tabular.cic.RawTable` (the FEATURES columns plus the META ones)."""
+
+    name: str
+    track: str  # one of bench.tracks.TRACK_NAMES
+    reader: str | Callable | None  # "module:function" or the function; None: built by its track (multi streams)
+    label: str = ""  # as printed in tables (default: the name)
+    layout: str = ""  # what the reader expects at the root, as errors and docs quote it
+    known: tuple[str, ...] = ()  # image: the published concepts (tasks); tabular: the labels it defines
+    files: str = ""  # tabular: the glob of its raw files under the root
+    stream: bool = False  # a multi-dataset stream: its root is a roots file, its tasks <dataset>/<concept>
+
+    def __post_init__(self):
+        if self.track not in TRACK_NAMES:
+            raise choice_error(f"dataset {self.name!r}: track", self.track, TRACK_NAMES)
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    def load_reader(self) -> Callable:
+        """The reader function (imported on first use when named by a string)."""
+        if self.reader is None:
+            raise BenchError(f"{self.track} dataset {self.name!r} has no reader of its own (it is built by its track)")
+        if callable(self.reader):
+            return self.reader
+        module, _, name = self.reader.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+MVTEC_LAYOUT = ("MVTec AD layout <root>/<concept>/train/good/*.png, test/<defect>/*, "
+                "ground_truth/<defect>/<stem>_mask.png")
+_CIC_2017 = (  # the original release and the improved flows (Engelen et al. 2021, "- Attempted" variants)
+    "BENIGN", "DoS Hulk", "DoS GoldenEye", "DoS slowloris", "DoS Slowhttptest", "DDoS", "PortScan", "Bot",
+    "FTP-Patator", "SSH-Patator", "Web Attack - Brute Force", "Web Attack - XSS", "Web Attack - Sql Injection",
+    "Infiltration", "Heartbleed", "Botnet", "Infiltration - Portscan",
+    *(f"{a} - Attempted" for a in ("FTP-Patator", "SSH-Patator", "DoS Slowloris", "DoS Slowhttptest", "DoS Hulk",
+                                   "DoS GoldenEye", "Web Attack - Brute Force", "Web Attack - XSS",
+                                   "Web Attack - SQL Injection", "Infiltration", "Botnet")))
+_CIC_2018 = ("Benign", "Bot", "Brute Force -Web", "Brute Force -XSS", "SQL Injection", "DDoS attacks-LOIC-HTTP",
+             "DDOS attack-HOIC", "DDOS attack-LOIC-UDP", "DoS attacks-GoldenEye", "DoS attacks-Hulk",
+             "DoS attacks-SlowHTTPTest", "DoS attacks-Slowloris", "FTP-BruteForce", "SSH-Bruteforce",
+             "Infilteration")
+_CIC_UNSW = ("Benign", "Normal", "Analysis", "Backdoor", "Backdoors", "DoS", "Exploits", "Fuzzers", "Generic",
+             "Reconnaissance", "Shellcode", "Worms")
+_READERS, _CIC = "bench.data.readers", "bench.tabular.cic"
+
+# The suite's own datasets, in the order the reports sort them and the CLI lists them (per track).
+BUILT_IN = (
+    DatasetSpec("synthetic", "image", f"{_READERS}:read_synthetic", "Synthetic", MVTEC_LAYOUT + " (generated by "
+                "`bench data --dataset synthetic`)"),
+    DatasetSpec("mvtec", "image", f"{_READERS}:read_mvtec", "MVTec", MVTEC_LAYOUT,
+                ("bottle", "cable", "capsule", "carpet", "grid", "hazelnut", "leather", "metal_nut", "pill", "screw",
+                 "tile", "toothbrush", "transistor", "wood", "zipper")),
+    DatasetSpec("visa", "image", f"{_READERS}:read_visa", "VisA",
+                "VisA layout <root>/split_csv/1cls.csv with columns object,split,label,image,mask and paths "
+                "relative to <root>",
+                ("candle", "capsules", "cashew", "chewinggum", "fryum", "macaroni1", "macaroni2", "pcb1", "pcb2",
+                 "pcb3", "pcb4", "pipe_fryum")),
+    DatasetSpec("btad", "image", f"{_READERS}:read_btad", "BTAD",
+                "BTAD layout <root>/<01|02|03>/train/ok/*, test/ok/*, test/ko/*, ground_truth/ko/<stem>.bmp|png",
+                ("01", "02", "03")),
+    DatasetSpec("mpdd", "image", f"{_READERS}:read_mpdd", "MPDD", MVTEC_LAYOUT,
+                ("bracket_black", "bracket_brown", "bracket_white", "connector", "metal_plate", "tubes")),
+    DatasetSpec("dagm", "image", f"{_READERS}:read_dagm", "DAGM",
+                "DAGM 2007 layout <root>/ClassN/Train/*.PNG, Test/*.PNG, {Train,Test}/Label/<stem>_label.PNG",
+                tuple(f"Class{i}" for i in range(1, 11))),
+    DatasetSpec(MULTI, "image", "bench.data.multi:read_multi", "MultiDataset",
+                "a roots file (data/roots.yaml) naming each member dataset's root", stream=True),
+    # generated (bench.tabular.synthetic, CICIDS2017's CSV format) and read by the cicids2017 reader
+    DatasetSpec("synthetic", "tabular", None, layout="the synthetic tabular benchmark, generated when missing"),
+    DatasetSpec("cicids2017", "tabular", f"{_CIC}:read_cicids2017", layout="CICIDS2017 MachineLearningCVE or "
+                "TrafficLabelling CSV files", known=_CIC_2017, files="*.pcap_ISCX.csv"),
+    DatasetSpec("cicids2018", "tabular", f"{_CIC}:read_cicids2018", layout="CSE-CIC-IDS2018 CSV files",
+                known=_CIC_2018, files="*_TrafficForML_CICFlowMeter.csv"),
+    # the generic CICFlowMeter-4 reader: the improved CIC-IDS2017 flows come through it too
+    DatasetSpec("cicunsw", "tabular", f"{_CIC}:read_cicunsw", layout="CIC-UNSW-NB15 CICFlowMeter-4 CSV files "
+                "with a Label column, or Data.csv + Label.csv", known=_CIC_UNSW + _CIC_2017, files="*.csv"),
+    DatasetSpec(MULTI, "tabular", None, layout="--multi NAME=ROOT,...: several tabular datasets as one",
+                stream=True),
+)
+
+_SPECS: dict[tuple[str, str], DatasetSpec] = {(s.track, s.name): s for s in BUILT_IN}
+_BUILT_IN = frozenset(_SPECS)
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> the one line its load failed with
+
+
+def built_in(track: str) -> tuple[str, ...]:
+    """The suite's own datasets of `track`, in BUILT_IN's order (no plugin is looked at: cheap, for bench.config)."""
+    return tuple(s.name for s in BUILT_IN if s.track == track)
+
+
+def register(spec: DatasetSpec) -> DatasetSpec:
+    """Called once, by the module that defines the dataset's reader. A name is registered once per track."""
+    key = (spec.track, spec.name)
+    if key in _SPECS and _SPECS[key] != spec:
+        owner = "a built-in dataset" if key in _BUILT_IN else "another module"
+        raise RuntimeError(f"{spec.track} dataset {spec.name!r} registered twice (it is {owner}'s name)")
+    _SPECS[key] = spec
+    return spec
+
+
+def _plugin_names() -> set[str]:
+    return set(plugins.entry_points(ENTRY_POINT_GROUP))
+
+
+def _load_plugin(entry) -> None:
+    """Import one dataset plugin (bench.plugins.load_into); a failure, or a module that registers no dataset of its
+    entry point's name, is one BenchError naming the distribution and entry point (remembered, not retried)."""
+
+    def wrong(added: set) -> str | None:
+        if any(name == entry.name for _, name in added):
+            return None
+        return (f"{plugins.describe(entry, 'dataset')} registered no dataset named {entry.name!r}: its module "
+                f"must call bench.datasets.register(DatasetSpec(name={entry.name!r}, ...))"
+                + (" (it is a built-in dataset's name)" if any(k[1] == entry.name for k in _BUILT_IN) else ""))
+
+    plugins.load_into(entry, "dataset", _SPECS, _PLUGIN_ERRORS, wrong)
+
+
+def names(track: str) -> tuple[str, ...]:
+    """What `--dataset` of `track` accepts, without importing any plugin (the CLI's choices): the built-ins in
+    their order, then the plugins' entry-point names sorted. A plugin's track is known only once it is loaded, so
+    a plugin of the other track is listed too; `get` then refuses it, listing the valid names."""
+    if track not in TRACK_NAMES:
+        raise choice_error("track", track, TRACK_NAMES)
+    own = built_in(track)
+    loaded = {n for (t, n) in _SPECS if t == track}
+    return own + tuple(sorted((_plugin_names() | loaded) - set(own)))
+
+
+def specs(track: str) -> dict[str, DatasetSpec]:
+    """Every dataset of `track`, the plugins loaded (one that fails is a warning and left out)."""
+    if track not in TRACK_NAMES:
+        raise choice_error("track", track, TRACK_NAMES)
+    for name, entry in plugins.entry_points(ENTRY_POINT_GROUP).items():
+        if not any(n == name for (_, n) in _SPECS) or name in _PLUGIN_ERRORS:
+            try:
+                _load_plugin(entry)
+            except BenchError as e:
+                plugins.warn_once(f"{e}; left out")
+    own = built_in(track)
+    rest = sorted(n for (t, n) in _SPECS if t == track and n not in own)
+    return {n: _SPECS[(track, n)] for n in (*own, *rest)}
+
+
+def get(name: str, track: str) -> DatasetSpec:
+    """The spec of dataset `name` of `track`, importing only the plugin of that name (a broken plugin stops only
+    what uses it); ConfigError listing the valid names otherwise."""
+    if track not in TRACK_NAMES:
+        raise choice_error("track", track, TRACK_NAMES)
+    if (track, name) not in _SPECS:
+        entry = plugins.entry_points(ENTRY_POINT_GROUP).get(name)
+        if entry is not None and not any(n == name for (_, n) in _SPECS):
+            _load_plugin(entry)
+    spec = _SPECS.get((track, name))
+    if spec is None:
+        raise choice_error(f"{track} dataset" if track != "image" else "dataset", name, names(track))
+    return spec
+
+
+def is_known(name: str, track: str) -> bool:
+    """Whether `name` is a dataset of `track` (a built-in, or a plugin, which is then loaded); a plugin of that name
+    that fails to load raises its one line (what a run of it needs to read, rather than "unknown dataset")."""
+    try:
+        get(name, track)
+    except BenchError:
+        if name in _PLUGIN_ERRORS:
+            raise
+        return False
+    return True
+
+
+def result_set(name: str, track: str) -> str:
+    """The result set (outputs/<name>/runs) of `track`'s dataset `name`: `tabular-<name>` where a dataset of another
+    track has the same name (the synthetic benchmarks and streams); the image track keeps its names."""
+    if track == "image":
+        return name
+    return f"{track}-{name}" if name in built_in("image") else name
+
+
+def of_result_set(result: str) -> tuple[str, str]:
+    """(track, dataset) of a result set's name (`make` routes by it: `bench track-of`); a plugin is loaded to learn
+    its track. ConfigError listing the known result sets otherwise."""
+    for track in TRACK_NAMES:
+        for name in built_in(track):
+            if result_set(name, track) == result:
+                return track, name
+    if result in _plugin_names() or any(n == result for (_, n) in _SPECS):
+        for track in TRACK_NAMES:
+            if is_known(result, track):
+                return track, result
+        get(result, TRACK_NAMES[0])  # the plugin's own error, naming it
+    raise choice_error("result set", result, result_sets(plugins_too=True))
+
+
+def result_sets(plugins_too: bool = False) -> tuple[str, ...]:
+    """Every built-in result set: the image datasets, then the tabular ones (prefixed where the name is taken);
+    `plugins_too`: then the dataset plugins' names, sorted (metadata only, nothing imported: the CLI's choices)."""
+    own = tuple(result_set(n, t) for t in TRACK_NAMES for n in built_in(t))
+    return own + (tuple(sorted(_plugin_names() - set(own))) if plugins_too else ())
