@@ -56,8 +56,15 @@ def _paper_models() -> tuple[str, ...]:
     return tuple(listed)
 
 
+def dataset_labels() -> dict[str, str]:
+    """Each image dataset's table label, a dataset plugin's too (its DatasetSpec.label)."""
+    from bench.datasets import specs
+
+    return {**DATASET_LABELS, **{name: spec.label for name, spec in specs("image").items()}}
+
+
 def label(kind: str, value) -> str:
-    table = {"dataset": lambda: DATASET_LABELS, "ordering": lambda: ORDERING_LABELS, "model": model_labels}
+    table = {"dataset": dataset_labels, "ordering": lambda: ORDERING_LABELS, "model": model_labels}
     return table[kind]().get(value, str(value)) if kind in table else str(value)
 
 

@@ -153,18 +153,24 @@ def test_a_dataset_plugin_runs_through_bench_data_and_bench_run(toy_root, tmp_pa
     assert data.returncode == 0, data.stderr
     assert f"toydata at {toy_root}: 2 tasks, 16 images" in data.stdout
     assert "concepts not found: c" in data.stdout  # its registration's known concepts
-    out = tmp_path / "toy.h5"
+    out = tmp_path / "outputs" / "toydata" / "runs" / "toy.h5"
     run = _bench(site, "run", "--dataset", "toydata", "--root", toy_root, "--model", "padim", "--protocol", "ncl",
                  "--weights", "none", "--image-size", "32", "--device", "cpu", "--batch-size", "8", "--workers", "0",
                  "--tasks", "a,b", "--out", out)
     assert run.returncode == 0, run.stderr
     from bench.results import load
 
-    row = load(tmp_path).iloc[0]
+    row = load(out.parent).iloc[0]
     assert (row["dataset"], row["steps_done"], row["n_tasks"]) == ("toydata", 2, 2)
     assert np.isfinite(row["image_roc_auc_cl"])
     assert "toydata" in _bench(site, "run", "--help").stdout
     assert _bench(site, "track-of", "toydata").stdout.split() == ["image", "toydata"]
+    # its result set aggregates, and its tables and report name it by its registration's label
+    agg = _bench(site, "aggregate", "--dataset", "toydata", "--outputs", tmp_path / "outputs", "--bootstrap", "0",
+                 "--figures", "none")
+    assert agg.returncode == 0, agg.stderr
+    assert "ToyData" in (tmp_path / "outputs/toydata/tables/table2.md").read_text()
+    assert "ToyData" in (tmp_path / "outputs/toydata/report/index.html").read_text()
 
 
 TABULAR_PLUGIN = '''from bench.datasets import DatasetSpec, register
