@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.hpc import containers, executors, grid as grids, records as recs, status as st, trust
+from bench.hpc.memory import check_memory_requests
 
 DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
 TODO = ("failed", "not submitted")  # what submit and resubmit send; complete, queued and running runs are skipped
@@ -154,7 +155,7 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     profile_name = trust.plain_name(args.profile, "profile", "--profile") if args.profile else DEFAULT_PROFILE
     cluster = args.cluster or DEFAULT_CLUSTER
     grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
-    grids.check_memory_requests(planned, grid)
+    check_memory_requests(planned, grid)
     outputs = args.outputs.resolve()
     todo = triage(planned, statuses, str(grid.path), list_failed=resubmit)
     if not todo:

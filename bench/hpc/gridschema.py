@@ -1,7 +1,7 @@
 """The grid schema both tracks share: where grids and profiles live, YAML loading and key checks, what a run asks
 the scheduler for (`Resources`), how a cluster is asked (`Profile`, `jobs/profiles/<name>.yaml`), a parsed grid
 (`Grid`), a planned run (`PlannedRun`) and the command line's axis filters (`Selection`). The image grid
-(bench.hpc.imagegrid) and the tabular grid (bench.hpc.tabulargrid) build on it; bench.hpc.grid dispatches to them."""
+(bench.hpc.grid, which also dispatches by track) and the tabular grid (bench.hpc.tabular_grid) build on it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 JOBS_DIR = REPO / "jobs"
 PROFILES_DIR = JOBS_DIR / "profiles"
 AXES = ("models", "backbones", "orderings", "protocols", "seeds")
+# the settings every run of an image grid shares (a tabular grid refuses them: it has none)
+SHARED_KEYS = ("weights", "image_size", "batch_size", "workers")
 PROFILE_KEYS = ("partition", "account", "qos", "constraint", "gres", "use_gpus", "device", "array_parallelism",
                 "setup", "sbatch")
 

@@ -123,7 +123,7 @@ def test_estimate_follows_image_counts_backbone_and_protocol(tmp_path):
     from types import SimpleNamespace
 
     from bench.config import ImageInputs, RunConfig
-    from bench.hpc.grid import GIB, estimate_memory
+    from bench.hpc.memory import GIB, estimate_memory
 
     def est(model, backbone="wide_resnet50_2", protocol="cl", feature_dtype="float32", preset=None):
         tasks = [f"t{i}" for i in range(12)]
@@ -151,7 +151,7 @@ def test_the_grid_estimate_of_a_raw_image_detector_is_its_own(tmp_path):
     from types import SimpleNamespace
 
     from bench.config import ImageInputs, RunConfig
-    from bench.hpc.grid import GIB, estimate_memory
+    from bench.hpc.memory import GIB, estimate_memory
     from bench.registry import get
 
     def est(model, size):

@@ -13,7 +13,7 @@ import pytest
 
 from bench.config import BACKBONES, IMAGE_PROTOCOLS, ImageInputs, RunConfig
 from bench.hpc import grid as grids
-from bench.hpc.grid import GIB, estimate_memory
+from bench.hpc.memory import GIB, estimate_memory
 from bench.errors import ConfigError
 from bench.image.protocols import check_protocol
 from bench.registry import INCLAD_MODELS, get

@@ -327,6 +327,7 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     from helpers import cli_stdout
 
     from bench.hpc import grid as grids
+    from bench.hpc import memory
 
     grid = grids.load_grid("tabular-synthetic")  # the shipped grid: 6 orderings × 4 strategies per model
     planned = grids.expand(grid, grids.load_profile("cpu"), grids.Selection(), scenario_folder, tmp_path)
@@ -334,11 +335,11 @@ def test_tabular_grid_submits_runs_and_reports_through_the_same_commands(scenari
     assert all(p.run.out.parent == tmp_path / "tabular-synthetic" / "runs" for p in planned)
     cum = [p for p in planned if p.run.config.protocol == "cumulative"][0]
     size = (scenario_folder / "candidates" / "natural-day" / "index" / "features.npy").stat().st_size
-    assert cum.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cumulative"))
-    assert grids.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > grids.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
+    assert cum.resources.mem_gb == max(grid.resources.mem_gb, memory.tabular_mem_gb(size, "cumulative"))
+    assert memory.tabular_mem_gb(12_000_000 * 80 * 4, "cumulative") > memory.tabular_mem_gb(12_000_000 * 80 * 4, "ncl")
     replay = [p for p in planned if p.run.config.protocol == "cl"][0]
     n = len(np.load(scenario_folder / "candidates" / "natural-day" / "index" / "features.npy", mmap_mode="r"))
-    assert replay.resources.mem_gb == max(grid.resources.mem_gb, grids.tabular_mem_gb(size, "cl", n))
+    assert replay.resources.mem_gb == max(grid.resources.mem_gb, memory.tabular_mem_gb(size, "cl", n))
     args = ["submit", "--dataset", "tabular-synthetic", "--root", scenario_folder, "--outputs", tmp_path,
             "--models", "deepsvdd", "--orderings", "smooth_drift,abrupt_drift", "--protocols", "ncl,mste",
             "--cluster", "debug", "--profile", "cpu"]
@@ -475,21 +476,21 @@ def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, ca
 def test_a_replay_runs_memory_request_counts_its_buffer_up_to_every_record():
     """Replay holds one task and its buffer: the default 25,000 records add little to 12 million, a buffer as large
     as the stream asks for what Cumulative asks for, never more."""
-    from bench.hpc import grid as grids
+    from bench.hpc import memory
 
     size, n = 12_000_000 * 80 * 4, 12_000_000
-    ncl, cum = grids.tabular_mem_gb(size, "ncl", n), grids.tabular_mem_gb(size, "cumulative", n)
-    default, half = grids.tabular_mem_gb(size, "cl", n), grids.tabular_mem_gb(size, "cl", n, replay_size=n // 4)
+    ncl, cum = memory.tabular_mem_gb(size, "ncl", n), memory.tabular_mem_gb(size, "cumulative", n)
+    default, half = memory.tabular_mem_gb(size, "cl", n), memory.tabular_mem_gb(size, "cl", n, replay_size=n // 4)
     assert ncl <= default < half < cum
-    assert grids.tabular_mem_gb(size, "cl", n, replay_size=10 * n) == cum
-    assert grids.tabular_mem_gb(size, "cl", 3_000) == grids.tabular_mem_gb(size, "cumulative", 3_000)  # small stream
+    assert memory.tabular_mem_gb(size, "cl", n, replay_size=10 * n) == cum
+    assert memory.tabular_mem_gb(size, "cl", 3_000) == memory.tabular_mem_gb(size, "cumulative", 3_000)  # small stream
 
 
 def test_an_unreadable_feature_array_is_one_line_at_submit(tmp_path):
     from bench.errors import ConfigError
-    from bench.hpc import grid as grids
+    from bench.hpc import memory
 
     bad = tmp_path / "features.npy"
     bad.write_bytes(b"not an array")
     with pytest.raises(ConfigError, match="features.npy: not a readable record feature array"):
-        grids._features_size(bad)
+        memory.features_size(bad)

@@ -3,7 +3,7 @@
   feature_cache  peak RSS and wall time of a VisA-scale synthetic PatchCore-CL and CFA-CL run (preset
                  visa-scale: 12 tasks, 722 train / 180 test images each; resnet18, weights=none, 64 px) with an
                  unbounded cache and with a budget of a quarter of what the cache would hold unbounded
-                 (`bench.hpc.grid.estimate_memory`); R must be identical, the time cost of the bound is the ratio.
+                 (`bench.hpc.memory.estimate_memory`); R must be identical, the time cost of the bound is the ratio.
 
 CFA runs one epoch (the cost of the bound is in reading spilled features back, once per epoch). Each run is a
 fresh spawned process, so its peak is its own. `--quick`: 2 tasks of 24 train / 8 test images, in this process
@@ -47,7 +47,7 @@ def _cache_bytes(root: str, model: str) -> int:
     from bench.config import ImageInputs, RunConfig
     from bench.continual.runner import prepare
     from bench.data import read_index
-    from bench.hpc.grid import estimate_memory
+    from bench.hpc.memory import estimate_memory
 
     tasks = sorted(read_index("synthetic", root)["task"].unique())
     cfg = RunConfig(dataset="synthetic", root=root, model=model, tasks=list(tasks), device="cpu",
