@@ -17,7 +17,6 @@ Incomplete and failed runs are never averaged in: they are returned as `missing`
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import warnings
 from dataclasses import dataclass, field

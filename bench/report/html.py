@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
-from bench.io import atomic_path, write_text_atomic
+from bench.io import write_text_atomic
 from bench.report import cdd, construction
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
@@ -406,8 +406,11 @@ class OwnFigures:
         self._pending = []  # what is still to draw, as calls
         self._curve_painter = self._heatmap_painter = None  # built at the first figure drawn: often none is
 
-    def _add(self, stem: str, digest: str, draw) -> bool:
-        """Whether the figure's files will exist after `save`."""
+    def _add(self, stem: str, digest, draw) -> bool:
+        """Whether the figure's files will exist after `save`; `digest()` gives what it is drawn from."""
+        if not self.draw and stem not in self.before:
+            return False  # never drawn: not even its digest is needed
+        digest = digest()
         files = [self.directory / f"{stem}.{fmt}" for fmt in FORMATS]
         if self.before.get(stem) == digest and all(f.is_file() for f in files):
             self.present[stem] = digest
@@ -418,12 +421,12 @@ class OwnFigures:
 
     def curve(self, c: dict) -> bool:
         self.curves.append(c)
-        return self._add(c["stem"], curves_draw.digest(c), lambda: self._draw_curve(c))
+        return self._add(c["stem"], lambda: curves_draw.digest(c), lambda: self._draw_curve(c))
 
     def heatmap(self, h: hm.Heatmap) -> list[dict]:
         """The links to `h`'s PNG and PDF: none where they are not drawn."""
         self.maps.append(h)
-        drawn = self._add(h.stem, hm.digest(h, FORMATS), lambda: self._draw_heatmap(h))
+        drawn = self._add(h.stem, lambda: hm.digest(h, FORMATS), lambda: self._draw_heatmap(h))
         return [{"href": f"figures/{h.stem}.{fmt}", "format": fmt.upper()} for fmt in FORMATS] if drawn else []
 
     def _draw_curve(self, c: dict) -> None:
@@ -432,10 +435,7 @@ class OwnFigures:
 
     def _draw_heatmap(self, h: hm.Heatmap) -> None:
         self._heatmap_painter = self._heatmap_painter or hm.Painter()
-        fig = self._heatmap_painter.figure(h)
-        for fmt in FORMATS:
-            with atomic_path(self.directory / f"{h.stem}.{fmt}") as tmp:  # a reader never sees half a figure
-                fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        hm.save(h, self.directory, FORMATS, self._heatmap_painter)
 
     def save(self) -> set[Path]:
         """Draw what is pending and write the index of what exists; the files this leaves (for the caller's

@@ -5,8 +5,9 @@
                   × 2 backbones × 3 orderings × NCL/CL on five datasets, seeds 0 and 1 until 1,000, each a 10-task
                   stream with 40 test images per task (16 anomalous) and its per-image scores, so every provenance
                   and score check runs as on real files. Then one more run is added and the aggregation repeated:
-                  the regeneration. Wall seconds and peak memory of each, in a fresh process (target: ≤ 60 s on
-                  2 cores). `--quick`: 6 files, heatmaps PNG only (a smoke test).
+                  the regeneration; then `make figures` (every per-method figure of the report as PNG and PDF,
+                  drawn on request). Wall seconds and peak memory of each, in a fresh process (target for the
+                  first: ≤ 60 s on 2 cores). `--quick`: 6 files, heatmaps PNG only (a smoke test).
 
 The files are made by the same writer as real runs (bench.results.write_run), with R computed from their scores.
 """
@@ -71,15 +72,15 @@ def _grid(n: int) -> list[tuple]:
     return [(*cells[k % len(cells)], k // len(cells)) for k in range(n + 1)]  # the last one: the added run
 
 
-def _aggregate_child(outputs: str, formats: tuple) -> dict:
+def _aggregate_child(outputs: str, formats: tuple, paper_figures: bool = False) -> dict:
     from bench.report.aggregate import Options, aggregate
 
     before = peak_rss_mb()
     t0 = time.perf_counter()
-    aggregate(Path(outputs), "all", Options(figure_formats=formats), log=lambda *_: None)
+    aggregate(Path(outputs), "all", Options(figure_formats=formats, paper_figures=paper_figures), log=lambda *_: None)
     return {"seconds": round(time.perf_counter() - t0, 1), "peak_mb": round(peak_rss_mb() - before),
             "load_avg": round(os.getloadavg()[1], 1)}  # the 5-minute load it ran under: a shared machine's
-    # seconds are an upper bound on an idle one's, and aggregate uses every CPU (bench.report.drawing)
+    # seconds are an upper bound on an idle one's
 
 
 @benchmark("aggregate_1000")
@@ -97,7 +98,9 @@ def aggregate_1000(args) -> dict:
         first = run_isolated(_aggregate_child, str(outputs), formats)
         _write_file(outputs, *grid[-1], rng)
         again = run_isolated(_aggregate_child, str(outputs), formats)
+        figures = run_isolated(_aggregate_child, str(outputs), formats, True)
         size = sum(p.stat().st_size for p in outputs.glob("*/runs/*.h5")) / 1e6
     return {"files": n, "files_mb": round(size), "write_files_s": round(made_s, 1), "aggregate_s": first["seconds"],
             "aggregate_peak_mb": first["peak_mb"], "after_one_more_s": again["seconds"],
-            "after_one_more_peak_mb": again["peak_mb"], "load_avg": first["load_avg"]}
+            "after_one_more_peak_mb": again["peak_mb"], "make_figures_s": figures["seconds"],
+            "make_figures_peak_mb": figures["peak_mb"], "load_avg": first["load_avg"]}
