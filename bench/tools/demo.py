@@ -24,7 +24,7 @@ from bench.data.stream import resolve_tasks
 from bench.data.synthetic import PRESETS, generate
 from bench.registry import get, specs
 from bench.report import paper
-from bench.report.aggregate import aggregate
+from bench.report.aggregate import Options, aggregate
 
 ORDERINGS = ("easy_to_hard", "hard_to_easy", "random")
 def demo_models(everything: bool = False) -> dict[str, dict]:
@@ -71,8 +71,9 @@ def demo(outputs: Path, preset: str = "demo", progress: bool = True, everything:
     for cfg, run in zip(configs, runs):
         print(f"\n== {cfg.model} {cfg.protocol.upper()} {cfg.ordering}: {' → '.join(cfg.tasks)}")
         execute(run, progress=progress)
-    # The same aggregation as `make aggregate`: provenance checked, every cell traceable to its run files.
-    aggregate(outputs, "synthetic", log=lambda *_: None)
+    # The same aggregation as `make figures`: provenance checked, every cell traceable to its run files, and the
+    # report's per-method figures drawn as PNG and PDF too (a demo's few dozen take seconds)
+    aggregate(outputs, "synthetic", Options(paper_figures=True), log=lambda *_: None)
     tables = out / "tables"
     print("\n" + (tables / "table2.md").read_text())
     # what a run on real data with ImageNet weights is compared with: here every cell says why it is not comparable
