@@ -231,7 +231,7 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
         for name in previous.get("outputs", {}):
             if name not in names:
                 (out / name).unlink(missing_ok=True)
-    figures, painter = {}, hm.Painter()
+    figures, to_draw = {}, []
     drawn = (previous or {}).get("figure_digests", {})
     for item in items:
         if item.text is not None:
@@ -240,7 +240,8 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
             stem = item.heatmap.stem
             figures[stem] = hm.digest(item.heatmap, options.figure_formats)
             if figures[stem] != drawn.get(stem) or not _unchanged(out, previous, stem, options.figure_formats):
-                hm.save(item.heatmap, out / "figures", options.figure_formats, painter)
+                to_draw.append(item.heatmap)
+    hm.save_all(to_draw, out / "figures", options.figure_formats)
     manifest = {
         "manifest_version": MANIFEST_VERSION, "created_at": results.now(), "dataset": dataset,
         "aggregator": results.provenance(), "options": asdict(options), **record,

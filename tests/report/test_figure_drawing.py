@@ -128,3 +128,61 @@ def test_a_heatmap_digest_changes_with_its_values_and_its_drawing_code(monkeypat
     assert hm.digest(h, ("png",)) != before
     monkeypatch.setattr(hm, "drawing_code", lambda module: "changed drawing code")
     assert hm.digest(h) != before
+
+
+def _many(n=10):
+    five, four = [f"t{i}" for i in range(5)], [f"u{i}" for i in range(4)]
+    return [_heatmap(f"h{k}", ["patchcore", "padim", "cfa"][k % 3], k, five if k % 2 else four) for k in range(n)]
+
+
+def test_heatmaps_drawn_by_two_processes_are_the_bytes_one_process_draws(tmp_path, monkeypatch):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    monkeypatch.setenv("BENCH_REPORT_PROCESSES", "1")
+    hm.save_all(_many(), one, ("png",))
+    monkeypatch.delenv("BENCH_REPORT_PROCESSES")
+    monkeypatch.setattr(hm, "_second_process", lambda n: True)  # also on a one-CPU machine
+    hm.save_all(_many(), two, ("png",))
+    names = sorted(p.name for p in one.iterdir())
+    assert len(names) == 10 and names == sorted(p.name for p in two.iterdir())
+    for name in names:
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+
+
+def test_a_heatmap_the_second_process_cannot_draw_is_one_error_naming_it(tmp_path, monkeypatch):
+    import pytest
+
+    from bench.errors import BenchError
+
+    real = hm.save
+
+    def save(h, directory, formats, painter=None):
+        if h.stem == "h3":  # in the forked share (every other one, from the second)
+            raise OSError("disk full")
+        return real(h, directory, formats, painter)
+
+    monkeypatch.setattr(hm, "save", save)
+    monkeypatch.setattr(hm, "_second_process", lambda n: True)
+    with pytest.raises(BenchError, match=r"second process failed \(exit code 1\): h3: OSError: disk full"):
+        hm.save_all(_many(), tmp_path, ("png",))
+
+
+def test_a_stuck_second_process_is_killed_and_its_share_drawn_here_with_a_warning(tmp_path, monkeypatch):
+    import os
+    import time
+
+    import pytest
+
+    real, parent = hm.save, os.getpid()
+
+    def save(h, directory, formats, painter=None):
+        if os.getpid() != parent:
+            time.sleep(60)  # the forked process hangs
+        return real(h, directory, formats, painter)
+
+    monkeypatch.setattr(hm, "save", save)
+    monkeypatch.setattr(hm, "_second_process", lambda n: True)
+    monkeypatch.setattr(hm, "SECONDS_PER_FIGURE", 0.2)
+    with pytest.warns(UserWarning, match="did not finish"):
+        hm.save_all(_many(), tmp_path, ("png",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"h{k}.png" for k in range(10))
