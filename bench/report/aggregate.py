@@ -269,7 +269,8 @@ def _published_intervals(out: Path, previous: dict | None, options: Options) -> 
     name = "tables/runs.csv"
     old = (previous or {}).get("options", {})
     if (not previous or (old.get("bootstrap"), old.get("bootstrap_seed")) != (options.bootstrap, options.bootstrap_seed)
-            or previous.get("bootstrap_draws") != DRAWS or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
+            or previous.get("bootstrap_draws") != DRAWS
+            or not (out / name).is_file() or file_sha256(out / name) != previous["outputs"].get(name)):
         return {}
     table = pd.read_csv(out / name, dtype={"file_sha256": str})  # pandas 3 parses floats round-trip
     cols = [f"image_{m}_ci_{side}" for m in INTERVAL_METRICS for side in ("low", "high")]
