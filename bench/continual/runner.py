@@ -14,7 +14,8 @@ is moved aside to `<ckpt>.bad-<timestamp>` with a warning and the run starts afr
 
 Every track goes through this one loop. What differs is a small `bench.tracks.Track`, prepared by the module its
 track registered in bench.tracks (bench/image/track.py, bench/tabular/track.py): the task data, a fresh protocol,
-the metric levels and the arrays they fill, and how one cell (`bench.tracks.Cell`: step, task) is evaluated. With `evaluation="cross"` (tabular) every task is evaluated after each step.
+the metric levels and the arrays they fill, and how one cell (`bench.tracks.Cell`: step, task) is evaluated. With
+`evaluation="cross"` (tabular) every task is evaluated after each step.
 """
 
 from __future__ import annotations

@@ -520,7 +520,8 @@ def test_without_paper_figures_the_page_shows_figures_inline_and_links_only_curr
     aggregate(fresh, "synthetic", Options(bootstrap=0, figure_formats=()), log=lambda *_: None)
     page = fresh / "synthetic/report/index.html"
     p = parse(page)
-    assert not list((page.parent / "figures").glob("curve_*.p*")) and not list((page.parent / "figures").glob("heatmap_*"))
+    figures = page.parent / "figures"
+    assert not list(figures.glob("curve_*.p*")) and not list(figures.glob("heatmap_*"))
     assert not [r for r in p.refs if r.startswith("figures/curve_") or r.startswith("figures/heatmap_")]
     text = page.read_text()
     parts = text.count('<div class="part">')
