@@ -243,11 +243,13 @@ def _second_process(n: int) -> bool:
 
 def _draw_share(maps: list[Heatmap], directory: Path, formats, conn) -> None:
     """The forked process's share; what went wrong is sent back as one line."""
+    stem = "-"  # the figure being drawn when something went wrong
     try:
         painter = Painter()
         for h in maps:
+            stem = h.stem
             save(h, directory, formats, painter)
     except BaseException as e:  # noqa: BLE001 (anything: the parent reports it)
-        conn.send(f"{h.stem}: {type(e).__name__}: {e}")
+        conn.send(f"{stem}: {type(e).__name__}: {e}")
         raise SystemExit(1) from None
     conn.send(None)

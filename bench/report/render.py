@@ -56,15 +56,21 @@ def _paper_models() -> tuple[str, ...]:
     return tuple(listed)
 
 
-def dataset_labels() -> dict[str, str]:
-    """Each image dataset's table label, a dataset plugin's too (its DatasetSpec.label)."""
+def _dataset_label(name) -> str:
+    """A built-in dataset's table label from the table; only another name asks the registry (a plugin's
+    DatasetSpec.label), so the labels of a page's thousands of rows cost no plugin look-up."""
+    if name in DATASET_LABELS:
+        return DATASET_LABELS[name]
     from bench.datasets import specs
 
-    return {**DATASET_LABELS, **{name: spec.label for name, spec in specs("image").items()}}
+    spec = specs("image").get(name)
+    return spec.label if spec is not None else str(name)
 
 
 def label(kind: str, value) -> str:
-    table = {"dataset": dataset_labels, "ordering": lambda: ORDERING_LABELS, "model": model_labels}
+    if kind == "dataset":
+        return _dataset_label(value)
+    table = {"ordering": lambda: ORDERING_LABELS, "model": model_labels}
     return table[kind]().get(value, str(value)) if kind in table else str(value)
 
 
