@@ -39,6 +39,28 @@ def demo_root(tmp_path_factory):
 
 
 @pytest.fixture
+def plugin_on_path(monkeypatch):
+    """Puts a hand-installed plugin's folder on this process's sys.path, with both registries' remembered plugin
+    failures and the warnings already given reset, and no plugin module left imported afterwards: a broken plugin
+    tested in-process, where a subprocess would spend seconds importing torch before it reaches the plugin."""
+    import sys
+
+    from bench import datasets, plugins, registry
+
+    registry._discover_built_ins()  # before the copy: the copy is what the test changes
+    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
+    monkeypatch.setattr(registry, "_PLUGIN_ERRORS", {})
+    monkeypatch.setattr(datasets, "_SPECS", dict(datasets._SPECS))
+    monkeypatch.setattr(datasets, "_PLUGIN_ERRORS", {})
+    monkeypatch.setattr(plugins, "_WARNED", set())
+    before = set(sys.modules)
+    yield lambda site: monkeypatch.syspath_prepend(str(site))
+    for name in set(sys.modules) - before:
+        if name.startswith("broken"):
+            del sys.modules[name]
+
+
+@pytest.fixture
 def make_config():
     """RunConfig factory for synthetic runs on CPU with a random-init resnet18."""
     return make_run_config

@@ -224,14 +224,14 @@ def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs:
     env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": prov["git_commit"],
            "BENCH_GIT_DIRTY": str(prov["git_dirty"]), **(box.env() if box else {})}
     groups = executors.group_by_resources(todo)
+    if cluster == "slurm" and profile.placeholders() and not dry_run:  # before scontrol, which may wait seconds
+        raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
+                          f"your site's values (see docs/cluster.md, Profiles)")
     array_size = max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
 
     if dry_run:
         _print_plan(groups, cluster, profile, python, slots, array_size, name, env)
         return None
-    if cluster == "slurm" and profile.placeholders():
-        raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
-                          f"your site's values (see docs/cluster.md, Profiles)")
     trust.private_folder(logs, "pickled job files")  # a job unpickles its file there when it starts
     submitted, debug_jobs, record = [], [], None
     meta = {**meta, "profile": profile.name, "cluster": cluster, "container": box.image if box else None,

@@ -7,6 +7,7 @@ A job runs one run through `runner.prepare` + `runner.execute`, the code path of
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -71,8 +72,15 @@ def default_python() -> str:
 
 def max_array_size() -> int:
     """SLURM's MaxArraySize (`scontrol show config`), or 1000 where it cannot be read."""
+    return _max_array_size(shutil.which("scontrol"))
+
+
+@functools.cache  # asked once per process: with the controller down, scontrol waits ~9 s before it gives up
+def _max_array_size(scontrol: str | None) -> int:
+    if scontrol is None:
+        return DEFAULT_MAX_ARRAY_SIZE
     try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([scontrol, "show", "config"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return DEFAULT_MAX_ARRAY_SIZE
     match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.MULTILINE)

@@ -80,7 +80,7 @@ def test_the_cli_lists_the_plugin_without_importing_it_or_torch(plugin_site):
     assert "meandist" in _bench(plugin_site, "run", "--help").stdout
 
 
-def _hand_installed_plugin(site: Path, module: str, source: str, entry_points: str | None = None) -> None:
+def _hand_installed_plugin(site: Path, module: str, source: str, entry_points: str | None = None) -> Path:
     """A plugin's module plus the .dist-info pip would write for it (METADATA, entry_points.txt, RECORD): enough
     for importlib.metadata to list its entry point; no build needed for a plugin that is meant to fail."""
     dist = site / "broken_plugin-0.1.dist-info"
@@ -90,6 +90,7 @@ def _hand_installed_plugin(site: Path, module: str, source: str, entry_points: s
     (dist / "entry_points.txt").write_text(entry_points or f"[{GROUP}]\nbroken = {module}\n")
     (dist / "RECORD").write_text(f"{module}.py,,\n{dist.name}/METADATA,,\n{dist.name}/entry_points.txt,,\n"
                                  f"{dist.name}/RECORD,,\n")
+    return site
 
 
 REREGISTER = ("import dataclasses\nfrom bench.registry import Int, get, register\nspec = get('patchcore')\n"
@@ -104,38 +105,58 @@ REREGISTER = ("import dataclasses\nfrom bench.registry import Int, get, register
     ("X = 1  # registers nothing", "registered no detector named 'broken'"),
     (REREGISTER, "detector 'patchcore' registered twice (it is a built-in detector's name)"),
 ])
-def test_a_broken_plugin_is_one_line_naming_its_distribution_where_it_is_asked_for(tiny_root, tmp_path, source,
+def test_a_broken_plugin_is_one_line_naming_its_distribution_where_it_is_asked_for(plugin_on_path, tiny_root,
+                                                                                   tmp_path, capsys, source,
                                                                                    expected):
     """Issue 31 §6: a plugin that raises, exits (sys.exit(0) made every command exit 0 with no output), is
     interrupted (reported as a resumable SIGINT), registers nothing, or re-registers a built-in is one line
-    naming its distribution and entry point, for the command that asks for it."""
-    site = tmp_path / "site"
-    _hand_installed_plugin(site, "broken_plugin", source)
-    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "broken",
-                 "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
-                 "--out", tmp_path / "out.h5")
-    err = run.stderr.strip()
-    assert run.returncode == 2 and "\n" not in err and "Traceback" not in err, err
+    naming its distribution and entry point, for the command that asks for it. In this process: an exit or
+    interrupt that escaped would end the test (or the session), not pass it."""
+    from bench.cli import main
+
+    plugin_on_path(_hand_installed_plugin(tmp_path / "site", "broken_plugin", source))
+    code = main(["run", "--dataset", "synthetic", "--root", str(tiny_root), "--model", "broken", "--weights", "none",
+                 "--image-size", "32", "--device", "cpu", "--tasks", "chip", "--out", str(tmp_path / "out.h5")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err, err
     assert err.startswith(f"error: detector plugin 'broken' (distribution broken-plugin, entry point {GROUP}: "
                           "broken = broken_plugin)"), err
     assert expected in err
     assert not (tmp_path / "out.h5").exists()
 
 
-def test_commands_that_do_not_use_a_broken_plugin_run(tiny_root, tmp_path):
+def test_a_broken_plugin_asked_for_ends_the_process_with_exit_2_and_one_line(tiny_root, tmp_path):
+    """The same through `python -m bench`, for the plugin that exits 0 at import (the process must not)."""
+    site = _hand_installed_plugin(tmp_path / "site", "broken_plugin", "import sys\nsys.exit(0)")
+    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "broken",
+                 "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
+                 "--out", tmp_path / "out.h5")
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        f"error: detector plugin 'broken' (distribution broken-plugin, entry point {GROUP}: broken = broken_plugin) "
+        "failed to load: SystemExit: 0"], run.stderr
+
+
+def test_commands_that_do_not_use_a_broken_plugin_run(plugin_on_path, tiny_root, tmp_path, capsys):
     """With a plugin installed that calls sys.exit(0) at import, `bench run` of a built-in detector ran nothing
     and exited 0; now it runs (the plugin is never imported), and listing every spec warns about the plugin in
     one line and leaves it out."""
-    site = tmp_path / "site"
-    _hand_installed_plugin(site, "broken_plugin", "import sys\nsys.exit(0)")
-    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "padim",
-                 "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
-                 "--workers", "0", "--out", tmp_path / "out.h5")
-    assert run.returncode == 0 and (tmp_path / "out.h5").is_file(), run.stderr
-    probe = _bench(site, code=("import warnings; warnings.simplefilter('always'); from bench.registry import specs; "
-                               "print('broken' in specs(), 'padim' in specs())"))
-    assert probe.returncode == 0 and probe.stdout.split() == ["False", "True"], probe.stderr
-    assert "detector plugin 'broken' (distribution broken-plugin" in probe.stderr and "left out" in probe.stderr
+    import warnings
+
+    from bench.cli import main
+    from bench.registry import specs
+
+    plugin_on_path(_hand_installed_plugin(tmp_path / "site", "broken_plugin", "import sys\nsys.exit(0)"))
+    code = main(["run", "--dataset", "synthetic", "--root", str(tiny_root), "--model", "padim", "--weights", "none",
+                 "--image-size", "32", "--device", "cpu", "--tasks", "chip", "--workers", "0", "--no-progress",
+                 "--out", str(tmp_path / "out.h5")])
+    assert code == 0 and (tmp_path / "out.h5").is_file(), capsys.readouterr().err
+    assert "broken_plugin" not in sys.modules
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        listed = specs()
+    assert "broken" not in listed and "padim" in listed
+    (warning,) = [str(w.message) for w in caught if "broken" in str(w.message)]
+    assert "detector plugin 'broken' (distribution broken-plugin" in warning and "left out" in warning
 
 
 def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_path):

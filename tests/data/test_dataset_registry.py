@@ -210,21 +210,27 @@ def test_a_tabular_dataset_plugin_runs_through_bench_tabular_index_and_run(tmp_p
     ("import sys\nsys.exit(0)", "failed to load: SystemExit: 0"),
     ("X = 1  # registers nothing", "registered no dataset named 'broken'"),
 ])
-def test_a_broken_dataset_plugin_is_one_line_where_it_is_asked_for_and_never_stops_help(tmp_path, source, expected):
-    site = _plugin(tmp_path / "site", "broken_data", source, name="broken")
-    for argv in (("--help",), ("run", "--help"), ("data", "--help")):
-        shown = _bench(site, *argv)
-        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
-    assert "broken" in shown.stdout  # data --help lists it by name, not imported
-    data = _bench(site, "data", "--dataset", "broken", "--root", tmp_path)
-    err = data.stderr.strip()
-    assert data.returncode == 2 and "\n" not in err and "Traceback" not in err, err
+def test_a_broken_dataset_plugin_is_one_line_where_it_is_asked_for_and_never_stops_help(plugin_on_path, tmp_path,
+                                                                                       capsys, source, expected):
+    from bench.cli import main
+
+    plugin_on_path(_plugin(tmp_path / "site", "broken_data", source, name="broken"))
+    for argv in (["--help"], ["run", "--help"], ["data", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        shown = capsys.readouterr()
+        assert done.value.code == 0 and "usage:" in shown.out and "Traceback" not in shown.err, shown.err
+    assert "broken" in shown.out and "broken_data" not in sys.modules  # data --help lists it by name, not imported
+    assert main(["data", "--dataset", "broken", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
     assert err.startswith(f"error: dataset plugin 'broken' (distribution broken-data, entry point {GROUP}: "
                           "broken = broken_data)"), err
     assert expected in err
-    run = _bench(site, "run", "--dataset", "broken", "--root", tmp_path, "--model", "padim", "--weights", "none",
-                 "--tasks", "a", "--out", tmp_path / "out.h5")
-    assert run.returncode == 2 and run.stderr.strip().splitlines() == [err], run.stderr
+    assert main(["run", "--dataset", "broken", "--root", str(tmp_path), "--model", "padim", "--weights", "none",
+                 "--tasks", "a", "--out", str(tmp_path / "out.h5")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [err]
+    assert not (tmp_path / "out.h5").exists()
 
 
 def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_path):
