@@ -23,7 +23,7 @@ from helpers import Killed, create, make_run_config, model_extractor, one_error_
 
 TASKS = ["chip", "stripes"]
 QUIET = {"progress": False, "log": lambda *_: None}
-EPOCHS = 3
+EPOCHS = 2
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def small_root(tmp_path_factory):
 
 def _stfpm():
     spec = get("stfpm")
-    return create("stfpm", model_extractor(spec.layers(spec.resolve(spec.quick))), 64, epochs=EPOCHS, batch_size=4)
+    return create("stfpm", model_extractor(spec.layers(spec.resolve(spec.quick))), 32, epochs=EPOCHS, batch_size=4)
 
 
 def _weights(det) -> dict:

@@ -442,7 +442,9 @@ def test_orderings_with_one_task_order_run_once_and_say_so(scenario_folder, tmp_
 
 def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, capsys, monkeypatch):
     """The second submit waits for the records lock and plans from the first one's record. Without the lock both
-    plan from no records: the first submit waits (bounded) inside its submission for the second to get there."""
+    plan from no records: the first submit waits (bounded) inside its submission for the second to get there, or
+    (with the lock) to be at the lock, where it waits its turn."""
+    import fcntl
     import os
     import threading
 
@@ -450,6 +452,16 @@ def test_two_concurrent_submits_send_each_run_once(scenario_folder, tmp_path, ca
     from bench.hpc import executors, records
 
     inside, first = threading.Event(), threading.Lock()
+    at_lock, real_flock = set(), fcntl.flock
+
+    def flock(fd, operation):
+        if operation & fcntl.LOCK_EX and os.readlink(f"/proc/self/fd/{fd}").endswith("submissions.lock"):
+            at_lock.add(threading.get_ident())
+            if len(at_lock) == 2:
+                inside.set()
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
 
     def fake_submit_local(executor, planned, slots, resources, workdir, env):
         if first.acquire(blocking=False):  # the first submission waits for a second one to reach this point
