@@ -288,6 +288,7 @@ document.getElementById("f").addEventListener("load", function () {{
 }});</script></body></html>"""
 
 
+@pytest.mark.slow(reason="starts headless Chromium twice (~10 s idle); the fast lane checks the page by parsing it")
 def test_headless_chromium_renders_the_report(report, tmp_path):
     """Chromium loads the page with no console message (the page has no script, so any message is an error),
     decodes every image (checked inside the browser, from a harness page that reads the report's DOM), and the
