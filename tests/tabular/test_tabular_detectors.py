@@ -44,7 +44,6 @@ def test_learns_the_shifted_records_and_its_seed_matters(name):
     assert not np.allclose(build(name).fit(train, seed=1).score(test), s)
 
 
-@pytest.mark.slow(reason="PyOD's own scoring, the reference, compiles a numba kernel first (~4 s a process)")
 def test_ae1svm_scores_equal_pyods_own():
     train, test, _ = tabular_task()
     det = build("ae1svm").fit(train, seed=0)
