@@ -455,7 +455,8 @@ def test_conflicting_duplicates_are_refused_identical_ones_collapsed(tmp_path, c
     first = write(outputs, protocol="cl")
     copy = first.with_name("copy-" + first.name)
     shutil.copy(first, copy)
-    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs), "--bootstrap", "0"]) == 0
+    assert main(["aggregate", "--dataset", "synthetic", "--outputs", str(outputs), "--bootstrap", "0",
+                 "--figures", "none"]) == 0
     manifest = json.loads((outputs / "synthetic/tables/manifest.json").read_text())
     assert sorted(e["role"] for e in manifest["inputs"]) == ["duplicate", "used"]
     assert len(read_csv(outputs / "synthetic/tables/runs.csv")) == 1
