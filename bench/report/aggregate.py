@@ -75,7 +75,7 @@ class Options:
     per_method_heatmaps: bool = False
     figure_formats: tuple = ("png", "pdf")  # empty: heatmap values (heatmaps.csv) only, no drawing
     paper_figures: bool = False  # also the PNG and PDF of the report's per-method figures (`make figures`)
-    pool: str = "entries"  # the paper comparison's reading of Table 2's pooling judged (bench.report.paper.POOLS)
+    pool: str = "entries"  # the paper comparison's reading of Table 2's pooling judged (bench.report.choices.POOLS)
     own_paper_tables: bool = False  # edited data/paper tables are the user's: accept them (their digests recorded)
 
     def __post_init__(self):

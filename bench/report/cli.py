@@ -44,8 +44,7 @@ def cmd_verify(args) -> int:
 
 
 def register(sub) -> None:
-    from bench.report.paper import POOLS
-    from bench.report.table2 import SELECT_BY
+    from bench.report.choices import POOLS, SELECT_BY
 
     p = sub.add_parser("aggregate", help="Table 2, per-method, timing and routing tables, the comparison with the "
                        "published tables, heatmaps, manifest")

@@ -43,6 +43,7 @@ from bench.config import BACKBONES, IMAGE_LOADING_DEFAULTS, NO_BACKBONE, RunConf
 from bench.errors import BenchError, ConfigError
 from bench.registry import INCLAD_MODELS, INCLAD_MULTI_MODELS
 from bench.report import render
+from bench.report.choices import POOLS
 from bench.report.render import COLUMNS, METHOD, MULTI, label, markdown_table, sort_frame
 from bench.report.table2 import pool as pool_entries
 from bench.report.table2 import table2
@@ -55,7 +56,6 @@ PAPER_HARDWARE = ("an HPC system with NVIDIA H100 80 GB and NVIDIA L40 GPUs (Int
 PRESET = "inclad"
 FEATURE_DTYPE = "float32"  # InCLAD's released code computes in float32 (float16 moves R cells: I13)
 PIXEL_EVAL = "resized"  # the released evaluation nearest-resizes masks to the map size
-POOLS = ("entries", "methods")  # the two readings of Table 2's "averaged across methods and backbones"
 # SHA-256 of each shipped file (line endings as LF): what the comparison reads must be what was transcribed
 SHIPPED_SHA256 = {
     "inclad_table2.csv": "a8ac6ef297e69e1a5729eb7d52f0eceda4e63b194b1b43aeec21ba57c2bb692a",

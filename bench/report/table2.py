@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.report.choices import SELECT_BY
 from bench.report.render import (COLUMN_LABELS, COLUMNS, METHOD, MULTI, format_cell, grid_rows, label, latex_cell,
                                   latex_escape, latex_grid, markdown_table, sort_frame)
 
@@ -20,10 +21,8 @@ METRICS = ("roc_auc_cl", "bwt", "bwt_released")
 METRIC_LABELS = {"roc_auc_cl": "ROC-AUC_CL ↑", "bwt": "BWT ↑", "bwt_released": "BWT (as released) ↑"}
 METRIC_LATEX = {"roc_auc_cl": r"ROC-AUC$_{\mathrm{CL}}$ $\uparrow$", "bwt": r"BWT $\uparrow$",
                 "bwt_released": r"BWT (as released) $\uparrow$"}
-# The criterion InCLAD leaves implicit: here, image-level ROC-AUC_CL of the continual (CL) protocol by default —
-# the MultiDataset stream stress-tests the strongest *continual* methods.
-SELECT_BY = {"image-cl": ("image", "cl"), "image-ncl": ("image", "ncl"), "pixel-cl": ("pixel", "cl"),
-             "pixel-ncl": ("pixel", "ncl")}
+# The criterion InCLAD leaves implicit (SELECT_BY, bench.report.choices): here, image-level ROC-AUC_CL of the
+# continual (CL) protocol by default — the MultiDataset stream stress-tests the strongest *continual* methods.
 
 
 def _complete(runs: pd.DataFrame) -> pd.DataFrame:

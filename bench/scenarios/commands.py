@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from bench.data import manifest
 from bench.errors import ConfigError, DatasetError
 from bench.io import file_sha256
 from bench.scenarios import multi as multi_stream
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INCLAD_DATASETS = ("btad", "dagm", "mpdd", "mvtec", "visa")
 STE_CLUSTERS = ("inprocess", "slurm", "local", "debug")
@@ -171,6 +172,7 @@ def _collect_command(args) -> str:
 
 
 def cmd_rank(args) -> int:
+    from bench.data import manifest
     from bench.scenarios import rank as ranking
 
     ste = ranking.read_ste(args.ste)
@@ -197,6 +199,8 @@ def cmd_rank(args) -> int:
 def install(m: dict, force: bool) -> Path:
     """Write a manifest into the scenarios folder. A manifest from another kind of source (the published ones)
     is only replaced with `force`; file lists of an identical task set are kept."""
+    from bench.data import manifest
+
     path = manifest.manifest_path(m["dataset"])
     old = None
     if path.is_file():
@@ -214,6 +218,8 @@ def install(m: dict, force: bool) -> Path:
 
 
 def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
+    import pandas as pd
+
     from bench.scenarios import rank as ranking
 
     rankings = ranking.rank_ste(ranking.read_ste(args.ste), args.backbone, str(args.ste))
@@ -230,6 +236,10 @@ def _difficulty_from_ste(args) -> tuple[pd.DataFrame, dict]:
 
 
 def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:
+    import pandas as pd
+
+    from bench.data import manifest
+
     rows, derived = [], {}
     for dataset in _csv(args.datasets) or INCLAD_DATASETS:
         m = manifest.load(dataset)
@@ -248,6 +258,9 @@ def _difficulty_from_manifests(args) -> tuple[pd.DataFrame, dict]:
 
 
 def cmd_multi(args) -> int:
+    import pandas as pd
+
+    from bench.data import manifest
     from bench.scenarios.rank import markdown
 
     frame, source = _difficulty_from_ste(args) if args.ste else _difficulty_from_manifests(args)
@@ -290,6 +303,7 @@ def cmd_multi(args) -> int:
 def _released_stream(args, frame: pd.DataFrame) -> dict:
     """The released InCLAD-MD orderings (data/paper/inclad_streams.csv) when the stream is built from the five
     InCLAD datasets' shipped difficulty tables; else none (another STE table or dataset set is another stream)."""
+    from bench.data import manifest
     from bench.report.paper import published_streams
 
     if args.ste or sorted(set(frame["dataset"])) != sorted(INCLAD_DATASETS):
@@ -298,7 +312,7 @@ def _released_stream(args, frame: pd.DataFrame) -> dict:
 
 
 def _indexed_files(args) -> tuple[dict, dict, Path, int]:
-    from bench.data import read_index
+    from bench.data import manifest, read_index
     from bench.data.multi import default_root
 
     m = manifest.load(args.dataset)
@@ -315,6 +329,8 @@ def _indexed_files(args) -> tuple[dict, dict, Path, int]:
 
 
 def cmd_index(args) -> int:
+    from bench.data import manifest
+
     m, files, root, n_images = _indexed_files(args)
     path = manifest.manifest_path(args.dataset)
     if m.get("files") and not args.force:
@@ -332,6 +348,8 @@ def cmd_index(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from bench.data import manifest
+
     m, files, root, _ = _indexed_files(args)
     path = manifest.manifest_path(args.dataset)
     if not m.get("files"):

@@ -15,9 +15,12 @@ derivable by this rule: see RELEASED) and the stream of this rule as `<criterion
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_PER_DATASET = 6
 CRITERIA = ("roc_auc", "rank")
@@ -40,6 +43,8 @@ def select(difficulty: pd.DataFrame, criterion: str = "roc_auc") -> pd.DataFrame
         raise ConfigError(f"unknown selection criterion {criterion!r} (valid: {', '.join(CRITERIA)})")
     if difficulty.duplicated(["dataset", "concept"]).any():
         raise ConfigError("a concept appears twice in the difficulty table")
+    import pandas as pd  # here, not at the top: the scenarios parser reads CRITERIA on every `python -m bench`
+
     kept = []
     for dataset, g in difficulty.groupby("dataset", sort=True):
         key = ["avg_roc_auc", "concept"] if criterion == "roc_auc" else ["hard_position", "concept"]

@@ -37,12 +37,15 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bench.datasets import BUILT_IN, get
 from bench.errors import DatasetError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FEATURES = (
     "Destination Port", "Flow Duration", "Total Fwd Packets", "Total Backward Packets",
@@ -151,6 +154,8 @@ def _encoding(path: Path) -> str:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    import pandas as pd  # here, not at the top: the tabular parser imports this module on every `python -m bench`
+
     encoding = _encoding(path)
     try:
         # cp1252 (no byte-order mark): the 2017 web-attack labels carry byte 0x96 (an en dash); bytes cp1252 leaves
@@ -165,6 +170,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -> tuple[pd.DataFrame, dict]:
     """Map a raw frame onto FEATURES + META; drop repeated header lines (counted)."""
+    import pandas as pd
+
     raw.columns = [str(c).strip() for c in raw.columns]
     if raw.empty:
         raise DatasetError(f"{path}: no records (a header without data rows)")
@@ -196,6 +203,8 @@ def _harmonise(raw: pd.DataFrame, path: Path, label_col: str | None = "Label") -
 
 
 def _numeric(col: pd.Series) -> np.ndarray:
+    import pandas as pd
+
     if col.dtype.kind in "iuf":
         return col.to_numpy(dtype=np.float64)
     text = col.astype(str).str.strip().replace({"Infinity": "inf", "-Infinity": "-inf"})
@@ -205,6 +214,8 @@ def _numeric(col: pd.Series) -> np.ndarray:
 def _clean_labels(values) -> np.ndarray:
     """Label texts with the web attacks' en dash (WEB_ATTACK_DASH) as "-" and whitespace collapsed; an empty
     cell is ""."""
+    import pandas as pd
+
     s = pd.Series(values, dtype=object).where(pd.notna(values), "").astype(str)
     s = s.str.replace(r"\s+", " ", regex=True).str.strip()
     return s.str.replace(WEB_ATTACK_DASH, "Web Attack - ", regex=True).to_numpy()
@@ -229,6 +240,8 @@ def check_labels(attack: pd.Series, source: pd.Series, dataset: str) -> None:
 
 
 def _finish(frames: list[pd.DataFrame], files: list[Path], counts: dict, dataset: str) -> RawTable:
+    import pandas as pd
+
     df = pd.concat(frames, ignore_index=True)
     check_labels(df["attack"], df["source"], dataset)
     df["label"] = (~df["attack"].str.lower().isin(NORMAL_LABELS)).astype(np.int8)
@@ -264,6 +277,8 @@ def cicids2017_clock(text: np.ndarray) -> tuple[np.ndarray, int]:
     first (8) is the afternoon and moves by 12 hours; a file with an hour past 12 keeps a 24-hour clock and is left
     as it is. Unparseable or empty texts give "" (such test sets get no stream order; read_cicids2017 counts and
     warns about the unparseable ones)."""
+    import pandas as pd
+
     raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
     stamp = pd.to_datetime(raw, format="%d/%m/%Y %H:%M:%S", errors="coerce")
     rest = stamp.isna()
@@ -277,6 +292,8 @@ def cicids2017_clock(text: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def read_cicids2017(root) -> RawTable:
+    import pandas as pd
+
     files, frames, reading = _files(root, "cicids2017"), [], {}
     counts = {"repeated_header_lines": 0, "timestamps_to_pm": 0}
     for path in files:
@@ -301,6 +318,8 @@ def read_cicids2017(root) -> RawTable:
 def parse_timestamps(text: np.ndarray, path: Path) -> pd.Series:
     """Datetimes of one file's `Timestamp` texts, each in any of TIMESTAMP_FORMATS (NaT where empty); a non-empty
     text in none of them is a DatasetError naming the file and the formats (rather than a day split in two)."""
+    import pandas as pd
+
     raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
     stamp = pd.Series(pd.NaT, index=raw.index, dtype="datetime64[ns]")
     for fmt in TIMESTAMP_FORMATS:
@@ -325,6 +344,8 @@ def _stamp_columns(df: pd.DataFrame, path: Path, fallback_day: str) -> None:
     """Set `day` (date of the timestamp, else `fallback_day`) and `timestamp` (ISO text or "") from the texts. Where
     the file name holds a date, timestamps that read day-first fall elsewhere but month-first on it are refused:
     month-first dates in a day-first file would otherwise split the day into a new task."""
+    import pandas as pd
+
     stamp = parse_timestamps(df["timestamp"].to_numpy(), path)
     if re.search(r"\d{2}-\d{2}-\d{4}", path.name) and stamp.notna().any():
         named = pd.Timestamp(fallback_day)

@@ -30,14 +30,17 @@ Each method maps the cleaned records to a task name per record ("" = unassigned)
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bench.config import check_file_name
 from bench.errors import ConfigError, choice_error
 from bench.registry import Choice, Int, ParamTable
 from bench.tabular.cic import FEATURES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METHODS = ("natural", "kmeans", "spectral", "gmm")
 

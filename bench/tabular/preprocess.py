@@ -25,13 +25,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bench.errors import ConfigError, DatasetError
 from bench.io import atomic_path, write_text_atomic
 from bench.tabular.cic import FEATURES, RawTable, files_sha256
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INDEX_COLUMNS = ("dataset", "task", "split", "label", "record_id", "attack", "day", "timestamp")
 
@@ -120,6 +123,8 @@ def _released_split(norm: np.ndarray, anom: np.ndarray, test_size: float, cut: b
     """(train normals, test normals, anomalies dropped) of one task as cicids2017.py:122-157 draws them, on the
     records in file order: train_test_split's permutation, then (`cut`) test anomalies beyond the test-normal
     count left out by pandas' sample."""
+    import pandas as pd  # here, not at the top: the tabular parser imports this module on every `python -m bench`
+
     from sklearn.model_selection import train_test_split
 
     if len(norm) < 2:  # scikit-learn refuses an empty training part; the one normal is tested
@@ -138,6 +143,8 @@ def index_sha256(file_sha: dict[str, str], settings: dict) -> str:
 
 def build_index(dataset: str, raw: RawTable, tasks_of, s: PrepSettings, out: Path, discovery: dict) -> dict:
     """Clean, assign tasks (`tasks_of(clean_frame) -> (task per row, info)`), split, scale; write the index folder."""
+    import pandas as pd
+
     from sklearn.preprocessing import StandardScaler
 
     natural = discovery.get("method") == "natural"
@@ -199,6 +206,8 @@ def load_index_meta(folder) -> dict:
 
 
 def load_index(folder) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    import pandas as pd
+
     folder = Path(folder)
     meta = load_index_meta(folder)
     try:

@@ -186,3 +186,16 @@ def test_one_class_test_set_gives_nan_and_says_so(own_copy, tmp_path, capsys):
 
     r = results.read_run(out)["R/image"]
     assert np.isnan(r[1, 1]) and np.isfinite(r[1, 0])
+
+
+def test_the_parser_and_track_of_import_no_pandas_or_torch():
+    """`python -m bench` builds every subcommand's parser before it runs one, and `make` asks `bench track-of` for
+    each routed DATASET=: a subcommand module that imported pandas at the top made each of them a third of a
+    second slower."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from bench.cli import main; main(['track-of', 'tabular-synthetic']); "
+            "print(sorted(m for m in ('pandas', 'torch', 'scipy', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["tabular synthetic", "[]"], done.stdout + done.stderr
