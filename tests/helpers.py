@@ -8,6 +8,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -128,3 +129,33 @@ def kill_at(monkeypatch, boundary: str):
 
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(Path, "unlink", unlink)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def hand_installed_plugin(site: Path, module: str, source: str, *, group: str, name: str,
+                          entry_points: str | None = None) -> Path:
+    """A plugin's module plus the .dist-info pip would write for it (METADATA, entry_points.txt, RECORD), in
+    `site`: enough for importlib.metadata to list entry point `name = module` of `group`, with no build. Its
+    distribution is the module's name with dashes. Returns `site`."""
+    dist = site / f"{module}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (site / f"{module}.py").write_text(source)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(entry_points or f"[{group}]\n{name} = {module}\n")
+    (dist / "RECORD").write_text(f"{module}.py,,\n{dist.name}/METADATA,,\n{dist.name}/entry_points.txt,,\n"
+                                 f"{dist.name}/RECORD,,\n")
+    return site
+
+
+def plugin_env(site: Path | None) -> dict:
+    """The environment of a process that sees the plugins installed in `site` (and this checkout's bench)."""
+    path = [str(site)] if site else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)]), "OMP_NUM_THREADS": "1"}
+
+
+def bench_process(site: Path | None, *argv, code: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m bench *argv` (or `python -c code`) in a fresh interpreter that sees the plugins in `site`."""
+    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "bench", *map(str, argv)]
+    return subprocess.run(cmd, env=plugin_env(site), cwd=REPO, capture_output=True, text=True, timeout=600)

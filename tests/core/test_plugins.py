@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import bench_process, hand_installed_plugin
+
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "bench.detectors"
 
@@ -24,15 +26,6 @@ def _example_files() -> dict[str, str]:
     section = text[text.index("\n## Your own detector"):]
     section = section[:section.index("\n## ", 1)]  # up to the next section (datasets)
     return dict(re.findall(r"^\*\*(\S+)\*\*\n\n```\w*\n(.*?)^```", section, flags=re.M | re.S))
-
-
-def _env(site: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "OMP_NUM_THREADS": "1"}
-
-
-def _bench(site: Path, *argv, code: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "bench", *map(str, argv)]
-    return subprocess.run(cmd, env=_env(site), cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +51,7 @@ def test_the_docs_plugin_runs_through_bench_run_and_the_reader(plugin_site, tiny
     from bench.results import is_complete, load
 
     out = tmp_path / "meandist.h5"
-    run = _bench(plugin_site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "meandist",
+    run = bench_process(plugin_site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "meandist",
                  "--protocol", "ncl", "--preset", "sharp", "--weights", "none", "--image-size", "32",
                  "--device", "cpu", "--batch-size", "8", "--workers", "0", "--tasks", "chip,disc",
                  "--out", out)
@@ -70,27 +63,19 @@ def test_the_docs_plugin_runs_through_bench_run_and_the_reader(plugin_site, tiny
 
 
 def test_the_cli_lists_the_plugin_without_importing_it_or_torch(plugin_site):
-    probe = _bench(plugin_site, code=(
+    probe = bench_process(plugin_site, code=(
         "import sys; from bench.registry import names; print(','.join(names())); "
         "print(sorted(m for m in ('torch', 'meandist_bench') if m in sys.modules))"))
     assert probe.returncode == 0, probe.stderr
     listed, imported = probe.stdout.splitlines()
     assert listed.split(",")[-1] == "meandist" and "patchcore" in listed.split(",")
     assert imported == "[]"
-    assert "meandist" in _bench(plugin_site, "run", "--help").stdout
+    assert "meandist" in bench_process(plugin_site, "run", "--help").stdout
 
 
 def _hand_installed_plugin(site: Path, module: str, source: str, entry_points: str | None = None) -> Path:
-    """A plugin's module plus the .dist-info pip would write for it (METADATA, entry_points.txt, RECORD): enough
-    for importlib.metadata to list its entry point; no build needed for a plugin that is meant to fail."""
-    dist = site / "broken_plugin-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (site / f"{module}.py").write_text(source)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(entry_points or f"[{GROUP}]\nbroken = {module}\n")
-    (dist / "RECORD").write_text(f"{module}.py,,\n{dist.name}/METADATA,,\n{dist.name}/entry_points.txt,,\n"
-                                 f"{dist.name}/RECORD,,\n")
-    return site
+    """A detector plugin named `broken`, installed by hand (helpers.hand_installed_plugin)."""
+    return hand_installed_plugin(site, module, source, group=GROUP, name="broken", entry_points=entry_points)
 
 
 REREGISTER = ("import dataclasses\nfrom bench.registry import Int, get, register\nspec = get('patchcore')\n"
@@ -130,7 +115,7 @@ def test_a_broken_plugin_is_one_line_naming_its_distribution_where_it_is_asked_f
 def test_a_broken_plugin_asked_for_ends_the_process_with_exit_2_and_one_line(tiny_root, tmp_path):
     """The same through `python -m bench`, for the plugin that exits 0 at import (the process must not)."""
     site = _hand_installed_plugin(tmp_path / "site", "broken_plugin", "import sys\nsys.exit(0)")
-    run = _bench(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "broken",
+    run = bench_process(site, "run", "--dataset", "synthetic", "--root", tiny_root, "--model", "broken",
                  "--weights", "none", "--image-size", "32", "--device", "cpu", "--tasks", "chip",
                  "--out", tmp_path / "out.h5")
     assert run.returncode == 2 and run.stderr.strip().splitlines() == [
@@ -166,7 +151,7 @@ def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_pa
     included; now it is one warning naming the distribution."""
     site = tmp_path / "site"
     _hand_installed_plugin(site, "broken_plugin", "X = 1", entry_points=f"[{GROUP}]\nbroken\n")
-    run = _bench(site, "run", "--help")
+    run = bench_process(site, "run", "--help")
     assert run.returncode == 0 and "--model" in run.stdout, run.stderr
     assert "distribution 'broken-plugin': its entry_points.txt cannot be read" in run.stderr
 
@@ -260,7 +245,7 @@ def tabular_index(tmp_path_factory) -> Path:
 
     base = tmp_path_factory.mktemp("tabular-plugin")
     root = generate(base / "raw", seed=0, n_normal=120, n_anomal=30)
-    run = _bench(base, "tabular", "index", "--root", root, "--out", base / "index", "--min-normal", 50)
+    run = bench_process(base, "tabular", "index", "--root", root, "--out", base / "index", "--min-normal", 50)
     assert run.returncode == 0, run.stderr
     return base / "index"
 
@@ -276,10 +261,10 @@ def test_a_broken_image_plugin_stops_neither_tabular_runs_nor_aggregate(tabular_
     _hand_installed_plugin(site, "broken_plugin", source)
     outputs = tmp_path / "outputs"
     out = outputs / "tabular-synthetic" / "runs" / "iforest.h5"
-    run = _bench(site, "tabular", "run", "--index", tabular_index, "--model", "iforest", "--quick",
+    run = bench_process(site, "tabular", "run", "--index", tabular_index, "--model", "iforest", "--quick",
                  "--protocol", "ncl", "--out", out)
     assert run.returncode == 0 and out.is_file(), run.stderr
-    agg = _bench(site, "aggregate", "--dataset", "tabular-synthetic", "--outputs", outputs)
+    agg = bench_process(site, "aggregate", "--dataset", "tabular-synthetic", "--outputs", outputs)
     assert agg.returncode == 0, agg.stderr
     assert (outputs / "tabular-synthetic" / "tables").is_dir()
     assert "Traceback" not in run.stderr + agg.stderr

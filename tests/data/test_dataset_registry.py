@@ -5,13 +5,14 @@ no run key moved."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from helpers import bench_process, hand_installed_plugin, plugin_env
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "bench.datasets"
@@ -57,7 +58,7 @@ def test_the_lists_are_what_they_were():
 def test_importing_config_imports_neither_pandas_nor_torch_nor_a_reader():
     probe = subprocess.run([sys.executable, "-c", (
         "import sys, bench.config; print(sorted(m for m in ('pandas', 'torch', 'bench.data', 'bench.tabular', "
-        "'importlib.metadata') if m in sys.modules))")], env=_env(None), capture_output=True, text=True)
+        "'importlib.metadata') if m in sys.modules))")], env=plugin_env(None), capture_output=True, text=True)
     assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe.stdout + probe.stderr
 
 
@@ -100,24 +101,8 @@ register(DatasetSpec("toydata", "image", read, label="ToyData", layout="MVTec AD
 
 
 def _plugin(site: Path, module: str, source: str, name: str = "toydata", entry_points: str | None = None) -> Path:
-    """A plugin's module plus the .dist-info pip would write for it: enough for importlib.metadata."""
-    dist = site / f"{module}-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (site / f"{module}.py").write_text(source)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(entry_points or f"[{GROUP}]\n{name} = {module}\n")
-    (dist / "RECORD").write_text(f"{module}.py,,\n")
-    return site
-
-
-def _env(site: Path | None) -> dict:
-    path = [str(site)] if site else []
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)]), "OMP_NUM_THREADS": "1"}
-
-
-def _bench(site: Path | None, *argv, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *map(str, argv)], env=_env(site), cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    """A dataset plugin installed by hand (helpers.hand_installed_plugin)."""
+    return hand_installed_plugin(site, module, source, group=GROUP, name=name, entry_points=entry_points)
 
 
 def _png(path: Path, value: int, rng) -> None:
@@ -149,12 +134,12 @@ def toy_root(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_a_dataset_plugin_runs_through_bench_data_and_bench_run(toy_root, tmp_path):
     site = _plugin(tmp_path / "site", "toydata_bench", PLUGIN)
-    data = _bench(site, "data", "--dataset", "toydata", "--root", toy_root)
+    data = bench_process(site, "data", "--dataset", "toydata", "--root", toy_root)
     assert data.returncode == 0, data.stderr
     assert f"toydata at {toy_root}: 2 tasks, 16 images" in data.stdout
     assert "concepts not found: c" in data.stdout  # its registration's known concepts
     out = tmp_path / "outputs" / "toydata" / "runs" / "toy.h5"
-    run = _bench(site, "run", "--dataset", "toydata", "--root", toy_root, "--model", "padim", "--protocol", "ncl",
+    run = bench_process(site, "run", "--dataset", "toydata", "--root", toy_root, "--model", "padim", "--protocol", "ncl",
                  "--weights", "none", "--image-size", "32", "--device", "cpu", "--batch-size", "8", "--workers", "0",
                  "--tasks", "a,b", "--out", out)
     assert run.returncode == 0, run.stderr
@@ -163,10 +148,10 @@ def test_a_dataset_plugin_runs_through_bench_data_and_bench_run(toy_root, tmp_pa
     row = load(out.parent).iloc[0]
     assert (row["dataset"], row["steps_done"], row["n_tasks"]) == ("toydata", 2, 2)
     assert np.isfinite(row["image_roc_auc_cl"])
-    assert "toydata" in _bench(site, "run", "--help").stdout
-    assert _bench(site, "track-of", "toydata").stdout.split() == ["image", "toydata"]
+    assert "toydata" in bench_process(site, "run", "--help").stdout
+    assert bench_process(site, "track-of", "toydata").stdout.split() == ["image", "toydata"]
     # its result set aggregates, and its tables and report name it by its registration's label
-    agg = _bench(site, "aggregate", "--dataset", "toydata", "--outputs", tmp_path / "outputs", "--bootstrap", "0",
+    agg = bench_process(site, "aggregate", "--dataset", "toydata", "--outputs", tmp_path / "outputs", "--bootstrap", "0",
                  "--figures", "none")
     assert agg.returncode == 0, agg.stderr
     assert "ToyData" in (tmp_path / "outputs/toydata/tables/table2.md").read_text()
@@ -192,16 +177,16 @@ def test_a_tabular_dataset_plugin_runs_through_bench_tabular_index_and_run(tmp_p
 
     site = _plugin(tmp_path / "site", "toytab_bench", TABULAR_PLUGIN, name="toytab")
     raw = generate(tmp_path / "raw", seed=0, n_normal=120, n_anomal=30)
-    index = _bench(site, "tabular", "index", "--dataset", "toytab", "--root", raw, "--out", tmp_path / "index",
+    index = bench_process(site, "tabular", "index", "--dataset", "toytab", "--root", raw, "--out", tmp_path / "index",
                    "--min-normal", 50)
     assert index.returncode == 0, index.stderr
     out = tmp_path / "runs" / "toytab.h5"
-    run = _bench(site, "tabular", "run", "--index", tmp_path / "index", "--model", "iforest", "--quick",
+    run = bench_process(site, "tabular", "run", "--index", tmp_path / "index", "--model", "iforest", "--quick",
                  "--protocol", "ncl", "--out", out)
     assert run.returncode == 0, run.stderr
     row = load(out.parent).iloc[0]
     assert (row["dataset"], row["model"]) == ("toytab", "iforest")
-    assert _bench(site, "track-of", "toytab").stdout.split() == ["tabular", "toytab"]
+    assert bench_process(site, "track-of", "toytab").stdout.split() == ["tabular", "toytab"]
 
 
 @pytest.mark.parametrize("source,expected", [
@@ -235,7 +220,7 @@ def test_a_broken_dataset_plugin_is_one_line_where_it_is_asked_for_and_never_sto
 
 def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_path):
     site = _plugin(tmp_path / "site", "broken_data", "X = 1", entry_points=f"[{GROUP}]\nbroken\n")
-    shown = _bench(site, "data", "--help")
+    shown = bench_process(site, "data", "--help")
     assert shown.returncode == 0 and "--dataset" in shown.stdout, shown.stderr
     assert "distribution 'broken-data': its entry_points.txt cannot be read" in shown.stderr
     assert len(shown.stderr.strip().splitlines()) == 1, shown.stderr
@@ -246,7 +231,7 @@ def test_a_malformed_entry_points_file_is_one_warning_not_the_end_of_help(tmp_pa
 def _make_n(*argv, site: Path | None = None) -> str:
     if not (REPO / ".venv" / "bin" / "python").exists():
         pytest.skip("make calls .venv/bin/python (`make venv`)")
-    out = subprocess.run(["make", "-n", "-o", ".venv/.installed", *argv], cwd=REPO, env=_env(site),
+    out = subprocess.run(["make", "-n", "-o", ".venv/.installed", *argv], cwd=REPO, env=plugin_env(site),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.replace("\\\n", "")
