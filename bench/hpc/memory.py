@@ -74,7 +74,7 @@ def tabular_mem_gb(features_bytes: int, protocol: str, n_records: int = 0, repla
     held = 1.0 if protocol in ("cumulative", "cumulative_fresh") else 0.5
     if protocol == "cl" and n_records:
         held = min(1.0, held + (replay_size or TABULAR_REPLAY_RECORDS) / n_records)
-    return round((features_bytes * (2 + held)) / 2**30 + 1, 1)
+    return round((features_bytes * (2 + held)) / GIB + 1, 1)
 
 
 def features_size(path: Path) -> tuple[int, int]:
