@@ -279,6 +279,9 @@ class ModelSpec:
     # and the paper comparison counts a run comparable only at it. None: not an image detector
     image_size: int | None = None
     transductive: bool = False  # tabular: scores depend on the scoring batch (ECOD, COPOD, DIF); see bench.tabular.audit
+    # tabular: preset → what it reproduces (bench.tabular.fidelity.Fidelity's values, e.g. "released"); a preset
+    # named `released` that is not listed is released, any other the suite's
+    preset_fidelity: dict[str, str] = field(default_factory=dict)
     # named hyperparameter sets {name: values differing from the defaults}; the default preset's values are the
     # `params` defaults, so it maps to {}
     presets: dict[str, dict] = field(default_factory=lambda: {"default": {}})

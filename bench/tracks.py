@@ -20,12 +20,56 @@ from bench.errors import choice_error
 
 
 @dataclass(frozen=True)
+class ScoreRecord:
+    """The per-sample scores of one evaluated cell: after learning step `step`, task `task`'s test samples got
+    `values` (float64) and have `labels` (int8). A track whose samples are records of an index adds each one's row
+    there (`record`) and, where its test split has a stream order, the position in it (`order`); the result file
+    stores them as scores/<field>."""
+
+    step: int
+    task: int
+    labels: np.ndarray
+    values: np.ndarray
+    record: np.ndarray | None = None
+    order: np.ndarray | None = None
+
+    EXTRA = ("record", "order")  # the optional per-sample columns, in the order a file lists them
+
+    def __post_init__(self):
+        arrays = [self.labels, self.values, *(a for a in self.extras().values())]
+        if not all(isinstance(a, np.ndarray) and a.ndim == 1 and len(a) == len(self.values) for a in arrays):
+            raise ValueError(f"score record of step {self.step}, task {self.task}: every column must be a 1-d array "
+                             f"of the same length")
+
+    def extras(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.EXTRA if getattr(self, name) is not None}
+
+    def to_plain(self) -> dict:
+        """Plain data for a checkpoint (bench.checkpoint stores no objects)."""
+        return {"step": self.step, "task": self.task, "labels": self.labels, "values": self.values,
+                **self.extras()}
+
+    @classmethod
+    def from_plain(cls, data) -> "ScoreRecord":
+        """A record from a checkpoint: the plain dict `to_plain` wrote. ValueError/TypeError/KeyError when it is
+        not one (the runner then sets the checkpoint aside)."""
+        if isinstance(data, (list, tuple)) and 4 <= len(data) <= 4 + len(cls.EXTRA):
+            # a checkpoint written before records were typed: (step, task, labels, values, *EXTRA) in this order
+            data = dict(zip(("step", "task", "labels", "values", *cls.EXTRA), data))
+        if not isinstance(data, dict) or not set(data) <= {"step", "task", "labels", "values", *cls.EXTRA}:
+            raise ValueError("not a score record")
+        step, task = data["step"], data["task"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (step, task)):
+            raise TypeError("a score record's step and task are integers")
+        return cls(step, task, data["labels"], data["values"], data.get("record"), data.get("order"))
+
+
+@dataclass(frozen=True)
 class Cell:
     """One cell (step, task) of the run the runner asks a track to evaluate: the protocol after learning step
     `step` scores task `task`'s test split. The track writes its metrics into `arrays` (its `matrices`, each
-    [n, n], at [step, task]) and appends the per-sample scores to `scores` as (step, task, labels, values, *extra
-    columns of bench.continual.runner.EXTRA_SCORE_COLUMNS); `routing` is [n, n, n] counts for protocols that route
-    (routing[step, task, bank] += images sent to bank), else None."""
+    [n, n], at [step, task]) and appends the cell's per-sample scores to `scores` as one `ScoreRecord`; `routing`
+    is [n, n, n] counts for protocols that route (routing[step, task, bank] += images sent to bank), else None."""
 
     config: object  # the run's RunConfig
     protocol: object  # a bench.continual.protocol.Protocol

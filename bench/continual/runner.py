@@ -41,11 +41,6 @@ from bench.metrics import MOSTLY_TIED, largest_tie
 from bench.training.loop import TrainContext, record_losses
 
 
-# Per-score columns a track may append after (step, task, label, value), in this order: the row of each score in the
-# track's record index, then its position in the stream (the tabular track records both, the image track neither).
-EXTRA_SCORE_COLUMNS = ("record", "order")
-
-
 @dataclass
 class RunState:
     """Everything measured so far; saved in the checkpoint and written to the HDF5 file."""
@@ -55,7 +50,7 @@ class RunState:
     steps_done: int = 0
     started_at: str = field(default_factory=results.now)
     arrays: dict = field(default_factory=dict)
-    scores: list = field(default_factory=list)  # (step, task, label, value, *EXTRA_SCORE_COLUMNS) per sample
+    scores: list[tracks.ScoreRecord] = field(default_factory=list)  # one per evaluated cell
     commits: list = field(default_factory=list)  # every git commit the run ran under, in order
     dirty: int = 0  # git_dirty over every step so far: 1 if any ran from a dirty tree, else -1 if any outside git
 
@@ -83,7 +78,6 @@ class Run:
     config: RunConfig
     out: Path
     index_sha: str
-    weights_id: str
     run_key: str
     track: tracks.Track  # what its track's module prepared (bench.tracks.prepare)
 
@@ -110,7 +104,7 @@ def prepare(config: RunConfig, out: Path | None = None, out_dir: Path | None = N
         out = Path(out_dir or f"outputs/{config.result_set}/runs") / f"{config.run_name(key)}.h5"
     out = Path(out).expanduser()
     check_output(out, key, probe=False)
-    return Run(config, out, index_sha, track.weights_id, key, track)
+    return Run(config, out, index_sha, key, track)
 
 
 def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, log=print) -> Path:
@@ -131,6 +125,39 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         return _execute(run, progress, max_steps, log)
 
 
+@dataclass(frozen=True)
+class RunAttributes:
+    """The attributes every result file of a run carries (besides status and the counts `_write` adds): its
+    identity, provenance and where it ran."""
+
+    provenance: dict  # bench.results.provenance(): commit, packages, host, SLURM ids, ...
+    git_dirty: int
+    git_commits: tuple[str, ...]
+    run_key: str
+    run_name: str
+    n_tasks: int
+    config: str  # the RunConfig's JSON
+    config_sha256: str
+    index_sha256: str
+    weights_id: str
+    seed: int
+    device: str
+    track: str
+    levels: tuple[str, ...]
+    evaluation: str
+    # a float32 training run sums in another order with another thread count, so on CPU a trained detector's R is
+    # reproducible at the same count (a job's: its SLURM cpus, OMP_NUM_THREADS)
+    cpu_threads: int
+    # the machine's 1-minute load average as this execution started (the end: `_write`): timings made under load
+    # mislead, and so may a shared machine's thread count
+    load_avg_start: float
+
+    def as_attrs(self) -> dict:
+        fields = {k: v for k, v in self.__dict__.items() if k != "provenance"}
+        return {**self.provenance, **fields, "git_commits": json.dumps(list(self.git_commits)),
+                "levels": json.dumps(list(self.levels))}
+
+
 def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     cfg, n = run.config, len(run.config.tasks)
     progress = progress and sys.stderr.isatty()  # carriage-return bars garble a SLURM log: there, one line a phase
@@ -141,26 +168,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
     state = _resume(run, protocol, log)
     if state is None:  # a rejected checkpoint may have been half loaded
         protocol, state = track.protocol(cfg), RunState(n, track.matrices)
-    provenance = results.provenance()
-    commit = provenance["git_commit"]
-    if state.commits and state.commits[-1] != commit:
-        log(f"note: resuming under commit {commit[:12]}; steps 1..{state.steps_done} ran under "
-            f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
-    if commit not in state.commits[-1:]:
-        state.commits.append(commit)
-    state.dirty = _dirtier(state.dirty, int(provenance["git_dirty"]))  # a resumed run is dirty if a step was
-    base_attrs = {**provenance, "git_dirty": state.dirty, "git_commits": json.dumps(state.commits),
-                  "run_key": run.run_key,
-                  "run_name": run.out.stem, "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(),
-                  "index_sha256": run.index_sha, "weights_id": run.weights_id, "seed": cfg.seed,
-                  "device": _device_name(device), "track": track.name, "levels": json.dumps(list(track.levels)),
-                  "evaluation": cfg.evaluation,
-                  # a float32 training run sums in another order with another thread count, so on CPU a trained
-                  # detector's R is reproducible at the same count (a job's: its SLURM cpus, OMP_NUM_THREADS)
-                  "cpu_threads": torch.get_num_threads(),
-                  # beside it the machine's 1-minute load average as this execution started (the end: `_write`):
-                  # timings made under load mislead, and so may a shared machine's thread count
-                  "load_avg_start": load_average()}
+    base_attrs = _run_attributes(run, state, device, log).as_attrs()
     tasks_info = _tasks_info(run)
     routing = _routing_array(state, n, protocol)
     stop = n if max_steps is None else min(n, state.steps_done + max_steps)
@@ -171,36 +179,7 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
         if state.steps_done == 0:
             _check_storable_before_work(protocol, cfg)
         for t in range(state.steps_done, stop):
-            check_terminated()
-            task = cfg.tasks[t]
-            evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
-            log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {track.unit}), then "
-                f"evaluating {len(evaluated)} task{'s' if len(evaluated) > 1 else ''}")
-            synchronize(device)
-            t0 = time.perf_counter()
-            # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
-            context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t,
-                                   heartbeat=None if progress else log)
-            protocol.hand_over(context)
-            protocol.learn(run.splits[task].train, t)
-            if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
-                track.drop_training(task)
-            synchronize(device)
-            state.arrays["timing/train_s"][t] = time.perf_counter() - t0
-            state.arrays["timing/cpu_threads"][t] = torch.get_num_threads()
-            record_losses(state.arrays, t, n, context.losses)
-            protocol.record(state.arrays, t, n)
-            t0 = time.perf_counter()
-            for j in evaluated:
-                track.evaluate(tracks.Cell(cfg, protocol, t, j, state.arrays, state.scores, routing, progress))
-            synchronize(device)
-            state.arrays["timing/eval_s"][t] = time.perf_counter() - t0
-            state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
-            state.steps_done = t + 1
-            _log_step(log, cfg, state, t, track.levels[0], evaluated)
-            _warn_ties(log, cfg, state, t, track.unit)
-            _save_checkpoint(run, protocol, state)
-            run.epoch_checkpoint_path.unlink(missing_ok=True)
+            _step(run, protocol, state, t, device, routing, progress, log)
             if state.steps_done < n:
                 _write(run, state, routing, tasks_info, {**base_attrs, "status": "running", **track.attrs()})
         if state.steps_done == n:
@@ -208,17 +187,80 @@ def _execute(run: Run, progress: bool, max_steps: int | None, log) -> Path:
             _write(run, state, routing, tasks_info, {**base_attrs, "status": "complete", **track.attrs()})
             run.checkpoint_path.unlink(missing_ok=True)
     except BaseException as e:
-        # leave a visible trace for `make status`, with the reason; the checkpoint allows resuming
-        error = (f"interrupted ({str(e) or 'SIGINT'}); resumable: run again" if isinstance(e, KeyboardInterrupt)
-                 else f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e))
-        try:
-            _write(run, state, routing, tasks_info, {**base_attrs, "status": "failed", "error": error})
-        except Exception:  # noqa: BLE001 - a full disk must not hide the original error
-            pass
+        _write_failure(run, state, routing, tasks_info, base_attrs, e)
         raise
     finally:
         track.close()  # frees the feature cache and its spill file
     return run.out
+
+
+def _run_attributes(run: Run, state: RunState, device, log) -> RunAttributes:
+    """The file's attributes for this execution; records the commit it runs under in `state` (a resumed run may
+    span several, each recorded, and is dirty if any step ran from a dirty tree)."""
+    cfg = run.config
+    provenance = results.provenance()
+    commit = provenance["git_commit"]
+    if state.commits and state.commits[-1] != commit:
+        log(f"note: resuming under commit {commit[:12]}; steps 1..{state.steps_done} ran under "
+            f"{', '.join(c[:12] for c in state.commits)} (all recorded in git_commits)")
+    if commit not in state.commits[-1:]:
+        state.commits.append(commit)
+    state.dirty = _dirtier(state.dirty, int(provenance["git_dirty"]))
+    return RunAttributes(
+        provenance=provenance, git_dirty=state.dirty, git_commits=tuple(state.commits), run_key=run.run_key,
+        run_name=run.out.stem, n_tasks=len(cfg.tasks), config=cfg.to_json(), config_sha256=cfg.sha256(),
+        index_sha256=run.index_sha, weights_id=run.track.weights_id, seed=cfg.seed, device=_device_name(device),
+        track=run.track.name, levels=tuple(run.track.levels), evaluation=cfg.evaluation,
+        cpu_threads=torch.get_num_threads(), load_avg_start=load_average())
+
+
+def _step(run: Run, protocol, state: RunState, t: int, device, routing, progress: bool, log) -> None:
+    """Learn task t, evaluate the tasks the protocol's evaluation asks for, record timings, checkpoint."""
+    cfg, n, track = run.config, len(run.config.tasks), run.track
+    check_terminated()
+    task = cfg.tasks[t]
+    evaluated = range(n) if cfg.evaluation == "cross" else range(t + 1)
+    log(f"learning task {t + 1}/{n}: {task} ({len(run.splits[task].train)} {track.unit}), then "
+        f"evaluating {len(evaluated)} task{'s' if len(evaluated) > 1 else ''}")
+    synchronize(device)
+    t0 = time.perf_counter()
+    # gradient-trained detectors checkpoint every epoch: a killed run resumes inside the task
+    context = TrainContext(run.epoch_checkpoint_path, run.run_key, progress, log, step=t,
+                           heartbeat=None if progress else log)
+    protocol.hand_over(context)
+    protocol.learn(run.splits[task].train, t)
+    if cfg.protocol == "ncl":  # NCL never reads a past task's training split again (its test split, yes)
+        track.drop_training(task)
+    synchronize(device)
+    state.arrays["timing/train_s"][t] = time.perf_counter() - t0
+    state.arrays["timing/cpu_threads"][t] = torch.get_num_threads()
+    record_losses(state.arrays, t, n, context.losses)
+    protocol.record(state.arrays, t, n)
+    t0 = time.perf_counter()
+    for j in evaluated:
+        track.evaluate(tracks.Cell(cfg, protocol, t, j, state.arrays, state.scores, routing, progress))
+    odd = next((s for s in state.scores if not isinstance(s, tracks.ScoreRecord)), None)
+    if odd is not None:  # a track's own mistake, said where it is made rather than when the file is written
+        raise TypeError(f"track {track.name!r} recorded scores as a {type(odd).__name__}, expected a "
+                        f"bench.tracks.ScoreRecord")
+    synchronize(device)
+    state.arrays["timing/eval_s"][t] = time.perf_counter() - t0
+    state.arrays["memory/state_bytes"][t] = protocol.state_bytes()
+    state.steps_done = t + 1
+    _log_step(log, cfg, state, t, track.levels[0], evaluated)
+    _warn_ties(log, cfg, state, t, track.unit)
+    _save_checkpoint(run, protocol, state)
+    run.epoch_checkpoint_path.unlink(missing_ok=True)
+
+
+def _write_failure(run: Run, state: RunState, routing, tasks_info, base_attrs: dict, e: BaseException) -> None:
+    """Leave a visible trace for `make status`, with the reason; the checkpoint allows resuming."""
+    error = (f"interrupted ({str(e) or 'SIGINT'}); resumable: run again" if isinstance(e, KeyboardInterrupt)
+             else f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e))
+    try:
+        _write(run, state, routing, tasks_info, {**base_attrs, "status": "failed", "error": error})
+    except Exception:  # noqa: BLE001 - a full disk must not hide the original error
+        pass
 
 
 def _routing_array(state: RunState, n: int, protocol):
@@ -243,21 +285,26 @@ def _write(run, state, routing, tasks_info, attrs):
         with np.errstate(invalid="ignore", divide="ignore"):
             own = np.diagonal(routing, axis1=1, axis2=2) / routing.sum(2)
         extra["routing/own_fraction"] = np.where(np.tri(len(own), dtype=bool), own, np.nan)
-    scores = {}
-    if state.scores:
-        scores = {
-            "scores/step": np.concatenate([np.full(len(v), t, np.int16) for t, _, _, v, *_ in state.scores]),
-            "scores/task": np.concatenate([np.full(len(v), j, np.int16) for _, j, _, v, *_ in state.scores]),
-            "scores/label": np.concatenate([lab for _, _, lab, *_ in state.scores]),
-            "scores/value": np.concatenate([v for _, _, _, v, *_ in state.scores]),
-        }
-        for k, name in enumerate(EXTRA_SCORE_COLUMNS, start=4):
-            if all(len(s) > k for s in state.scores):
-                scores[f"scores/{name}"] = np.concatenate([s[k] for s in state.scores])
+    scores = _score_arrays(state.scores) if state.scores else {}
     finished = results.now() if attrs["status"] != "running" else ""
     attrs = {**attrs, "steps_done": state.steps_done, "started_at": state.started_at, "finished_at": finished,
              "load_avg_end": load_average()}
     results.write_run(run.out, attrs, {**state.arrays, **tasks_info, **extra, **scores}, run.config.tasks)
+
+
+def _score_arrays(records: list[tracks.ScoreRecord]) -> dict[str, np.ndarray]:
+    """scores/<column> of every evaluated cell, concatenated in evaluation order; an optional column only where
+    every cell has it."""
+    arrays = {
+        "scores/step": np.concatenate([np.full(len(r.values), r.step, np.int16) for r in records]),
+        "scores/task": np.concatenate([np.full(len(r.values), r.task, np.int16) for r in records]),
+        "scores/label": np.concatenate([r.labels for r in records]),
+        "scores/value": np.concatenate([r.values for r in records]),
+    }
+    for name in tracks.ScoreRecord.EXTRA:
+        if all(getattr(r, name) is not None for r in records):
+            arrays[f"scores/{name}"] = np.concatenate([getattr(r, name) for r in records])
+    return arrays
 
 
 def _check_storable_before_work(protocol, cfg) -> None:
@@ -274,7 +321,8 @@ def _check_storable_before_work(protocol, cfg) -> None:
 def _save_checkpoint(run: Run, protocol, state: RunState) -> None:
     checkpoint.save(run.checkpoint_path, {
         "run_key": run.run_key, "protocol": protocol.state_dict(), "steps_done": state.steps_done,
-        "started_at": state.started_at, "arrays": state.arrays, "scores": state.scores,
+        "started_at": state.started_at, "arrays": state.arrays,
+        "scores": [s.to_plain() for s in state.scores],
         "git_commits": list(state.commits), "git_dirty": state.dirty})
 
 
@@ -338,10 +386,10 @@ def _checked_state(path: Path, ckpt: dict, n: int, matrices: tuple) -> RunState:
     for name, array in arrays.items():  # protocol-specific arrays (train/loss, routing/…): one row per step
         if array.ndim == 0 or array.shape[0] != n:
             raise CheckpointError(f"{path}: array {name} has shape {array.shape}, expected {n} rows")
-    scores = ckpt["scores"]
-    if not isinstance(scores, list) or not all(_score_ok(s, steps, n) for s in scores):
-        raise CheckpointError(f"{path}: scores are not (step, task, labels, values) records of steps 1..{steps}")
-    return RunState(n, matrices, steps, ckpt["started_at"], arrays, [tuple(s) for s in scores], commits, dirty)
+    scores = _checked_scores(ckpt["scores"], steps, n)
+    if scores is None:
+        raise CheckpointError(f"{path}: scores are not score records of steps 1..{steps}")
+    return RunState(n, matrices, steps, ckpt["started_at"], arrays, scores, commits, dirty)
 
 
 def _check_finite(path: Path, obj, where: str) -> None:
@@ -363,13 +411,15 @@ def _non_finite(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind == "f" and not bool(np.isfinite(value).all())
 
 
-def _score_ok(record, steps: int, n: int) -> bool:
-    if not isinstance(record, (list, tuple)) or not 4 <= len(record) <= 4 + len(EXTRA_SCORE_COLUMNS):
-        return False
-    t, j, labels, values = record[:4]
-    return (isinstance(t, int) and isinstance(j, int) and 0 <= t < steps and 0 <= j < n
-            and all(isinstance(a, np.ndarray) and a.ndim == 1 for a in record[2:])
-            and all(len(a) == len(values) for a in record[2:]))
+def _checked_scores(plain, steps: int, n: int) -> list[tracks.ScoreRecord] | None:
+    """The checkpoint's score records, or None when any is not one of steps 1..steps and tasks 1..n."""
+    if not isinstance(plain, list):
+        return None
+    try:
+        records = [tracks.ScoreRecord.from_plain(s) for s in plain]
+    except (ValueError, TypeError, KeyError):
+        return None
+    return records if all(0 <= r.step < steps and 0 <= r.task < n for r in records) else None
 
 
 def _log_step(log, cfg, state, t, level: str, evaluated) -> None:
@@ -381,11 +431,11 @@ def _log_step(log, cfg, state, t, level: str, evaluated) -> None:
 
 def _warn_ties(log, cfg, state, t, unit: str) -> None:
     """One warning per cell of step t whose test scores are mostly one value: its ROC-AUC is set by ties."""
-    for step, j, _labels, values, *_ in state.scores:
-        count, value = largest_tie(values)
-        if step == t and count > MOSTLY_TIED * len(values):
-            log(f"warning: step {t + 1}, task {cfg.tasks[j]}: {count} of {len(values)} test {unit} have one score "
-                f"({value:.6g}); its ROC-AUC is decided by ties (counted in the summary; docs/models.md, Ties)")
+    for record in state.scores:
+        count, value = largest_tie(record.values)
+        if record.step == t and count > MOSTLY_TIED * len(record.values):
+            log(f"warning: step {t + 1}, task {cfg.tasks[record.task]}: {count} of {len(record.values)} test {unit} "
+                f"have one score ({value:.6g}); its ROC-AUC is decided by ties (counted in the summary; docs/models.md, Ties)")
 
 
 def load_average() -> float:

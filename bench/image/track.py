@@ -226,7 +226,7 @@ def _evaluate(cell: tracks.Cell, split, masks: dict, alive: Heartbeat) -> None:
     cell.arrays["R/image"][t, j] = roc_auc(split.labels, scores)
     cell.arrays["R/pixel"][t, j] = pixel.compute() if pixel is not None else np.nan
     cell.arrays["R/image_npr_auc"][t, j] = normalized_pr_auc(split.labels, scores)[0]
-    cell.scores.append((t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
+    cell.scores.append(tracks.ScoreRecord(t, j, split.labels.astype(np.int8), scores.astype(np.float64)))
 
 
 # The image track's pointwise audit (the tabular track's is bench.tabular.audit): two test images scored alone

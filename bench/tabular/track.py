@@ -29,6 +29,7 @@ from bench.continual.guards import check_terminated
 from bench.continual.runner import TaskData
 from bench.errors import ConfigError, NumericalError
 from bench.metrics import normalized_pr_auc, roc_auc
+from bench.tabular.fidelity import TrackBehaviour, behaviour, fidelity
 from bench.tabular.protocols import REPLAY_RECORDS, RecordSplit
 
 PROBE_RECORDS = 64  # what a resumed run's restored state scores first (TabularTrack.probe)
@@ -112,8 +113,8 @@ class TabularTrack(tracks.Track):
         a["R/record_ap"][t, j] = npr * (1 - p) + p if np.isfinite(npr) else np.nan
         k = int(labels.sum())
         a["R/record_expected_ap"][t, j] = expected_random_ap(len(labels), k) if k else np.nan
-        entry = (t, j, labels.astype(np.int8), scores.astype(np.float64), split.record_ids.astype(np.int32))
-        cell.scores.append(entry if split.order is None else (*entry, split.order))
+        cell.scores.append(tracks.ScoreRecord(t, j, labels.astype(np.int8), scores.astype(np.float64),
+                                              record=split.record_ids.astype(np.int32), order=split.order))
 
 
 def released_finite(scores: np.ndarray) -> np.ndarray:
@@ -136,10 +137,11 @@ def prepare_tabular(config) -> tuple[TabularTrack, str]:
     # recorded as another preset of equal values (Isolation Forest's `released` values are its `suite` values)
     config.preset, presets = spec.recorded_preset(
         asked, config.hparams, weights_by_preset=False,
-        same_run=lambda preset: (preset == "released") == (asked == "released"))
+        same_run=lambda preset: fidelity(spec, preset) is fidelity(spec, asked))
     config.model_version = spec.version  # part of the run key: a fixed detector recomputes its runs
-    record_replay_size(config)
-    record_evaluation(config)
+    run_as = behaviour(spec, config.preset)
+    record_replay_size(config, run_as)
+    record_evaluation(config, run_as)
     meta = load_index_meta(config.root)
     if meta.get("dataset") != config.dataset:
         raise ConfigError(f"{config.root}: a record index of {meta.get('dataset')!r}, not {config.dataset!r}")
@@ -176,17 +178,17 @@ def _read_splits(config) -> dict:
     return splits
 
 
-def record_replay_size(config) -> None:
+def record_replay_size(config, run_as: TrackBehaviour) -> None:
     """Record the Replay buffer's size and share rule in a cl run's config (the default size when none was asked
-    for; the share rule of its preset: `released` runs pyCLAD v0.3.0's ⌊capacity / tasks⌋ per task,
-    `adaptive_balanced.py:20`, the CAD framework's `AdaptiveBalancedReplayBuffer`, run_validation_strategies.py:115;
-    any other preset the suite's water filling). Only cl has a bounded buffer (Cumulative keeps every record, Naive
-    and the experts none), so a size asked of another protocol would change nothing and is refused rather than
-    recorded as if it had."""
+    for; the share rule of its preset's fidelity, bench.tabular.fidelity: released runs pyCLAD v0.3.0's
+    ⌊capacity / tasks⌋ per task, the CAD framework's `AdaptiveBalancedReplayBuffer`, run_validation_strategies.py:115;
+    the suite's water filling otherwise). Only cl has a bounded buffer (Cumulative keeps every record, Naive and the
+    experts none), so a size asked of another protocol would change nothing and is refused rather than recorded as
+    if it had."""
     inputs = config.tabular
     if config.protocol == "cl":
         inputs.replay_size = REPLAY_RECORDS if inputs.replay_size is None else inputs.replay_size
-        share = "floor" if config.preset == "released" else "water"
+        share = run_as.replay_share
         if inputs.replay_share not in (None, share):
             raise ConfigError(f"replay_share={inputs.replay_share!r}: preset {config.preset} runs Replay with the "
                               f"{share!r} share rule (expected that or nothing)")
@@ -196,16 +198,13 @@ def record_replay_size(config) -> None:
                           f"{config.protocol} has none (drop the setting for this run)")
 
 
-def record_evaluation(config) -> None:
-    """A run of the `released` preset evaluates every task after every step (`evaluation="cross"`), as pyCLAD's
-    ConceptAwareScenario does (src/pyclad/scenarios/concept_aware.py:31): the released forgetting measure reads
-    the cells before a task was learned (CAD 675a9c9 src/cadbench/pyclad/forgetting_measure.py:35). Any other
-    preset keeps the evaluation it asks for (the continual default: its run key is unchanged)."""
-    if config.preset == "released":
-        config.evaluation = "cross"
-    # the released metrics' non-finite policy: part of the run key, so a suite run that would stop is never
-    # taken for a released one that scored on (and the recorded preset names the run's own policy)
-    config.tabular.nonfinite = "released" if config.preset == "released" else "stop"
+def record_evaluation(config, run_as: TrackBehaviour) -> None:
+    """The evaluation and non-finite policy of the preset's fidelity (bench.tabular.fidelity). The non-finite
+    policy is part of the run key, so a suite run that would stop is never taken for a released one that scored
+    on; a suite preset keeps the evaluation it asks for (the continual default: its run key is unchanged)."""
+    if run_as.evaluation is not None:
+        config.evaluation = run_as.evaluation
+    config.tabular.nonfinite = run_as.nonfinite
 
 
 def record_settings(inputs, built: dict, root) -> None:

@@ -157,7 +157,7 @@ def test_a_main_checkpoint_with_the_right_key_and_wrong_content_is_moved_aside(h
     elif how == "an array missing":
         del state["arrays"]["timing/train_s"]
     elif how == "scores of a later step":
-        state["scores"][0] = (7, 0, *state["scores"][0][2:])
+        state["scores"][0] = {**state["scores"][0], "step": 7}
     elif how == "a bank of another width":
         bank = state["protocol"]["banks"][0]
         state["protocol"]["banks"][0] = torch.zeros(bank.shape[0], bank.shape[1] + 3)

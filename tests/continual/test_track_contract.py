@@ -85,7 +85,7 @@ class ToyTrack(tracks.Track):
         split = self.splits[cell.task_name].test
         scores = cell.protocol.predict(split, np.arange(len(split)))
         cell.arrays["R/sample"][cell.step, cell.task] = roc_auc(split.labels, scores)
-        cell.scores.append((cell.step, cell.task, split.labels, scores))
+        cell.scores.append(tracks.ScoreRecord(cell.step, cell.task, split.labels, scores))
 
 
 @dataclass

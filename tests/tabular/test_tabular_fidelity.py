@@ -435,7 +435,7 @@ def test_released_runs_score_non_finite_values_as_the_released_metrics_and_count
     state = evaluate("released")
     assert state.arrays["nonfinite/record"].tolist() == [[3]]
     assert state.arrays["R/record"][0, 0] == roc_auc(labels, np.array([0.1, 0.5, 0.1, 0.5, 0.5]))
-    assert state.scores[0][3].tolist() == [0.1, 0.5, 0.1, 0.5, 0.5]
+    assert state.scores[0].values.tolist() == [0.1, 0.5, 0.1, 0.5, 0.5]
     with pytest.raises(NumericalError, match="non-finite record scores"):
         evaluate("suite")
 
@@ -444,12 +444,14 @@ def test_the_released_non_finite_policy_is_recorded_and_in_the_key_only_under_re
     """The policy is part of what ran: `released` records nonfinite=released (its own run key, also for a model whose
     released values equal its suite values, Isolation Forest), every other preset `stop` with its earlier key."""
     from bench.config import RunConfig, TabularInputs
+    from bench.registry import get
+    from bench.tabular.fidelity import behaviour
     from bench.tabular.track import record_evaluation
 
     def config(preset):
         cfg = RunConfig(dataset="cicids2017", root=str(tmp_path), model="iforest", tasks=["a", "b"],
                         protocol="ncl", seed=0, preset=preset, hparams={}, model_version=1, inputs=TabularInputs())
-        record_evaluation(cfg)
+        record_evaluation(cfg, behaviour(get("iforest", "tabular"), preset))
         return cfg
 
     released, suite = config("released"), config("suite")
