@@ -76,7 +76,7 @@ def collect(configs: list[RunConfig], runs_dir: Path) -> pd.DataFrame:
             raise DatasetError(f"{run.out}: ROC-AUC of {cfg.dataset}/{cfg.tasks[0]} is NaN (one-class test set); "
                                f"such a concept cannot be ranked")
         rows.append({"dataset": cfg.dataset, "concept": cfg.tasks[0], "method": cfg.model,
-                     "backbone": cfg.image.backbone, "roc_auc": value, "weights": run.weights_id,
+                     "backbone": cfg.image.backbone, "roc_auc": value, "weights": run.track.weights_id,
                      "image_size": cfg.image.image_size, "seed": cfg.seed,
                      "run_file": run.out.name})
     if missing:
