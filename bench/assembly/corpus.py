@@ -186,11 +186,15 @@ def cut(t: CaptureTable, budget: int, rule: Subsample) -> tuple[np.ndarray, dict
     stat = {"eligible": t.n, "attacks_eligible": int(t.attack.sum()), "scaled_budget": budget, "kept": len(rows),
             "attacks_kept": att, "retention_pct": 100.0 * len(rows) / t.n,
             "prevalence_eligible_pct": 100.0 * float(t.attack.mean()), "prevalence_kept_pct": 100.0 * att / len(rows),
-            "first": int(t.timestamp[rows].min()), "last": int(t.timestamp[rows].max())}
+            "first": _iso(t.timestamp[rows].min()), "last": _iso(t.timestamp[rows].max())}
     if strides:
         stat["stride"] = strides
-        stat["head_of_each_class"] = rule is Subsample.RELEASED and all(s == 1 for s in strides.values())
+        stat["head_of_each_class"] = rule is Subsample.RELEASED and all(s <= 1 for s in strides.values())
     return rows, stat
+
+
+def _iso(ns) -> str:
+    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]"))
 
 
 def _pick(idx: np.ndarray, keep: int, rule: Subsample) -> tuple[np.ndarray, int]:

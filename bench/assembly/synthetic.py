@@ -1,0 +1,134 @@
+"""Synthetic capture files for the stream-assembly study: a CICIDS2017-format week and a LITNET-2020-format trio.
+
+The week (`generate`) is five TrafficLabelling CSV files, Monday–Friday, with the columns and quirks of the real
+ones (`Flow ID`, ` Source IP`, … ` Timestamp` as d/m/Y H:M, the 77 flow features with `Fwd Header Length` twice,
+` Label`, cp1252 en dash in the web-attack label, `inf`/`NaN` rates in a few rows). Its day structure follows the
+paper's corpus: a benign Monday, mid-week days whose attacks come early in the day, a dense Friday. Scale K sets the
+size exactly: every minute of a day holds K records of one class, laid out by `DAY_LAYOUT` (minutes of benign or
+attack traffic from 9:00, in file order), and each day holds 6/5 of its budget, the released budgets × K/1000
+(`budgets`; build with `scale=K/1000`). The released per-class rule then keeps the first 5/6 of each class (every
+class size is a multiple of 6K, every stride is 1), so the corpus, its 1600·K records and every split count of its
+arms follow from `DAY_LAYOUT` by hand (docs/assembly-streams.md derives them; at K = 1000 they are the paper's:
+held-out 240,000 records, 78,000 of them in both arms' held-out slices). Wednesday also holds 2·K
+"DoS Hulk - Attempted" records, which the build drops.
+
+The trio (`generate_litnet`) is three headerless LITNET-2020 per-attack-type files (85 columns) on disjoint dates,
+each `LITNET_LAYOUT` × K records long plus `LITNET_TAIL` × K records past the released HEAD budget, for the pooling
+identity (equal budgets by default; `litnet_budgets` gives unequal ones).
+
+Features come from bench.tabular.synthetic's seeded latent-to-feature map (`Mixer`). Deterministic from the seed;
+each file is written atomically, `synthetic.json` last.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.io import atomic_path, write_text_atomic
+from bench.tabular.cic import FEATURES
+from bench.tabular.synthetic import Mixer
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Block:
+    attack: bool
+    minutes: int  # K records per minute
+
+
+B, A = False, True
+DAY_LAYOUT: dict[str, tuple[Block, ...]] = {
+    "Monday": (Block(B, 360),),
+    "Tuesday": (Block(B, 60), Block(A, 60), Block(B, 240)),
+    "Wednesday": (Block(B, 60), Block(A, 120), Block(B, 240)),
+    "Thursday": (Block(B, 30), Block(A, 60), Block(B, 270)),
+    "Friday": (Block(B, 120), Block(A, 240), Block(B, 60)),
+}
+DATES = {"Monday": "3/7/2017", "Tuesday": "4/7/2017", "Wednesday": "5/7/2017", "Thursday": "6/7/2017",
+         "Friday": "7/7/2017"}
+ATTACK_LABEL = {"Tuesday": "FTP-Patator", "Wednesday": "DoS Hulk", "Thursday": "Web Attack \u2013 Brute Force",
+                "Friday": "DDoS"}
+ATTEMPTED = {"Wednesday": ("DoS Hulk - Attempted", 2)}  # day: (label, records per K), at the first attack minute
+RELEASED_BUDGETS = {"Monday": 300_000, "Tuesday": 300_000, "Wednesday": 350_000, "Thursday": 300_000,
+                    "Friday": 350_000}
+
+
+def budgets(K: int) -> dict[str, int]:
+    """The corpus budgets at scale K: the released ones × K/1000 (what build_corpus(scale=K/1000) uses)."""
+    return {d: b * K // 1000 for d, b in RELEASED_BUDGETS.items()}
+
+
+def _day_frame(day: str, K: int, mixer: Mixer, rng: np.random.Generator, separation: float):
+    import pandas as pd
+
+    layout = DAY_LAYOUT[day]
+    n_att = K * sum(b.minutes for b in layout if b.attack)
+    n_ben = K * sum(b.minutes for b in layout if not b.attack)
+    x, labels = mixer.day(day, n_ben, n_att, separation, rng)
+    pools = {False: iter(x[labels == "BENIGN"]), True: iter(x[labels != "BENIGN"])}
+    rows, attack, minute = [], [], []
+    m = 0
+    for block in layout:
+        for _ in range(block.minutes * K):
+            rows.append(next(pools[block.attack]))
+        attack += [block.attack] * (block.minutes * K)
+        minute += list(np.repeat(np.arange(m, m + block.minutes), K))
+        m += block.minutes
+    X, attack, minute = np.array(rows), np.array(attack), np.array(minute)
+    label = np.where(attack, ATTACK_LABEL.get(day, ""), "BENIGN").astype(object)
+    if day in ATTEMPTED:  # dropped by the build: inserted before the first attack record, same minute
+        text, per_k = ATTEMPTED[day]
+        at = int(np.flatnonzero(attack)[0])
+        X = np.insert(X, at, X[at:at + per_k * K], axis=0)
+        label = np.insert(label, at, [text] * (per_k * K))
+        minute = np.insert(minute, at, [minute[at]] * (per_k * K))
+    return _traffic_labelling(day, X, label, minute, rng, pd)
+
+
+def _traffic_labelling(day, X, label, minute, rng, pd):
+    n = len(label)
+    stamp = [f"{DATES[day]} {9 + m // 60}:{m % 60:02d}" for m in range(int(minute.max()) + 1)]
+    src = [f"192.168.10.{i}" for i in range(1, 51)]
+    cols: dict = {"Flow ID": None, " Source IP": np.array(src, dtype=object)[rng.integers(0, 50, n)],
+                  " Source Port": rng.integers(1024, 65536, n), " Destination IP": "192.168.10.3",
+                  " Destination Port": np.abs(np.round(X[:, 0])).astype(np.int64), " Protocol": 6,
+                  " Timestamp": np.array(stamp, dtype=object)[minute]}
+    cols["Flow ID"] = (cols[" Source IP"] + "-192.168.10.3-" + cols[" Source Port"].astype(str) + "-"
+                       + cols[" Destination Port"].astype(str) + "-6")
+    frame = pd.DataFrame(cols)
+    features = pd.DataFrame(X[:, 1:], columns=[" " + f for f in FEATURES[1:]])
+    rate = [" Flow Bytes/s", " Flow Packets/s"]
+    bad = rng.choice(n, size=min(4, n), replace=False)
+    features.loc[bad[::2], rate] = np.inf  # CICIDS2017 writes Infinity / NaN rates for zero-duration flows
+    features.loc[bad[1::2], rate] = np.nan
+    at = list(features.columns).index(" Fwd Avg Bytes/Bulk")  # where CICIDS2017 repeats Fwd Header Length
+    features.insert(at, " Fwd Header Length.dup", features[" Fwd Header Length"])
+    out = pd.concat([frame, features], axis=1)
+    out[" Label"] = label
+    out.columns = [c.replace(".dup", "") for c in out.columns]
+    return out
+
+
+def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
+    """Write the synthetic week under root/TrafficLabelling/ (one CSV per day) and root/synthetic.json; returns
+    root. K ≥ 1 (an integer): 1600·K records in the corpus."""
+    if int(K) != K or K < 1:
+        raise ValueError(f"K={K}: expected a positive integer")
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    mixer = Mixer(rng)
+    for day in DAY_LAYOUT:
+        frame = _day_frame(day, int(K), mixer, rng, separation)
+        with atomic_path(root / "TrafficLabelling" / f"{day}-WorkingHours.pcap_ISCX.csv") as tmp:
+            frame.to_csv(tmp, index=False, encoding="cp1252", float_format="%.6g", na_rep="NaN")
+    record = {"generator": "bench.assembly.synthetic", "version": VERSION, "seed": seed, "K": K,
+              "separation": separation, "budgets": budgets(int(K)), "scale": K / 1000,
+              "layout": {d: [(("attack" if b.attack else "benign"), b.minutes) for b in bl]
+                         for d, bl in DAY_LAYOUT.items()}}
+    write_text_atomic(root / "synthetic.json", json.dumps(record, indent=2) + "\n")
+    return root
