@@ -132,3 +132,66 @@ def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
                          for d, bl in DAY_LAYOUT.items()}}
     write_text_atomic(root / "synthetic.json", json.dumps(record, indent=2) + "\n")
     return root
+
+
+# ---- LITNET-2020 format ----------------------------------------------------------------------------------------
+
+# capture: (file, attack_t code, first date, blocks of K records in file order within the HEAD budget)
+LITNET_CAPTURES = {
+    "udp_flood": ("UDP_FLOOD_v2.csv", "udp_f", "2019-03-06",
+                  (Block(B, 20), Block(A, 60), Block(B, 80), Block(A, 25), Block(B, 15))),
+    "spam": ("SPAM_v2.csv", "smtp_b", "2019-12-09", (Block(B, 150), Block(A, 10), Block(B, 35), Block(A, 5))),
+    "blaster_worm": ("BLASTER_WORM_v2.csv", "tcp_w32_w", "2020-01-25",
+                     (Block(B, 100), Block(A, 20), Block(B, 60), Block(A, 10), Block(B, 10))),
+}
+LITNET_TAIL = 40  # × K benign records after the layout in every file (past an equal HEAD budget, never kept)
+
+
+def litnet_budgets(K: int) -> dict[str, int]:
+    """Equal HEAD budgets at scale K: each capture's layout length (200·K records)."""
+    return {c: K * sum(b.minutes for b in spec[3]) for c, spec in LITNET_CAPTURES.items()}
+
+
+def _litnet_frame(name: str, K: int, mixer: Mixer, rng: np.random.Generator, separation: float):
+    import pandas as pd
+
+    from bench.assembly.litnet import COLUMNS
+
+    _, code, date, layout = LITNET_CAPTURES[name]
+    attack = np.concatenate([np.full(b.minutes * K, b.attack) for b in layout] + [np.zeros(LITNET_TAIL * K, bool)])
+    n = len(attack)
+    x, labels = mixer.day("Tuesday", int((~attack).sum()), int(attack.sum()), separation, rng)
+    X = np.empty_like(x)
+    X[~attack], X[attack] = x[labels == "BENIGN"], x[labels != "BENIGN"]
+    start = pd.Timestamp(f"{date} 10:00:00") + pd.to_timedelta(np.arange(n) // K, unit="s")
+    end = start + pd.to_timedelta(1, unit="s")
+    wide = np.resize(X.T, (len(COLUMNS), n)).T  # the 77 mixed features, repeated to fill the 85 columns
+    frame = pd.DataFrame(np.abs(wide).round(3), columns=list(COLUMNS))
+    frame["ID"] = np.arange(1, n + 1)
+    for prefix, t in (("ts", start), ("te", end)):
+        for col, part in zip(("year", "month", "day", "hour", "min", "second"),
+                             (t.year, t.month, t.day, t.hour, t.minute, t.second)):
+            frame[f"{prefix}_{col}"] = np.asarray(part)
+    frame["sa"], frame["da"] = "10.0.0.1", "158.129.0.2"
+    frame["sp"], frame["dp"] = rng.integers(1024, 65536, n), 25
+    frame["pr"] = "TCP"
+    frame["attack_t"] = np.where(attack, code, "none")
+    frame["attack_a"] = attack.astype(int)
+    return frame
+
+
+def generate_litnet(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
+    """Write the three LITNET-2020-format files (headerless, as distributed) under root/ and root/synthetic.json."""
+    if int(K) != K or K < 1:
+        raise ValueError(f"K={K}: expected a positive integer")
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    mixer = Mixer(rng)
+    for name, (file, *_rest) in LITNET_CAPTURES.items():
+        frame = _litnet_frame(name, int(K), mixer, rng, separation)
+        with atomic_path(root / file) as tmp:
+            frame.to_csv(tmp, index=False, header=False, float_format="%.6g")
+    record = {"generator": "bench.assembly.synthetic:generate_litnet", "version": VERSION, "seed": seed, "K": K,
+              "budgets": litnet_budgets(int(K)), "tail": LITNET_TAIL * K}
+    write_text_atomic(root / "synthetic.json", json.dumps(record, indent=2) + "\n")
+    return root
