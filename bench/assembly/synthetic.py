@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.errors import ConfigError
 from bench.io import atomic_path, write_text_atomic
 from bench.tabular.cic import FEATURES
 from bench.tabular.synthetic import Mixer
@@ -118,7 +119,7 @@ def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
     """Write the synthetic week under root/TrafficLabelling/ (one CSV per day) and root/synthetic.json; returns
     root. K ≥ 1 (an integer): 1600·K records in the corpus."""
     if int(K) != K or K < 1:
-        raise ValueError(f"K={K}: expected a positive integer")
+        raise ConfigError(f"K={K}: expected a positive integer (the synthetic stream's scale)")
     root = Path(root)
     rng = np.random.default_rng(seed)
     mixer = Mixer(rng)
@@ -183,7 +184,7 @@ def _litnet_frame(name: str, K: int, mixer: Mixer, rng: np.random.Generator, sep
 def generate_litnet(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
     """Write the three LITNET-2020-format files (headerless, as distributed) under root/ and root/synthetic.json."""
     if int(K) != K or K < 1:
-        raise ValueError(f"K={K}: expected a positive integer")
+        raise ConfigError(f"K={K}: expected a positive integer (the synthetic stream's scale)")
     root = Path(root)
     rng = np.random.default_rng(seed)
     mixer = Mixer(rng)
