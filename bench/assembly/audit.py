@@ -116,8 +116,10 @@ def audit_pair(corpus: Corpus, a: Arm, b: Arm, rule: SplitRule = SplitRule()) ->
     a_att, b_att = att & (seg_a == Segment.TEST), att & (seg_b == Segment.TEST)
     return PairAudit(a.name, b.name, check, heldout_a=int((seg_a == Segment.TEST).sum()),
                      heldout_b=int((seg_b == Segment.TEST).sum()), overlap=int(trans[Segment.TEST, Segment.TEST]),
-                     transitions=trans, attack_transitions=atk, b_attacks_subset_of_a=not bool((b_att & ~a_att).any()),
-                     a_attacks_subset_of_b=not bool((a_att & ~b_att).any()), attacks_moved_out=int((a_att & ~b_att).sum()))
+                     transitions=trans, attack_transitions=atk,
+                     b_attacks_subset_of_a=not bool((b_att & ~a_att).any()),
+                     a_attacks_subset_of_b=not bool((a_att & ~b_att).any()),
+                     attacks_moved_out=int((a_att & ~b_att).sum()))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from asm_streams import corpus1, trio, week  # noqa: F401  (fixtures)
+from asm_streams import corpus1, week  # noqa: F401  (fixtures)
 
 from bench.assembly import arms
 from bench.assembly.audit import audit_arm, audit_pair
