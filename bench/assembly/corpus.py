@@ -294,10 +294,10 @@ def cic_day(path: Path) -> str:
     return word
 
 
-def cic_timestamps(text: np.ndarray, path: Path) -> np.ndarray:
-    """int64 ns of one file's Timestamp texts: d/m/Y H:M[:S] through the suite's 12-hour-clock repair
-    (bench.tabular.cic.cicids2017_clock), else any of its TIMESTAMP_FORMATS (the improved files' ISO texts).
-    DatasetError naming the file for an empty or unparseable text."""
+def cic_timestamps(text: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
+    """(int64 ns, how many moved to the afternoon) of one file's Timestamp texts: d/m/Y H:M[:S] through the suite's
+    12-hour-clock repair (bench.tabular.cic.cicids2017_clock), else any of its TIMESTAMP_FORMATS (the improved
+    files' ISO texts). DatasetError naming the file for an empty or unparseable text."""
     import pandas as pd
 
     from bench.tabular.cic import cicids2017_clock, parse_timestamps
@@ -307,8 +307,9 @@ def cic_timestamps(text: np.ndarray, path: Path) -> np.ndarray:
     if empty.any():
         raise DatasetError(f"{path}: {int(empty.sum())} record(s) without a Timestamp (first at data row "
                            f"{int(np.flatnonzero(empty)[0])}); the assembly orders records by time")
+    moved = 0
     if raw.str.contains("/").all():
-        iso, _ = cicids2017_clock(raw.to_numpy())
+        iso, moved = cicids2017_clock(raw.to_numpy())
         lost = iso == ""
         if lost.any():
             raise DatasetError(f"{path}: {int(lost.sum())} Timestamp text(s) not d/m/Y H:M[:S], e.g. "
@@ -316,7 +317,7 @@ def cic_timestamps(text: np.ndarray, path: Path) -> np.ndarray:
         stamp = pd.to_datetime(pd.Series(iso), format="%Y-%m-%dT%H:%M:%S")
     else:
         stamp = parse_timestamps(raw.to_numpy(), path)
-    return stamp.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    return stamp.to_numpy().astype("datetime64[ns]").astype(np.int64), moved
 
 
 def read_cicids2017(root: Path) -> list[CaptureTable]:
@@ -337,8 +338,8 @@ def read_cicids2017(root: Path) -> list[CaptureTable]:
             raise DatasetError(f"{path}: no Timestamp column (MachineLearningCVE files carry none; the assembly "
                                f"needs {CIC_LAYOUT})")
         check_labels(pd.Series(labels), pd.Series([path.name] * len(labels)), "cicids2017")
-        ts = cic_timestamps(raw["Timestamp"].to_numpy(), path)
-        by_day.setdefault(day, []).append((path, raw, labels, ts))
+        ts, moved = cic_timestamps(raw["Timestamp"].to_numpy(), path)
+        by_day.setdefault(day, []).append((path, raw, labels, ts, moved))
     return [_cic_table(day, parts, NORMAL_LABELS) for day, parts in by_day.items()]
 
 
@@ -348,12 +349,13 @@ def _cic_table(day: str, parts: list, normal: set) -> CaptureTable:
     frame = pd.concat([p[1] for p in parts], ignore_index=True)
     labels = np.concatenate([p[2] for p in parts]).astype(object)
     ts = np.concatenate([p[3] for p in parts])
-    attempted = np.array([ATTEMPTED in s for s in labels], dtype=bool)
+    attempted = pd.Series(labels).str.contains(ATTEMPTED, regex=False).to_numpy()
     keep = np.flatnonzero(~attempted)
     attack = ~pd.Series(labels[keep]).str.lower().isin(normal).to_numpy()
     return CaptureTable(name=day, frame=frame.iloc[keep].reset_index(drop=True), labels=labels[keep], attack=attack,
                         timestamp=ts[keep], files=tuple(p[0] for p in parts), ignore=CIC_IGNORE,
-                        dropped={"raw": len(labels), "attempted_dropped": int(attempted.sum())})
+                        dropped={"raw": len(labels), "attempted_dropped": int(attempted.sum()),
+                                 "timestamps_to_pm": sum(p[4] for p in parts)})
 
 
 register(Source("cicids2017", read_cicids2017, CIC_BUDGETS, Subsample.RELEASED, CIC_LAYOUT,

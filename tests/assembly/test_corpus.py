@@ -71,6 +71,24 @@ def test_manifest_records_inputs_counts_and_the_prevalence_bias(week):
     assert m["features"]["set"] == "released" and m["scale"] == 1.0 and m["rule"] == "released"
 
 
+def test_manifest_is_json(corpus1):
+    import json
+
+    assert json.loads(json.dumps(corpus1.manifest)) == corpus1.manifest
+
+
+def test_a_twelve_hour_clock_file_is_repaired(week, tmp_path):
+    """TrafficLabelling files that never pass 12 o'clock write the afternoon as 1:00…; those rows move by 12 h."""
+    def twelve_hour(f):
+        f[" Timestamp"] = f[" Timestamp"].str.replace(r" 1([3-9]):", lambda m: f" {int(m[1]) - 2}:", regex=True)
+
+    root, _ = edited(week, tmp_path, "Monday", twelve_hour)
+    c = build_corpus("cicids2017", root, scale=0.001)
+    ref = build_corpus("cicids2017", week[1], scale=0.001)
+    assert np.array_equal(c.timestamp, ref.timestamp)
+    assert c.manifest["captures"][0]["timestamps_to_pm"] == 2 * 60  # Monday's 360 minutes end at 14:59
+
+
 def test_attempted_rows_are_dropped_and_counted(corpus1):
     wed = next(s for s in corpus1.manifest["captures"] if s["capture"] == "Wednesday")
     assert (wed["raw"], wed["attempted_dropped"], wed["eligible"]) == (422, 2, 420)
