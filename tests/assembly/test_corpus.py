@@ -169,3 +169,28 @@ def test_unknown_source_and_missing_capture(week, tmp_path):
     shutil.copy(day_file(week[1], "Monday"), root / "TrafficLabelling")
     with pytest.raises(DatasetError, match="no records of capture"):
         build_corpus("cicids2017", root, scale=0.001)
+
+
+def test_released_rule_reproduces_the_archived_corpus_counts():
+    """Per-day eligible records and attacks from the released audit's archived manifest
+    (MichelYsf/rcbsid-paper results/manifests/cicids_subsample_audit_20260819T085704_3ed9b901.json); the paper's
+    corpus holds 1,600,000 records and 352,962 attacks, a -2.1464-point prevalence bias, every stride 1."""
+    from pathlib import Path
+
+    from bench.assembly.corpus import CaptureTable, cut
+
+    archived = {"Monday": (371_624, 0, 300_000), "Tuesday": (322_039, 6_933, 300_000),
+                "Wednesday": (490_765, 171_645, 350_000), "Thursday": (360_079, 71_907, 300_000),
+                "Friday": (543_490, 254_946, 350_000)}
+    kept = attacks = 0
+    for day, (n, a, budget) in archived.items():
+        flags = np.zeros(n, bool)
+        flags[:a] = True
+        table = CaptureTable(day, pd.DataFrame(), np.zeros(n, object), flags, np.arange(n, dtype=np.int64),
+                             (Path(day),))
+        _, stat = cut(table, budget, Subsample.RELEASED)
+        kept, attacks = kept + stat["kept"], attacks + stat["attacks_kept"]
+        assert stat["head_of_each_class"]
+    assert (kept, attacks) == (1_600_000, 352_962)
+    bias = 100 * attacks / kept - 100 * sum(a for _, a, _ in archived.values()) / sum(n for n, _, _ in archived.values())
+    assert round(bias, 4) == -2.1464
