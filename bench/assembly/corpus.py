@@ -128,6 +128,17 @@ def build_corpus(name: str, root, *, scale: float = 1.0, rule: Subsample | None 
                     name=corpus_name or name, identity=identity)
 
 
+def manifest_sha256(corpus: Corpus) -> str:
+    """SHA-256 of the corpus manifest's canonical JSON without the root's path: the corpus's identity in run keys
+    (the inputs' digests, the rule, budgets, scale and feature set change it; where the files lie does not)."""
+    import hashlib
+    import json
+
+    manifest = dict(corpus.manifest)
+    manifest["capture_identity"] = {k: v for k, v in manifest.get("capture_identity", {}).items() if k != "root"}
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
 def scaled_budget(budget: int, scale: float) -> int:
     return int(round(budget * scale))
 
@@ -266,6 +277,8 @@ def _manifest(tables, stats, identity, *, rule, features, scale, columns, non_fi
     return {
         "capture_identity": identity, "files": files_sha256([f for t in tables for f in t.files]),
         "rule": rule.value, "rule_doc": " ".join(Subsample.__doc__.split()), "scale": scale,
+        "budgets": {s["capture"]: s["budget"] for s in stats},
+        "scaled_budgets": {s["capture"]: s["scaled_budget"] for s in stats},
         "features": {"set": features.value, "n": len(columns), "names": list(columns)},
         "non_finite": non_finite, "captures": stats, "eligible": eligible, "attacks_eligible": att_eligible,
         "records": kept, "attacks": att_kept, "prevalence_eligible_pct": prev_e, "prevalence_pct": prev_k,

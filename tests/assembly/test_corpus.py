@@ -71,10 +71,17 @@ def test_manifest_records_inputs_counts_and_the_prevalence_bias(week):
     assert m["features"]["set"] == "released" and m["scale"] == 1.0 and m["rule"] == "released"
 
 
-def test_manifest_is_json(corpus1):
+def test_manifest_is_json_and_its_digest_ignores_where_the_files_lie(week, corpus1, tmp_path):
     import json
 
+    from bench.assembly.corpus import manifest_sha256
+
     assert json.loads(json.dumps(corpus1.manifest)) == corpus1.manifest
+    shutil.copytree(week[1], tmp_path / "elsewhere")
+    moved = build_corpus("cicids2017", tmp_path / "elsewhere", scale=1 / 1000, corpus_name="synthetic")
+    assert manifest_sha256(moved) == manifest_sha256(corpus1)
+    assert manifest_sha256(build_corpus("cicids2017", week[1], scale=1 / 1000, rule=Subsample.EVEN)) != \
+        manifest_sha256(corpus1)
 
 
 def test_a_twelve_hour_clock_file_is_repaired(week, tmp_path):
