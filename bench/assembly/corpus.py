@@ -108,6 +108,21 @@ def source(name: str) -> Source:
     return SOURCES[name]
 
 
+def subsample(name: str) -> Subsample:
+    """The rule called `name` (a CLI or grid value); ConfigError listing the valid ones."""
+    try:
+        return Subsample(name)
+    except ValueError:
+        raise choice_error("subsampling rule", name, [r.value for r in Subsample]) from None
+
+
+def feature_set(name: str) -> FeatureSet:
+    try:
+        return FeatureSet(name)
+    except ValueError:
+        raise choice_error("feature set", name, [f.value for f in FeatureSet]) from None
+
+
 def build_corpus(name: str, root, *, scale: float = 1.0, rule: Subsample | None = None,
                  features: FeatureSet = FeatureSet.RELEASED, budgets: dict[str, int] | None = None,
                  corpus_name: str | None = None) -> Corpus:

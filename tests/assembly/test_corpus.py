@@ -168,6 +168,16 @@ def test_bad_budgets_are_refused_in_one_line_naming_the_capture(week, kw, words)
     assert words in str(e.value) and "Monday" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_rule_and_feature_set_names_parse_or_list_the_valid_ones():
+    from bench.assembly.corpus import feature_set, subsample
+
+    assert subsample("even") is Subsample.EVEN and feature_set("suite") is FeatureSet.SUITE
+    with pytest.raises(ConfigError, match="valid: even, head, released"):
+        subsample("random")
+    with pytest.raises(ConfigError, match="valid: released, suite"):
+        feature_set("all")
+
+
 def test_unknown_source_and_missing_capture(week, tmp_path):
     with pytest.raises(ConfigError, match="valid: cicids2017, litnet"):
         build_corpus("cicids2018", week[1])
