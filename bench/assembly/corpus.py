@@ -16,9 +16,9 @@ one class that share a timestamp keep their file order, and at a shared timestam
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -85,7 +85,7 @@ class Source:
     """A registered corpus source: how its captures are read, and its released budgets and rule."""
 
     name: str
-    read: Callable[[Path], list[CaptureTable]]
+    read: Callable[[Path], Iterable[CaptureTable]]  # captures one at a time, in any order
     budgets: dict[str, int]  # released per-capture budgets (captures not named here are not used by default)
     rule: Subsample
     layout: str  # what the reader expects at the root (errors and docs quote it)
@@ -133,13 +133,8 @@ def build_corpus(name: str, root, *, scale: float = 1.0, rule: Subsample | None 
         raise ConfigError(f"feature set {features.value!r} is not offered for {name} (valid: "
                           f"{', '.join(f.value for f in src.feature_sets)})")
     budgets = dict(src.budgets if budgets is None else budgets)
-    tables = {t.name: t for t in src.read(Path(root))}
-    missing = [c for c in budgets if c not in tables]
-    if missing:
-        raise DatasetError(f"{root}: no records of capture(s) {', '.join(missing)} (found: "
-                           f"{', '.join(tables) or 'none'}; {src.layout})")
     identity = {"source": name, "root": str(root), "layout": src.layout}
-    return assemble([tables[c] for c in budgets], budgets, scale=scale, rule=rule or src.rule, features=features,
+    return assemble(src.read(Path(root)), budgets, scale=scale, rule=rule or src.rule, features=features,
                     name=corpus_name or name, identity=identity)
 
 
@@ -158,18 +153,26 @@ def scaled_budget(budget: int, scale: float) -> int:
     return int(round(budget * scale))
 
 
-def assemble(tables: list[CaptureTable], budgets: dict[str, int], *, scale: float, rule: Subsample,
+def assemble(tables: Iterable[CaptureTable], budgets: dict[str, int], *, scale: float, rule: Subsample,
              features: FeatureSet, name: str, identity: dict) -> Corpus:
-    """The corpus of already-read captures: each cut to round(budget · scale) records by `rule`, sorted by time,
-    captures in date order; features selected and the non-finite policy applied."""
+    """The corpus of captures as a reader yields them (captures `budgets` does not name are skipped): each cut to
+    round(budget · scale) records by `rule` as soon as it is read (one whole capture in memory at a time), sorted
+    by time, captures in date order; features selected and the non-finite policy applied."""
     if not scale > 0:
         raise ConfigError(f"--scale {scale}: expected a positive number")
-    tables = sorted(tables, key=lambda t: (int(t.timestamp.min()) if t.n else 0, t.name))
-    kept, stats = [], []
+    cut_tables, seen = [], []
     for t in tables:
-        rows, stat = cut(t, scaled_budget(budgets[t.name], scale), rule)
-        kept.append(rows)
-        stats.append({"capture": t.name, "budget": budgets[t.name], **stat, **t.dropped})
+        seen.append(t.name)
+        if t.name in budgets:
+            rows, stat = cut(t, scaled_budget(budgets[t.name], scale), rule)
+            cut_tables.append((_slim(t, rows), {"capture": t.name, "budget": budgets[t.name], **stat, **t.dropped}))
+    missing = [c for c in budgets if c not in seen]
+    if missing:
+        raise DatasetError(f"{identity.get('root', '')}: no records of capture(s) {', '.join(missing)} (found: "
+                           f"{', '.join(seen) or 'none'}; {identity.get('layout', '')})")
+    cut_tables.sort(key=lambda ts: (int(ts[0].timestamp.min()), ts[0].name))
+    tables, stats = [t for t, _ in cut_tables], [s for _, s in cut_tables]
+    kept = [np.arange(t.n) for t in tables]
     columns = feature_columns(tables, features)
     X = np.concatenate([_matrix(t, rows, columns[i]) for i, (t, rows) in enumerate(zip(tables, kept))])
     non_finite = apply_non_finite(X, NonFinite.RELEASED)
@@ -183,6 +186,12 @@ def assemble(tables: list[CaptureTable], budgets: dict[str, int], *, scale: floa
                   captures=tuple(t.name for t in tables),
                   timestamp=np.concatenate([t.timestamp[r] for t, r in zip(tables, kept)]).astype(np.int64),
                   record_id=np.arange(len(y), dtype=np.int64), feature_names=tuple(columns[0]), manifest=manifest)
+
+
+def _slim(t: CaptureTable, rows: np.ndarray) -> CaptureTable:
+    """`t` restricted to `rows` (in that order), so that the rest of the capture can be freed."""
+    return replace(t, frame=t.frame.iloc[rows].reset_index(drop=True), labels=t.labels[rows], attack=t.attack[rows],
+                   timestamp=t.timestamp[rows])
 
 
 def cut(t: CaptureTable, budget: int, rule: Subsample) -> tuple[np.ndarray, dict]:
@@ -348,42 +357,57 @@ def cic_timestamps(text: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
     return stamp.to_numpy().astype("datetime64[ns]").astype(np.int64), moved
 
 
-def read_cicids2017(root: Path) -> list[CaptureTable]:
+def read_cicids2017(root: Path) -> Iterator[CaptureTable]:
     """One CaptureTable per day found under `root` (files of one day concatenated in name order), " - Attempted"
-    rows dropped and counted, labels checked against the dataset's known labels."""
+    rows dropped and counted, labels checked against the dataset's known labels; a day is read when asked for."""
+    files = sorted(p for p in Path(root).rglob("*") if p.suffix.lower() == ".csv") if Path(root).is_dir() else []
+    if not files:
+        raise DatasetError(f"{root}: no CSV files (expected {CIC_LAYOUT})")
+    by_day: dict[str, list[Path]] = {}
+    for path in files:
+        by_day.setdefault(cic_day(path), []).append(path)
+    return (_read_cic_day(day, paths) for day, paths in by_day.items())
+
+
+@dataclass(frozen=True)
+class _CicFile:
+    path: Path
+    frame: pd.DataFrame
+    labels: np.ndarray
+    timestamp: np.ndarray
+    to_pm: int  # timestamps the 12-hour-clock repair moved to the afternoon
+
+
+def _read_cic_day(day: str, paths: list[Path]) -> CaptureTable:
     import pandas as pd
 
     from bench.tabular.cic import NORMAL_LABELS, check_labels, read_labelled
 
-    files = sorted(p for p in Path(root).rglob("*") if p.suffix.lower() == ".csv") if Path(root).is_dir() else []
-    if not files:
-        raise DatasetError(f"{root}: no CSV files (expected {CIC_LAYOUT})")
-    by_day: dict[str, list] = {}
-    for path in files:
-        day = cic_day(path)
+    parts = []
+    for path in paths:
         raw, labels = read_labelled(path)
         if "Timestamp" not in raw.columns:
             raise DatasetError(f"{path}: no Timestamp column (MachineLearningCVE files carry none; the assembly "
                                f"needs {CIC_LAYOUT})")
         check_labels(pd.Series(labels), pd.Series([path.name] * len(labels)), "cicids2017")
         ts, moved = cic_timestamps(raw["Timestamp"].to_numpy(), path)
-        by_day.setdefault(day, []).append((path, raw, labels, ts, moved))
-    return [_cic_table(day, parts, NORMAL_LABELS) for day, parts in by_day.items()]
+        parts.append(_CicFile(path, raw, labels, ts, moved))
+    return _cic_table(day, parts, NORMAL_LABELS)
 
 
-def _cic_table(day: str, parts: list, normal: set) -> CaptureTable:
+def _cic_table(day: str, parts: list[_CicFile], normal: set) -> CaptureTable:
     import pandas as pd
 
-    frame = pd.concat([p[1] for p in parts], ignore_index=True)
-    labels = np.concatenate([p[2] for p in parts]).astype(object)
-    ts = np.concatenate([p[3] for p in parts])
+    frame = pd.concat([p.frame for p in parts], ignore_index=True)
+    labels = np.concatenate([p.labels for p in parts]).astype(object)
+    ts = np.concatenate([p.timestamp for p in parts])
     attempted = pd.Series(labels).str.contains(ATTEMPTED, regex=False).to_numpy()
     keep = np.flatnonzero(~attempted)
     attack = ~pd.Series(labels[keep]).str.lower().isin(normal).to_numpy()
     return CaptureTable(name=day, frame=frame.iloc[keep].reset_index(drop=True), labels=labels[keep], attack=attack,
-                        timestamp=ts[keep], files=tuple(p[0] for p in parts), ignore=CIC_IGNORE,
+                        timestamp=ts[keep], files=tuple(p.path for p in parts), ignore=CIC_IGNORE,
                         dropped={"raw": len(labels), "attempted_dropped": int(attempted.sum()),
-                                 "timestamps_to_pm": sum(p[4] for p in parts)})
+                                 "timestamps_to_pm": sum(p.to_pm for p in parts)})
 
 
 register(Source("cicids2017", read_cicids2017, CIC_BUDGETS, Subsample.RELEASED, CIC_LAYOUT,

@@ -16,6 +16,7 @@ they have not been checked against the distributed files here.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,9 @@ def capture_files(root: Path) -> dict[str, Path]:
     return found
 
 
-def read_litnet(root: Path) -> list[CaptureTable]:
-    return [read_capture(name, path) for name, path in capture_files(root).items()]
+def read_litnet(root: Path) -> Iterator[CaptureTable]:
+    """The per-attack-type captures under `root`, each read when asked for."""
+    return (read_capture(name, path) for name, path in capture_files(root).items())
 
 
 def read_capture(name: str, path: Path) -> CaptureTable:

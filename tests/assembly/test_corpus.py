@@ -160,12 +160,13 @@ def test_bad_files_are_refused_in_one_line_naming_the_file(week, tmp_path, edit,
     assert sorted(p.name for p in root.rglob("*")) == before  # nothing written
 
 
-@pytest.mark.parametrize("kw, words", [({"budgets": {"Monday": 361}}, "budget 361 records is above the 360"),
-                                       ({"scale": 1e-6}, "empty after its budget")])
+@pytest.mark.parametrize("kw, words", [({"budgets": {"Monday": 361}}, "capture 'Monday' (Monday-WorkingHours"
+                                                                      ".pcap_ISCX.csv): budget 361 records is above"),
+                                       ({"scale": 1e-6}, "empty after its budget (0 records")])
 def test_bad_budgets_are_refused_in_one_line_naming_the_capture(week, kw, words):
     with pytest.raises(DatasetError) as e:
         build_corpus("cicids2017", week[1], **kw)
-    assert words in str(e.value) and "Monday" in str(e.value) and "\n" not in str(e.value)
+    assert words in str(e.value) and "--scale" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_rule_and_feature_set_names_parse_or_list_the_valid_ones():
