@@ -171,20 +171,18 @@ def assemble(tables: Iterable[CaptureTable], budgets: dict[str, int], *, scale: 
         raise DatasetError(f"{identity.get('root', '')}: no records of capture(s) {', '.join(missing)} (found: "
                            f"{', '.join(seen) or 'none'}; {identity.get('layout', '')})")
     cut_tables.sort(key=lambda ts: (int(ts[0].timestamp.min()), ts[0].name))
-    tables, stats = [t for t, _ in cut_tables], [s for _, s in cut_tables]
-    kept = [np.arange(t.n) for t in tables]
+    tables, stats = [t for t, _ in cut_tables], [s for _, s in cut_tables]  # each table: its kept rows, in order
     columns = feature_columns(tables, features)
-    X = np.concatenate([_matrix(t, rows, columns[i]) for i, (t, rows) in enumerate(zip(tables, kept))])
+    X = np.concatenate([_matrix(t, cols) for t, cols in zip(tables, columns)])
     non_finite = apply_non_finite(X, NonFinite.RELEASED)
-    labels = np.concatenate([t.labels[r] for t, r in zip(tables, kept)]).astype(str)
-    names, label = np.unique(labels, return_inverse=True)
-    y = np.concatenate([t.attack[r] for t, r in zip(tables, kept)]).astype(np.int8)
-    capture = np.concatenate([np.full(len(r), i, np.int16) for i, r in enumerate(kept)])
+    names, label = np.unique(np.concatenate([t.labels for t in tables]).astype(str), return_inverse=True)
+    y = np.concatenate([t.attack for t in tables]).astype(np.int8)
     manifest = _manifest(tables, stats, identity, rule=rule, features=features, scale=scale,
                          columns=columns[0], non_finite=non_finite)
-    return Corpus(name=name, X=X, y=y, label=label.astype(np.int16), label_names=tuple(names), capture=capture,
+    return Corpus(name=name, X=X, y=y, label=label.astype(np.int16), label_names=tuple(names),
+                  capture=np.concatenate([np.full(t.n, i, np.int16) for i, t in enumerate(tables)]),
                   captures=tuple(t.name for t in tables),
-                  timestamp=np.concatenate([t.timestamp[r] for t, r in zip(tables, kept)]).astype(np.int64),
+                  timestamp=np.concatenate([t.timestamp for t in tables]).astype(np.int64),
                   record_id=np.arange(len(y), dtype=np.int64), feature_names=tuple(columns[0]), manifest=manifest)
 
 
@@ -273,12 +271,11 @@ def _suite_columns(t: CaptureTable) -> list[str]:
     return [found[f] for f in FEATURES]
 
 
-def _matrix(t: CaptureTable, rows: np.ndarray, columns: list[str]) -> np.ndarray:
+def _matrix(t: CaptureTable, columns: list[str]) -> np.ndarray:
     import pandas as pd
 
-    sub = t.frame.iloc[rows][columns]
-    return np.column_stack([pd.to_numeric(sub[c], errors="coerce").to_numpy(np.float64) for c in columns]) \
-        if len(columns) else np.empty((len(rows), 0))
+    # the suite set may name a column parsed as text (a stray value): coerced, and the cell counted as non-finite
+    return np.column_stack([pd.to_numeric(t.frame[c], errors="coerce").to_numpy(np.float64) for c in columns])
 
 
 def apply_non_finite(X: np.ndarray, policy: NonFinite) -> dict:
