@@ -179,7 +179,7 @@ def assemble(tables: Iterable[CaptureTable], budgets: dict[str, int], *, scale: 
     y = np.concatenate([t.attack for t in tables]).astype(np.int8)
     manifest = _manifest(tables, stats, identity, rule=rule, features=features, scale=scale,
                          columns=columns[0], non_finite=non_finite)
-    return Corpus(name=name, X=X, y=y, label=label.astype(np.int16), label_names=tuple(names),
+    return Corpus(name=name, X=X, y=y, label=label.astype(np.int16), label_names=tuple(str(v) for v in names),
                   capture=np.concatenate([np.full(t.n, i, np.int16) for i, t in enumerate(tables)]),
                   captures=tuple(t.name for t in tables),
                   timestamp=np.concatenate([t.timestamp for t in tables]).astype(np.int64),

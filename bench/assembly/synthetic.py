@@ -1,8 +1,10 @@
 """Synthetic capture files for the stream-assembly study: a CICIDS2017-format week and a LITNET-2020-format trio.
 
-The week (`generate`) is five TrafficLabelling CSV files, Monday–Friday, with the columns and quirks of the real
-ones (`Flow ID`, ` Source IP`, … ` Timestamp` as d/m/Y H:M, the 77 flow features with `Fwd Header Length` twice,
-` Label`, cp1252 en dash in the web-attack label, `inf`/`NaN` rates in a few rows). Its day structure follows the
+The week (`generate`) is five CICIDS2017 CSV files, Monday–Friday: TrafficLabelling files by default, with the
+columns and quirks of the real ones (`Flow ID`, ` Source IP`, … ` Timestamp` as d/m/Y H:M, the 77 flow features with `Fwd Header Length` twice,
+` Label`, cp1252 en dash in the web-attack label, `inf`/`NaN` rates in a few rows), or the same records in the
+improved release's format (`Release.IMPROVED`: `<day>.csv`, 91 columns, ISO timestamps, `Attempted Category`), the
+one the paper read. Its day structure follows the
 paper's corpus: a benign Monday, mid-week days whose attacks come early in the day, a dense Friday. Scale K sets the
 size exactly: every minute of a day holds K records of one class, laid out by `DAY_LAYOUT` (minutes of benign or
 attack traffic from 9:00, in file order), and each day holds 6/5 of its budget, the released budgets × K/1000
@@ -22,6 +24,7 @@ each file is written atomically, `synthetic.json` last.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,9 +118,64 @@ def _traffic_labelling(day, X, label, minute, rng, pd):
     return out
 
 
-def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
-    """Write the synthetic week under root/TrafficLabelling/ (one CSV per day) and root/synthetic.json; returns
-    root. K ≥ 1 (an integer): 1600·K records in the corpus."""
+class Release(enum.Enum):
+    """Which CICIDS2017 file format the synthetic week is written in."""
+
+    TRAFFIC_LABELLING = "traffic-labelling"  # TrafficLabelling/<Day>-WorkingHours.pcap_ISCX.csv, 85 columns
+    IMPROVED = "improved"  # improved/<day>.csv as the improved (Engelen et al.) release, 91 columns
+
+
+# The improved release's columns in order (its CICFlowMeter-4 names; 84 numeric once the released build drops id,
+# the identities and Attempted Category).
+IMPROVED_COLUMNS = (
+    "id", "Flow ID", "Src IP", "Src Port", "Dst IP", "Dst Port", "Protocol", "Timestamp", "Flow Duration",
+    "Total Fwd Packet", "Total Bwd packets", "Total Length of Fwd Packet", "Total Length of Bwd Packet",
+    *(f"{d} Packet Length {s}" for d in ("Fwd", "Bwd") for s in ("Max", "Min", "Mean", "Std")),
+    "Flow Bytes/s", "Flow Packets/s", *(f"Flow IAT {s}" for s in ("Mean", "Std", "Max", "Min")),
+    *(f"{d} IAT {s}" for d in ("Fwd", "Bwd") for s in ("Total", "Mean", "Std", "Max", "Min")),
+    "Fwd PSH Flags", "Bwd PSH Flags", "Fwd URG Flags", "Bwd URG Flags", "Fwd RST Flags", "Bwd RST Flags",
+    "Fwd Header Length", "Bwd Header Length", "Fwd Packets/s", "Bwd Packets/s",
+    *(f"Packet Length {s}" for s in ("Min", "Max", "Mean", "Std", "Variance")),
+    *(f"{f} Flag Count" for f in ("FIN", "SYN", "RST", "PSH", "ACK", "URG", "CWR", "ECE")),
+    "Down/Up Ratio", "Average Packet Size", "Fwd Segment Size Avg", "Bwd Segment Size Avg",
+    *(f"{d} {s}" for d in ("Fwd", "Bwd") for s in ("Bytes/Bulk Avg", "Packet/Bulk Avg", "Bulk Rate Avg")),
+    "Subflow Fwd Packets", "Subflow Fwd Bytes", "Subflow Bwd Packets", "Subflow Bwd Bytes", "FWD Init Win Bytes",
+    "Bwd Init Win Bytes", "Fwd Act Data Pkts", "Fwd Seg Size Min",
+    *(f"{k} {s}" for k in ("Active", "Idle") for s in ("Mean", "Std", "Max", "Min")), "ICMP Code", "ICMP Type",
+    "Total TCP Flow Time", "Label", "Attempted Category",
+)
+
+
+def _improved(frame, day: str, rng):
+    """The TrafficLabelling frame of one day rewritten in the improved release's format."""
+    import pandas as pd
+
+    from bench.tabular.cic import canonical
+
+    raw = frame.rename(columns=lambda c: c.strip())
+    raw = raw.loc[:, ~raw.columns.duplicated()]  # the improved release does not repeat Fwd Header Length
+    n = len(raw)
+    source = {canonical(c): c for c in IMPROVED_COLUMNS if canonical(c) is not None}  # 2017 name -> improved name
+    out = {improved: raw[name].to_numpy() for name, improved in source.items() if name in raw.columns}
+    out.update({"id": np.arange(1, n + 1), "Flow ID": raw["Flow ID"], "Src IP": raw["Source IP"],
+                "Src Port": raw["Source Port"], "Dst IP": raw["Destination IP"], "Protocol": raw["Protocol"],
+                "Fwd RST Flags": 0, "Bwd RST Flags": 0, "ICMP Code": -1, "ICMP Type": -1,
+                "Total TCP Flow Time": np.abs(raw["Flow Duration"].to_numpy())})
+    minute = pd.to_datetime(raw["Timestamp"], format="%d/%m/%Y %H:%M")
+    within = raw.groupby(raw["Timestamp"]).cumcount().to_numpy()  # microseconds: one record per µs in a minute
+    out["Timestamp"] = (minute + pd.to_timedelta(within, unit="us")).dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+    label = raw["Label"].str.replace("\u2013", "-", regex=False)
+    out["Label"] = label
+    out["Attempted Category"] = np.where(label.str.contains(" - Attempted"), 1, -1)
+    return pd.DataFrame({c: out[c] for c in IMPROVED_COLUMNS})
+
+
+def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0,
+             release: Release = Release.TRAFFIC_LABELLING) -> Path:
+    """Write the synthetic week under root/ (one CSV per day: TrafficLabelling/<Day>-WorkingHours.pcap_ISCX.csv, or
+    improved/<day>.csv) and root/synthetic.json; returns root. K ≥ 1 (an integer): 1600·K records in the corpus.
+    Both releases hold the same records; the improved one's timestamps add one microsecond per record within a
+    minute."""
     if int(K) != K or K < 1:
         raise ConfigError(f"K={K}: expected a positive integer (the synthetic stream's scale)")
     root = Path(root)
@@ -125,9 +183,14 @@ def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0) -> Path:
     mixer = Mixer(rng)
     for day in DAY_LAYOUT:
         frame = _day_frame(day, int(K), mixer, rng, separation)
-        with atomic_path(root / "TrafficLabelling" / f"{day}-WorkingHours.pcap_ISCX.csv") as tmp:
-            frame.to_csv(tmp, index=False, encoding="cp1252", float_format="%.6g", na_rep="NaN")
+        if release is Release.IMPROVED:
+            path, frame, encoding = root / "improved" / f"{day.lower()}.csv", _improved(frame, day, rng), "utf-8"
+        else:
+            path, encoding = root / "TrafficLabelling" / f"{day}-WorkingHours.pcap_ISCX.csv", "cp1252"
+        with atomic_path(path) as tmp:
+            frame.to_csv(tmp, index=False, encoding=encoding, float_format="%.6g", na_rep="NaN")
     record = {"generator": "bench.assembly.synthetic", "version": VERSION, "seed": seed, "K": K,
+              "release": release.value,
               "separation": separation, "budgets": budgets(int(K)), "scale": K / 1000,
               "layout": {d: [(("attack" if b.attack else "benign"), b.minutes) for b in bl]
                          for d, bl in DAY_LAYOUT.items()}}

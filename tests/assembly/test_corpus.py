@@ -213,3 +213,18 @@ def test_released_rule_reproduces_the_archived_corpus_counts():
     eligible = sum(n for n, _, _ in archived.values())
     bias = 100 * attacks / kept - 100 * sum(a for _, a, _ in archived.values()) / eligible
     assert round(bias, 4) == -2.1464
+
+
+def test_improved_release_gives_the_84_released_features_and_the_same_records(week, tmp_path):
+    from bench.assembly.synthetic import Release, generate
+
+    root = generate(tmp_path / "improved", K=1, seed=1, release=Release.IMPROVED)  # week[1]'s seed
+    improved = build_corpus("cicids2017", root, scale=0.001)
+    assert improved.X.shape == (1600, 84)
+    assert {"Src Port", "Dst Port", "Protocol", "ICMP Code", "Total TCP Flow Time"} <= set(improved.feature_names)
+    assert not {"id", "Attempted Category", "Label", "Timestamp"} & set(improved.feature_names)
+    suite = {r: build_corpus("cicids2017", p, scale=0.001, features=FeatureSet.SUITE)
+             for r, p in (("improved", root), ("traffic", week[1]))}
+    assert np.array_equal(suite["improved"].y, suite["traffic"].y)
+    assert np.array_equal(suite["improved"].X, suite["traffic"].X)
+    assert improved.manifest["captures"][2]["attempted_dropped"] == 2
