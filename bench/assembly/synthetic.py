@@ -68,22 +68,12 @@ def budgets(K: int) -> dict[str, int]:
 
 
 def _day_frame(day: str, K: int, mixer: Mixer, rng: np.random.Generator, separation: float):
-    import pandas as pd
-
     layout = DAY_LAYOUT[day]
-    n_att = K * sum(b.minutes for b in layout if b.attack)
-    n_ben = K * sum(b.minutes for b in layout if not b.attack)
-    x, labels = mixer.day(day, n_ben, n_att, separation, rng)
-    pools = {False: iter(x[labels == "BENIGN"]), True: iter(x[labels != "BENIGN"])}
-    rows, attack, minute = [], [], []
-    m = 0
-    for block in layout:
-        for _ in range(block.minutes * K):
-            rows.append(next(pools[block.attack]))
-        attack += [block.attack] * (block.minutes * K)
-        minute += list(np.repeat(np.arange(m, m + block.minutes), K))
-        m += block.minutes
-    X, attack, minute = np.array(rows), np.array(attack), np.array(minute)
+    attack = np.concatenate([np.full(b.minutes * K, b.attack) for b in layout])  # file order
+    minute = np.arange(len(attack)) // K
+    x, labels = mixer.day(day, int((~attack).sum()), int(attack.sum()), separation, rng)
+    X = np.empty_like(x)
+    X[~attack], X[attack] = x[labels == "BENIGN"], x[labels != "BENIGN"]  # each class's draws in their order
     label = np.where(attack, ATTACK_LABEL.get(day, ""), "BENIGN").astype(object)
     if day in ATTEMPTED:  # dropped by the build: inserted before the first attack record, same minute
         text, per_k = ATTEMPTED[day]
@@ -91,10 +81,12 @@ def _day_frame(day: str, K: int, mixer: Mixer, rng: np.random.Generator, separat
         X = np.insert(X, at, X[at:at + per_k * K], axis=0)
         label = np.insert(label, at, [text] * (per_k * K))
         minute = np.insert(minute, at, [minute[at]] * (per_k * K))
-    return _traffic_labelling(day, X, label, minute, rng, pd)
+    return _traffic_labelling(day, X, label, minute, rng)
 
 
-def _traffic_labelling(day, X, label, minute, rng, pd):
+def _traffic_labelling(day, X, label, minute, rng):
+    import pandas as pd
+
     n = len(label)
     stamp = [f"{DATES[day]} {9 + m // 60}:{m % 60:02d}" for m in range(int(minute.max()) + 1)]
     src = [f"192.168.10.{i}" for i in range(1, 51)]
