@@ -162,6 +162,19 @@ def _improved(frame, day: str, rng):
     return pd.DataFrame({c: out[c] for c in IMPROVED_COLUMNS})
 
 
+def write_csv(path: Path, frame, encoding: str, header: bool = True, chunk: int = 20_000) -> None:
+    """Write `frame` as CSV atomically, floats as %.6g and non-finite ones as CICIDS2017 writes them (Infinity,
+    NaN). One %-format per row rather than pandas' per-cell float formatting (about 5× faster on a million rows)."""
+    fmt = ",".join("%.6g" if k.kind == "f" else "%d" if k.kind in "iub" else "%s" for k in frame.dtypes)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding=encoding, newline="") as f:
+        if header:
+            f.write(",".join(map(str, frame.columns)) + "\n")
+        for start in range(0, len(frame), chunk):
+            rows = frame.iloc[start:start + chunk].itertuples(index=False, name=None)
+            text = "".join(fmt % row + "\n" for row in rows)
+            f.write(text.replace(",inf", ",Infinity").replace(",nan", ",NaN"))
+
+
 def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0,
              release: Release = Release.TRAFFIC_LABELLING) -> Path:
     """Write the synthetic week under root/ (one CSV per day: TrafficLabelling/<Day>-WorkingHours.pcap_ISCX.csv, or
@@ -179,8 +192,7 @@ def generate(root, K: int = 1, seed: int = 0, separation: float = 8.0,
             path, frame, encoding = root / "improved" / f"{day.lower()}.csv", _improved(frame, day, rng), "utf-8"
         else:
             path, encoding = root / "TrafficLabelling" / f"{day}-WorkingHours.pcap_ISCX.csv", "cp1252"
-        with atomic_path(path) as tmp:
-            frame.to_csv(tmp, index=False, encoding=encoding, float_format="%.6g", na_rep="NaN")
+        write_csv(path, frame, encoding)
     record = {"generator": "bench.assembly.synthetic", "version": VERSION, "seed": seed, "K": K,
               "release": release.value,
               "separation": separation, "budgets": budgets(int(K)), "scale": K / 1000,
@@ -245,8 +257,7 @@ def generate_litnet(root, K: int = 1, seed: int = 0, separation: float = 8.0) ->
     mixer = Mixer(rng)
     for name, (file, *_rest) in LITNET_CAPTURES.items():
         frame = _litnet_frame(name, int(K), mixer, rng, separation)
-        with atomic_path(root / file) as tmp:
-            frame.to_csv(tmp, index=False, header=False, float_format="%.6g")
+        write_csv(root / file, frame, "utf-8", header=False)
     record = {"generator": "bench.assembly.synthetic:generate_litnet", "version": VERSION, "seed": seed, "K": K,
               "budgets": litnet_budgets(int(K)), "tail": LITNET_TAIL * K}
     write_text_atomic(root / "synthetic.json", json.dumps(record, indent=2) + "\n")
