@@ -211,6 +211,17 @@ def _numeric(col: pd.Series) -> np.ndarray:
     return pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
 
 
+def read_labelled(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """One CIC CSV file as the readers read it (encoding from its byte-order mark, else cp1252; column names stripped
+    of spaces; every column kept) and its `Label` texts cleaned as the readers clean them. For readers that need
+    columns the harmonised schema drops (ports, protocol: the stream-assembly corpus's released feature set)."""
+    raw = _read_csv(Path(path))
+    raw.columns = [str(c).strip() for c in raw.columns]
+    if "Label" not in raw.columns:
+        raise DatasetError(f"{path}: no 'Label' column (columns: {', '.join(list(raw.columns)[:8])} …)")
+    return raw, _clean_labels(raw["Label"].to_numpy())
+
+
 def _clean_labels(values) -> np.ndarray:
     """Label texts with the web attacks' en dash (WEB_ATTACK_DASH) as "-" and whitespace collapsed; an empty
     cell is ""."""
