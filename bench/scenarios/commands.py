@@ -19,13 +19,19 @@ PENDING = "ste.pending"  # in the STE folder while submitted STE jobs are outsta
 
 
 def register(sub) -> None:
-    # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
-    from bench.config import ImageInputs, RunConfig, add_setting_options
-    from bench.datasets import names
-
     p = sub.add_parser("scenarios", help="scenario extraction: single-task experts, difficulty orderings, "
                                          "Spearman agreement, the multi-dataset stream, manifests")
     cmds = p.add_subparsers(dest="scenarios_command", required=True)
+    _register_ste(cmds)
+    _register_rank(cmds)
+    _register_multi(cmds)
+    _register_manifest_commands(cmds)
+
+
+def _register_ste(cmds) -> None:
+    # Only light imports here: this runs for every `python -m bench` command (the runner checks the backbone).
+    from bench.config import ImageInputs, RunConfig, add_setting_options
+    from bench.datasets import names
 
     q = cmds.add_parser("ste", help="one single-task NCL run per concept × method, collected into ste.csv")
     q.add_argument("--dataset", required=True, choices=names("image"))
@@ -55,6 +61,8 @@ def register(sub) -> None:
                    help="with --cluster slurm|local|debug: print the sbatch parameters and the runs; submit nothing")
     q.set_defaults(func=cmd_ste)
 
+
+def _register_rank(cmds) -> None:
     q = cmds.add_parser("rank", help="orderings, ordering tables (Tables 9-13), Spearman (Table 8), manifest")
     q.add_argument("--ste", type=Path, required=True, help="STE table CSV: dataset,concept,method,backbone,roc_auc")
     q.add_argument("--out", type=Path, help="folder for the tables (default: the STE table's folder)")
@@ -63,6 +71,8 @@ def register(sub) -> None:
     q.add_argument("--force", action="store_true", help="replace a manifest that came from another source")
     q.set_defaults(func=cmd_rank)
 
+
+def _register_multi(cmds) -> None:
     q = cmds.add_parser("multi", help="select the multi-dataset stream and write data/scenarios/multi.json")
     q.add_argument("--ste", type=Path, help="STE table of several datasets (default: the datasets' manifests)")
     q.add_argument("--datasets", help=f"comma-separated (default: {','.join(INCLAD_DATASETS)}, or all in --ste)")
@@ -72,6 +82,10 @@ def register(sub) -> None:
     q.add_argument("--out", type=Path, default=Path("outputs/multi/scenarios"), help="folder for the table")
     q.add_argument("--force", action="store_true", help="replace a manifest that came from another source")
     q.set_defaults(func=cmd_multi)
+
+
+def _register_manifest_commands(cmds) -> None:
+    from bench.datasets import names
 
     for name, func, text in (("index", cmd_index, "write the file lists (+ SHA-256) of the data at --root into "
                                                    "the dataset's manifest"),
