@@ -24,16 +24,21 @@ DEFAULT_DATASET = "synthetic"  # the offline benchmark (generated when missing),
 def register(sub) -> None:
     """The `bench tabular` commands. Every option with a default or choices is built from where that value lives
     (bench.tabular.options: a setting field, a dataclass field, a ParamTable, the registry): none is typed twice."""
-    from bench.config import RunConfig, TabularInputs
-    from bench.tabular import options as opt
-    from bench.tabular import detectors, discovery, synthetic
-    from bench.tabular.discovery import DEFAULT_CANDIDATE, DISCOVERY
-    from bench.tabular.filtering import FRAMEWORK
-    from bench.tabular.synthetic import SYNTHETIC_ROOT, generate
-
     p = sub.add_parser("tabular", help="the CAD scenario-construction framework on tabular data (CIC datasets, "
                                        "synthetic): record index, STE matrices, FC1-FC5, orderings, W, Borda")
     cmds = p.add_subparsers(dest="tabular_command", required=True)
+    _register_synthetic(cmds)
+    _register_index(cmds)
+    _register_ste(cmds)
+    _register_run(cmds)
+    _register_scenarios(cmds)
+
+
+def _register_synthetic(cmds) -> None:
+    from bench.config import RunConfig
+    from bench.tabular import options as opt
+    from bench.tabular import synthetic
+    from bench.tabular.synthetic import SYNTHETIC_ROOT, generate
 
     q = cmds.add_parser("synthetic", help="write the synthetic tabular benchmark (CICIDS2017 CSV format)")
     q.add_argument("--out", type=Path, default=SYNTHETIC_ROOT, help=f"folder (default: {SYNTHETIC_ROOT})")
@@ -43,12 +48,19 @@ def register(sub) -> None:
     opt.parameter_option(q, generate, "n_anomal", "attack records per capture day", flag="--n-anomalous")
     q.set_defaults(func=cmd_synthetic)
 
+
+def _register_index(cmds) -> None:
     q = cmds.add_parser("index", help="read, clean, discover tasks, split, scale → record index folder")
     _data_args(q)
     _candidate_args(q)
     _discovery_preset(q)
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_index)
+
+
+def _register_ste(cmds) -> None:
+    from bench.config import RunConfig
+    from bench.tabular import options as opt
 
     q = cmds.add_parser("ste", help="one model's STE matrix on a record index (a cross-evaluation run file)")
     q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
@@ -60,6 +72,11 @@ def register(sub) -> None:
     q.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter")
     q.add_argument("--max-steps", type=int, help="stop after K experts; the same command resumes")
     q.set_defaults(func=cmd_ste)
+
+
+def _register_run(cmds) -> None:
+    from bench.config import RunConfig, TabularInputs
+    from bench.tabular import options as opt
 
     q = cmds.add_parser("run", help="one continual run on a record index (the continual runner, tabular track)")
     q.add_argument("--index", type=Path, required=True, help="record index folder (`bench tabular index`)")
@@ -82,6 +99,13 @@ def register(sub) -> None:
     q.add_argument("--out", type=Path, help="result file (default outputs/<result set>/runs/<run name>.h5)")
     q.add_argument("--max-steps", type=int, help="stop after K tasks; the same command resumes")
     q.set_defaults(func=cmd_run)
+
+
+def _register_scenarios(cmds) -> None:
+    from bench.tabular import options as opt
+    from bench.tabular import detectors, discovery
+    from bench.tabular.discovery import DEFAULT_CANDIDATE, DISCOVERY
+    from bench.tabular.filtering import FRAMEWORK
 
     q = cmds.add_parser("scenarios", help="the whole chain: candidates, STE matrices, filtering, orderings, "
                                           "W, selection, Borda, release (data.csv, orderings.json, manifest)")
