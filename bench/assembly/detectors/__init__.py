@@ -34,9 +34,10 @@ class DetectorSpec:
     kind: records.Kind
     factory: Callable[..., object]  # factory(**params) -> detector; params = a preset's dict (+ seed if seeded)
     presets: dict[str, dict] = field(default_factory=lambda: {"released": {}})
-    batch_dependent: bool = False  # a score depends on the other records of its batch (ECOD)
+    batch_dependent: bool = False  # a record's raw score depends on the other records of its batch (ECOD)
     seeded: bool = False  # factory takes `seed`
     branches: tuple[str, ...] = ()  # StreamScores.branches every call returns
+    source: str = ""  # where the released settings come from (or why there are none)
 
     def params(self, preset: str = "released", **overrides) -> dict:
         if preset not in self.presets:
@@ -89,6 +90,43 @@ def batch_record(ids) -> records.BatchRecord:
     order scored)."""
     ids = np.ascontiguousarray(ids, dtype="<i8")
     return records.BatchRecord(size=int(ids.shape[0]), ids_sha256=hashlib.sha256(ids.tobytes()).hexdigest())
+
+
+class BatchDetector:
+    """Base of the batch detectors: fitted on benign training rows, scoring a batch. `minmax` rescales each
+    batch's scores to [0, 1] by its own min and max, as the released code did (a rank-preserving map, so AP
+    and AUC are unchanged, but a score's value then depends on its batch)."""
+
+    kind = records.Kind.BATCH
+    name = ""
+
+    def __init__(self, minmax: bool = False):
+        self.minmax = minmax
+
+    def fit(self, X_train) -> BatchDetector:
+        X_train = check_records(X_train, self.name)
+        if X_train.shape[0] < 2:
+            raise DatasetError(f"{self.name}: needs at least 2 training records, got {X_train.shape[0]}")
+        self.n_features_ = X_train.shape[1]
+        self._fit(X_train)
+        return self
+
+    def score(self, X_batch) -> np.ndarray:
+        raw = np.asarray(self._score(check_records(X_batch, self.name, self.n_features_)), np.float64)
+        if not self.minmax:
+            return raw
+        lo, hi = float(raw.min()), float(raw.max())
+        return np.zeros_like(raw) if hi <= lo else (raw - lo) / (hi - lo)
+
+    @staticmethod
+    def batch_record(ids) -> records.BatchRecord:
+        return batch_record(ids)
+
+    def _fit(self, X: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
 
 def _discover() -> None:

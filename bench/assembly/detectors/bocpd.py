@@ -315,4 +315,6 @@ def chi2_cdf(stat: np.ndarray, d: int) -> np.ndarray:
 register(DetectorSpec(
     name="bocpd", label="Truncated BOCPD", kind=records.Kind.ONLINE, factory=TruncatedBocpd,
     presets={"released": {}, "corrected_reset": {"prior_predictive_reset": True}},
-    batch_dependent=False, seeded=False, branches=BRANCHES))
+    batch_dependent=False, seeded=False, branches=BRANCHES,
+    source="released src/bocpd/truncated_bocpd.py: TruncatedBOCPDConfig defaults (hazard 0.001, cap 500, floor "
+           "1e-4, warm-up 30); corrected_reset = its prior_predictive_reset=True"))
