@@ -85,7 +85,7 @@ def _run_chunk(X, lp, counts, means, m2, gmean, gm2, scal, hazard, floor, warmup
     log_1mh = math.log1p(-hazard)
     nll = np.empty(cap)
     q, prod, eacc = np.empty(cap), np.empty(cap), np.empty(cap, np.int64)
-    inv_denom, inv_count = np.empty(cap), np.empty(cap)
+    inv_denom, inv_count, work = np.empty(cap), np.empty(cap), np.empty(cap)
     for t in range(X.shape[0]):
         x = X[t]
         n_seen, n_runs, head = scal[0], scal[1], scal[2]
@@ -99,7 +99,7 @@ def _run_chunk(X, lp, counts, means, m2, gmean, gm2, scal, hazard, floor, warmup
         if reset and n_seen < 2:
             prior_nll = nll[head]  # released: before two records the reset uses run 0's predictive
         new_runs, new_head = min(n_runs + 1, cap), (head + 1) % cap
-        _update_posterior(lp, nll, n_runs, new_head, log_h, log_1mh, reset, prior_nll)
+        _update_posterior(lp, nll, n_runs, new_head, log_h, log_1mh, reset, prior_nll, work)
         short = 0.0
         for i in range(min(new_runs, n_short + 1)):
             short += math.exp(lp[(new_head - i) % cap])
@@ -199,34 +199,22 @@ def _score_and_learn_runs(x, counts, means, m2, n_runs, floor, nll, q, prod, eac
 
 
 @_jit
-def _update_posterior(lp, nll, n_runs, new_head, log_h, log_1mh, reset, prior_nll):
+def _update_posterior(lp, nll, n_runs, new_head, log_h, log_1mh, reset, prior_nll, work):
     """The run-length posterior after x, normalised, in place: growth lp[s] + log(1 − h) − nll[s] stays in slot s;
     the reset goes to `new_head`, which at the cap is the slot of the longest run (dropped: truncation before
-    normalisation, as released). Released reset: log h + logsumexp(lp − nll) over every old run, taken here from
-    the growth terms' exponentials (the same sum scaled by (1 − h)), so each run costs one exp, not two.
-    Corrected reset: log h + logsumexp(lp) − nll_prior(x)."""
-    cp = 0.0
-    if reset:
-        cp = _logsumexp(lp, n_runs) + log_h - prior_nll
-    top = -math.inf
+    normalisation, as released). Released reset: logsumexp(lp + log h − nll) over every old run; corrected:
+    logsumexp(lp + log h) − nll_prior(x). Each term is formed as the released code forms it: with the raw
+    features' log-likelihoods in the 1e9s, their last bits decide P(r ≤ 5) at the 1e-8 level."""
+    for s in range(n_runs):
+        work[s] = lp[s] + log_h - (0.0 if reset else nll[s])
+    cp = _logsumexp(work, n_runs) - (prior_nll if reset else 0.0)
     for s in range(n_runs):
         lp[s] = lp[s] + log_1mh - nll[s]
-        top = max(top, lp[s])
-    dropped = new_head if n_runs == lp.shape[0] else -1
-    kept, gone = 0.0, 0.0
-    for s in range(n_runs):
-        e = math.exp(lp[s] - top)
-        if s == dropped:
-            gone = e
-        else:
-            kept += e
-    if not reset:
-        cp = log_h - log_1mh + top + math.log(kept + gone)
-    top2 = max(top, cp)
-    norm = top2 + math.log(math.exp(cp - top2) + kept * math.exp(top - top2))
-    for s in range(n_runs):
+    lp[new_head] = cp  # at the cap this overwrites the longest run's growth: truncation before normalising
+    n_new = min(n_runs + 1, lp.shape[0])
+    norm = _logsumexp(lp, n_new)
+    for s in range(n_new):
         lp[s] -= norm
-    lp[new_head] = cp - norm
 
 
 @_jit
