@@ -94,6 +94,7 @@ def _bocpd_child(n: int, n_ref: int) -> dict:
             "ours_rec_per_s": round(ours_rate), "ours_below_cap_rec_per_s": round(_CAP / (t1 - t0)),
             "reference_rec_per_s": round(ref_rate, 1), "speedup": round(ours_rate / ref_rate, 1),
             "max_abs_diff": float(np.abs(ref_scores - ours[:n_ref]).max()),
+            "scores_match": bool(np.abs(ref_scores - ours[:n_ref]).max() <= 1e-9),
             "est_1_6M_records_min": round(1.6e6 / ours_rate / 60, 1), "peak_rss_mb": round(peak_rss_mb())}
 
 
