@@ -13,7 +13,9 @@ from bench.assembly import records
 from bench.assembly.detectors import SPECS, batch_record, get
 from bench.errors import CheckpointError, ConfigError
 
-SMALL_HST = {"n_trees": 4, "height": 5, "window_size": 40}
+SMALL_HST = get("hst").quick
+ONLINE = [n for n, s in SPECS.items() if s.kind is records.Kind.ONLINE]
+BATCH = [n for n, s in SPECS.items() if s.kind is records.Kind.BATCH]
 
 
 def _stream(n=700, d=6, seed=5):
@@ -47,6 +49,32 @@ def test_registry_lists_every_detector_once_with_a_released_preset():
     assert all("released" in s.presets and s.source for s in SPECS.values())
     with pytest.raises(ConfigError, match="valid: bocpd, ecod, hst, iforest, lof"):
         get("kitnet")
+
+
+@pytest.mark.parametrize("name", ONLINE)
+def test_online_contract_chunks_and_checkpoints_change_nothing(name):
+    spec = get(name)
+    X = _stream(n=400)
+    whole = spec.create("released", seed=3, **spec.quick).score_learn(X)
+    assert whole.score.shape == (400,) and whole.score.dtype == np.float64
+    assert set(whole.branches) == set(spec.branches)
+    det = spec.create("released", seed=3, **spec.quick)
+    head = det.score_learn(X[:150])
+    state = det.state_dict()
+    assert all(isinstance(v, np.ndarray) and v.dtype != object for v in state.values())
+    rest = spec.create("released", seed=3, **spec.quick).load_state_dict(state).score_learn(X[150:])
+    np.testing.assert_array_equal(np.concatenate([head.score, rest.score]), whole.score)
+
+
+@pytest.mark.parametrize("name", BATCH)
+def test_batch_contract(name):
+    spec = get(name)
+    train, R, _, _ = _batches()
+    det = spec.create("released", seed=0, **spec.quick)
+    assert det.fit(train) is det
+    scores = det.score(R)
+    assert scores.shape == (len(R),) and scores.dtype == np.float64 and np.isfinite(scores).all()
+    assert det.batch_record(np.arange(len(R))).size == len(R)
 
 
 def test_hst_equals_river():

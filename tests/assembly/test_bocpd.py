@@ -109,6 +109,17 @@ def test_a_fresh_state_round_trips_and_a_foreign_one_is_refused():
         get("bocpd").create("corrected_reset").load_state_dict(det.state_dict())
 
 
+def test_chi2_cdf_is_scipys():
+    from scipy.stats import chi2
+
+    from bench.assembly.detectors.bocpd import chi2_cdf
+
+    stat = np.random.default_rng(0).gamma(2.0, 40.0, size=2000)
+    for d in (1, 8, 84):
+        np.testing.assert_allclose(chi2_cdf(stat, d), chi2.cdf(stat, df=d), rtol=0, atol=1e-15)
+    assert chi2_cdf(np.array([-1.0]), 8)[0] == 0.0  # not computed (warm-up)
+
+
 def test_bad_input_and_settings_are_one_line_errors():
     det = TruncatedBocpd()
     det.score_learn(np.zeros((3, 4)))

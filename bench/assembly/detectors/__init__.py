@@ -38,6 +38,8 @@ class DetectorSpec:
     seeded: bool = False  # factory takes `seed`
     branches: tuple[str, ...] = ()  # StreamScores.branches every call returns
     source: str = ""  # where the released settings come from (or why there are none)
+    quick: dict = field(default_factory=dict)  # overrides that make it small enough for a smoke test
+
 
     def params(self, preset: str = "released", **overrides) -> dict:
         if preset not in self.presets:

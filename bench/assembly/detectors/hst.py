@@ -134,6 +134,6 @@ def _trees_from_arrays(state, n_trees: int, height: int) -> list:
 register(DetectorSpec(
     name="hst", label="Half-Space Trees", kind=records.Kind.ONLINE, factory=HalfSpaceTrees,
     presets={"released": {"n_trees": 25, "height": 15, "window_size": 250}},
-    batch_dependent=False, seeded=True, branches=(),
+    batch_dependent=False, seeded=True, branches=(), quick={"n_trees": 4, "height": 5, "window_size": 40},
     source="released src/baselines/hst.py: river MinMaxScaler + HalfSpaceTrees(n_trees=25, height=15, "
            "window_size=250, seed)"))
