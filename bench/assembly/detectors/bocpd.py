@@ -224,7 +224,9 @@ def _logsumexp(a, n):
         top = max(top, a[s])
     acc = 0.0
     for s in range(n):
-        acc += math.exp(a[s] - top)
+        z = a[s] - top
+        if z > -746.0:  # below, exp is exactly 0.0 in float64: skip the call (raw features put most runs there)
+            acc += math.exp(z)
     return top + math.log(acc)
 
 
