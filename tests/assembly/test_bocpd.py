@@ -127,6 +127,8 @@ def test_bad_input_and_settings_are_one_line_errors():
         det.score_learn(np.zeros((2, 5)))
     with pytest.raises(DatasetError, match="non-finite"):
         TruncatedBocpd().score_learn(np.array([[0.0, np.nan]]))
+    with pytest.raises(DatasetError, match="overflow"):
+        TruncatedBocpd().score_learn(np.array([[0.0, 1e200]]))
     with pytest.raises(ConfigError, match="hazard"):
         TruncatedBocpd(hazard=1.5)
     with pytest.raises(ConfigError, match="preset"):

@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 
 from bench.assembly import records
 from bench.assembly.detectors import DetectorSpec, check_records, register
-from bench.errors import CheckpointError, ConfigError
+from bench.errors import CheckpointError, ConfigError, DatasetError
 
 BRANCHES = ("tail", "short_run", "p_reset")
 
@@ -62,6 +62,7 @@ class BocpdConfig:
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _LN2 = math.log(2.0)
+_MAX_ABS = 1e150  # squares (and sums of 10^6 squares) stay finite, so every variance has a finite exponent
 # numba compiles each function at its first call and caches the machine code on disk (next to this file, or in
 # the user's cache when that is read-only); the functions take and return plain arrays and numbers.
 # error_model="numpy": a float division by zero gives inf as in numpy, and no per-division check blocks SIMD.
@@ -255,6 +256,9 @@ class TruncatedBocpd:
 
     def score_learn(self, X) -> records.StreamScores:
         X = check_records(X, "bocpd", None if self._state is None else self._state["gmean"].shape[0])
+        if X.size and np.abs(X).max() > _MAX_ABS:
+            raise DatasetError(f"bocpd: a value of magnitude {np.abs(X).max():.3g} exceeds {_MAX_ABS:.0e}: its "
+                               "squared deviations would overflow float64")
         if self._state is None:
             self._state = self._allocate(X.shape[1])
         m, d, c, st = X.shape[0], X.shape[1], self.config, self._state
