@@ -133,3 +133,5 @@ def test_bad_input_and_settings_are_one_line_errors():
         TruncatedBocpd(hazard=1.5)
     with pytest.raises(ConfigError, match="preset"):
         get("bocpd").create("nope")
+    with pytest.raises(ConfigError, match="parameter 'hazzard'"):
+        get("bocpd").create("released", hazzard=0.1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,10 +41,14 @@ class DetectorSpec:
     source: str = ""  # where the released settings come from (or why there are none)
     quick: dict = field(default_factory=dict)  # overrides that make it small enough for a smoke test
 
-
     def params(self, preset: str = "released", **overrides) -> dict:
         if preset not in self.presets:
             raise choice_error(f"{self.name} preset", preset, self.presets)
+        accepted = inspect.signature(self.factory).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):  # **params: the detector checks them
+            for key in overrides:
+                if key not in set(accepted) - {"seed"}:
+                    raise choice_error(f"{self.name} parameter", key, set(accepted) - {"seed"})
         return {**self.presets[preset], **overrides}
 
     def create(self, preset: str = "released", seed: int | None = None, **overrides):

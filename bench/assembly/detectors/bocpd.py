@@ -24,7 +24,7 @@ multiplied). χ²_d's CDF is the regularised lower incomplete gamma, gammainc(d/
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numba
 import numpy as np
@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 
 from bench.assembly import records
 from bench.assembly.detectors import DetectorSpec, check_records, register
-from bench.errors import CheckpointError, ConfigError, DatasetError
+from bench.errors import CheckpointError, ConfigError, DatasetError, choice_error
 
 BRANCHES = ("tail", "short_run", "p_reset")
 
@@ -245,6 +245,10 @@ class TruncatedBocpd:
     kind = records.Kind.ONLINE
 
     def __init__(self, **params):
+        known = {f.name for f in fields(BocpdConfig)}
+        for key in params:
+            if key not in known:
+                raise choice_error("bocpd parameter", key, known)
         self.config = BocpdConfig(**params)
         self._state: dict[str, np.ndarray] | None = None  # allocated at the first record (d is known then)
 
