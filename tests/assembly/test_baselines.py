@@ -5,6 +5,9 @@ records as {"f0": ..., ...}, score_one before learn_one)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
@@ -79,12 +82,15 @@ def test_batch_contract(name):
 
 def test_hst_equals_river():
     """At a smaller size than released (25 trees of height 15 hold 1.6 million nodes: minutes here); the wrapper
-    passes its settings to river unchanged, and the released ones are pinned below."""
+    passes its settings to river unchanged, and the released ones are pinned below. Two references: the river
+    installed here, and river 0.22.0 (the released pin; fixtures/hst_river022.json, its `source`)."""
     assert get("hst").presets["released"] == {"n_trees": 25, "height": 15, "window_size": 250}
-    settings = {"n_trees": 10, "height": 8, "window_size": 100}
+    released_river = json.loads((Path(__file__).parent / "fixtures" / "hst_river022.json").read_text())
+    settings = released_river["settings"]
     X = _stream()
-    ours = get("hst").create("released", seed=7, **settings).score_learn(X)
+    ours = get("hst").create("released", seed=released_river["seed"], **settings).score_learn(X)
     np.testing.assert_array_equal(ours.score, _river_scores(_river(7, **settings), X))
+    np.testing.assert_allclose(ours.score, released_river["score"], rtol=0, atol=1e-12)
     assert ours.score[:100].max() == 0.0 and ours.score[100:].max() > 0.5  # river scores 0 in its first window
 
 
