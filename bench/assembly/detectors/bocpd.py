@@ -134,7 +134,7 @@ def _tail_stat(x, gmean, gm2, count, floor):
 
 @_jit
 def _prior_nll(x, gmean, gm2, count, floor):
-    """−log of a diagonal Student-t, ν = 2, squared scale 2 σ²_global (the NIG prior predictive with κ0 = α0 = 1)."""
+    """−log of a diagonal Student-t, ν = 2, squared scale 2 σ²_global (NIG prior predictive, κ0 = α0 = 1)."""
     nu = 2.0
     c = math.lgamma((nu + 1.0) / 2.0) - math.lgamma(nu / 2.0)
     total = 0.0
