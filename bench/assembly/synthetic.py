@@ -10,7 +10,7 @@ size exactly: every minute of a day holds K records of one class, laid out by `D
 attack traffic from 9:00, in file order), and each day holds 6/5 of its budget, the released budgets × K/1000
 (`budgets`; build with `scale=K/1000`). The released per-class rule then keeps the first 5/6 of each class (every
 class size is a multiple of 6K, every stride is 1), so the corpus, its 1600·K records and every split count of its
-arms follow from `DAY_LAYOUT` by hand (docs/assembly-streams.md derives them; at K = 1000 they are the paper's:
+arms follow from `DAY_LAYOUT` by hand (docs/assembly.md derives them; at K = 1000 they are the paper's:
 held-out 240,000 records, 78,000 of them in both arms' held-out slices). Wednesday also holds 2·K
 "DoS Hulk - Attempted" records, which the build drops.
 

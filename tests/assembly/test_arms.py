@@ -1,5 +1,5 @@
 """Arms, the permutation check, the positional split, and the sample-accounting identities of the synthetic week,
-derived by hand from its construction (bench.assembly.synthetic.DAY_LAYOUT; docs/assembly-streams.md)."""
+derived by hand from its construction (bench.assembly.synthetic.DAY_LAYOUT; docs/assembly.md)."""
 
 from __future__ import annotations
 

@@ -33,6 +33,8 @@ def test_correctness_figures_hold(quick):
     assert res["passes"]["passes_per_image"] == 1
     assert res["padim_task"]["max_rel_diff"] < 1e-4  # batched PaDiM = per-location loop
     assert res["patchcore_task"]["image_auc"] >= 0.9
+    assert res["assembly_bocpd"]["scores_match"] is True  # the compiled scorer = the released arithmetic
+    assert res["assembly_build_audit"]["records"] > 0 and 0 < res["assembly_build_audit"]["overlap"]
 
 
 @pytest.mark.slow
