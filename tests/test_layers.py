@@ -28,6 +28,9 @@ LAYERS = (
     {"bench.image", "bench.tabular"},
     # services over result files and runs
     {"bench.report"},
+    # the stream-assembly study (its corpus, arms, detectors, runs and report): above the reports whose helpers its
+    # page reuses, below hpc, which submits its runs
+    {"bench.assembly"},
     {"bench.hpc"},
     {"bench.scenarios"},
     # tools and the command line

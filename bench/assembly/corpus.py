@@ -11,116 +11,24 @@ prevalence, the prevalence bias the budget step introduces, the rule, the featur
 Canonical order: captures in date order (their first timestamp), each capture's kept records sorted by timestamp
 with a stable sort of (kept attacks in file order, then kept benign records in file order), as released: rows of
 one class that share a timestamp keep their file order, and at a shared timestamp attacks come first.
+
+The sources' registry and the named choices live in bench.assembly.sources; they are importable from here too, as
+the corpus's own vocabulary.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
 
+from bench.assembly import cicids2017, litnet  # noqa: F401 (each registers its source)
 from bench.assembly.records import Corpus
-from bench.errors import ConfigError, DatasetError, choice_error
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-class Subsample(enum.Enum):
-    """How a capture is cut to its budget.
-
-    RELEASED (the paper's build): per class (attack / benign), keep = round(n_class · budget / n_capture), stride =
-    max(1, n_class // keep), the first `keep` of the class's rows[::stride]. Whenever a capture keeps more than half
-    of its records, every class's stride is 1 and the rule keeps the HEAD of each class (its first `keep` rows in file
-    order) rather than a spread over the capture: the paper's retentions (64–93 % per day) are all in that range.
-    The manifest records each class's stride and whether the head was kept.
-    EVEN: per class, `keep` rows evenly spaced over the whole class (row floor(i · n_class / keep), i < keep).
-    HEAD: the first `budget` records of the capture in file order (the released LITNET-2020 build)."""
-
-    RELEASED = "released"
-    EVEN = "even"
-    HEAD = "head"
-
-
-class FeatureSet(enum.Enum):
-    """RELEASED: every numeric column of the files but the label and the identity columns the released build drops
-    (84 on the improved CICIDS2017 files, ports and protocol included; 80 on TrafficLabelling files, whose columns
-    differ). SUITE: the suite's harmonised CICIDS2017 features (bench.tabular.cic.FEATURES, 77)."""
-
-    RELEASED = "released"
-    SUITE = "suite"
-
-
-class NonFinite(enum.Enum):
-    RELEASED = "released"  # ±inf → NaN → 0, as the released loader's prepare_xy does
-
-
-ATTEMPTED = " - Attempted"
-
-
-@dataclass(frozen=True)
-class CaptureTable:
-    """One capture as a reader returns it: its eligible records in file order (rows the source's build drops, such
-    as CICIDS2017's " - Attempted" rows, already removed and counted in `dropped`)."""
-
-    name: str
-    frame: pd.DataFrame  # every column of the files, eligible rows, file order
-    labels: np.ndarray  # object [n], the cleaned label texts
-    attack: np.ndarray  # bool [n]
-    timestamp: np.ndarray  # int64 [n], ns since the epoch
-    files: tuple[Path, ...]
-    ignore: tuple[str, ...] = ()  # columns never features (identity columns, labels)
-    dropped: dict = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return int(self.attack.shape[0])
-
-
-@dataclass(frozen=True)
-class Source:
-    """A registered corpus source: how its captures are read, and its released budgets and rule."""
-
-    name: str
-    read: Callable[[Path], Iterable[CaptureTable]]  # captures one at a time, in any order
-    budgets: dict[str, int]  # released per-capture budgets (captures not named here are not used by default)
-    rule: Subsample
-    layout: str  # what the reader expects at the root (errors and docs quote it)
-    feature_sets: tuple[FeatureSet, ...] = (FeatureSet.RELEASED,)
-
-
-SOURCES: dict[str, Source] = {}
-
-
-def register(source: Source) -> Source:
-    if source.name in SOURCES:
-        raise ConfigError(f"corpus source {source.name!r} is registered twice")
-    SOURCES[source.name] = source
-    return source
-
-
-def source(name: str) -> Source:
-    if name not in SOURCES:
-        raise choice_error("corpus source", name, SOURCES)
-    return SOURCES[name]
-
-
-def subsample(name: str) -> Subsample:
-    """The rule called `name` (a CLI or grid value); ConfigError listing the valid ones."""
-    try:
-        return Subsample(name)
-    except ValueError:
-        raise choice_error("subsampling rule", name, [r.value for r in Subsample]) from None
-
-
-def feature_set(name: str) -> FeatureSet:
-    try:
-        return FeatureSet(name)
-    except ValueError:
-        raise choice_error("feature set", name, [f.value for f in FeatureSet]) from None
+from bench.assembly.sources import (ATTEMPTED, SOURCES, CaptureTable, FeatureSet, NonFinite, Source,  # noqa: F401
+                                    Subsample, feature_set, register, source, subsample)
+from bench.errors import ConfigError, DatasetError
 
 
 def build_corpus(name: str, root, *, scale: float = 1.0, rule: Subsample | None = None,
@@ -306,109 +214,3 @@ def _manifest(tables, stats, identity, *, rule, features, scale, columns, non_fi
         "prevalence_bias_pp": prev_k - prev_e,
         "order": "captures in date order; within each, a stable timestamp sort of (kept attacks, kept benign)",
     }
-
-
-# ---- CICIDS2017 -------------------------------------------------------------------------------------------------
-
-CIC_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
-CIC_BUDGETS = {"Monday": 300_000, "Tuesday": 300_000, "Wednesday": 350_000, "Thursday": 300_000, "Friday": 350_000}
-# columns the released build drops before taking every numeric one (the improved files' `id`, identities), and
-# columns that are never features
-CIC_IGNORE = ("id", "Flow ID", "Src IP", "Dst IP", "Source IP", "Destination IP", "Attempted Category", "Label",
-              "Timestamp")
-CIC_LAYOUT = ("CICIDS2017 TrafficLabelling/<Day>-WorkingHours….pcap_ISCX.csv or the improved release's "
-              "<day>.csv files (monday.csv …), each with Timestamp and Label columns")
-
-
-def cic_day(path: Path) -> str:
-    """The capture day a CICIDS2017 file holds, from its name; DatasetError for any other file."""
-    word = path.stem.split("-")[0].split("_")[0].capitalize()
-    if word not in CIC_DAYS:
-        raise DatasetError(f"{path}: not a CICIDS2017 capture file (expected {CIC_LAYOUT})")
-    return word
-
-
-def cic_timestamps(text: np.ndarray, path: Path) -> tuple[np.ndarray, int]:
-    """(int64 ns, how many moved to the afternoon) of one file's Timestamp texts: d/m/Y H:M[:S] through the suite's
-    12-hour-clock repair (bench.tabular.cic.cicids2017_clock), else any of its TIMESTAMP_FORMATS (the improved
-    files' ISO texts). DatasetError naming the file for an empty or unparseable text."""
-    import pandas as pd
-
-    from bench.tabular.cic import cicids2017_clock, parse_timestamps
-
-    raw = pd.Series(np.asarray(text, dtype=str)).str.strip()
-    empty = (raw == "") | (raw.str.lower() == "nan")
-    if empty.any():
-        raise DatasetError(f"{path}: {int(empty.sum())} record(s) without a Timestamp (first at data row "
-                           f"{int(np.flatnonzero(empty)[0])}); the assembly orders records by time")
-    moved = 0
-    if raw.str.contains("/").all():
-        iso, moved = cicids2017_clock(raw.to_numpy())
-        lost = iso == ""
-        if lost.any():
-            raise DatasetError(f"{path}: {int(lost.sum())} Timestamp text(s) not d/m/Y H:M[:S], e.g. "
-                               f"{raw[lost].iloc[0]!r}")
-        stamp = pd.to_datetime(pd.Series(iso), format="%Y-%m-%dT%H:%M:%S")
-    else:
-        stamp = parse_timestamps(raw.to_numpy(), path)
-    return stamp.to_numpy().astype("datetime64[ns]").astype(np.int64), moved
-
-
-def read_cicids2017(root: Path) -> Iterator[CaptureTable]:
-    """One CaptureTable per day found under `root` (files of one day concatenated in name order), " - Attempted"
-    rows dropped and counted, labels checked against the dataset's known labels; a day is read when asked for."""
-    files = sorted(p for p in Path(root).rglob("*") if p.suffix.lower() == ".csv") if Path(root).is_dir() else []
-    if not files:
-        raise DatasetError(f"{root}: no CSV files (expected {CIC_LAYOUT})")
-    by_day: dict[str, list[Path]] = {}
-    for path in files:
-        by_day.setdefault(cic_day(path), []).append(path)
-    return (_read_cic_day(day, paths) for day, paths in by_day.items())
-
-
-@dataclass(frozen=True)
-class _CicFile:
-    path: Path
-    frame: pd.DataFrame
-    labels: np.ndarray
-    timestamp: np.ndarray
-    to_pm: int  # timestamps the 12-hour-clock repair moved to the afternoon
-
-
-def _read_cic_day(day: str, paths: list[Path]) -> CaptureTable:
-    import pandas as pd
-
-    from bench.tabular.cic import NORMAL_LABELS, check_labels, read_labelled
-
-    parts = []
-    for path in paths:
-        raw, labels = read_labelled(path)
-        if "Timestamp" not in raw.columns:
-            raise DatasetError(f"{path}: no Timestamp column (MachineLearningCVE files carry none; the assembly "
-                               f"needs {CIC_LAYOUT})")
-        check_labels(pd.Series(labels), pd.Series([path.name] * len(labels)), "cicids2017")
-        ts, moved = cic_timestamps(raw["Timestamp"].to_numpy(), path)
-        parts.append(_CicFile(path, raw, labels, ts, moved))
-    return _cic_table(day, parts, NORMAL_LABELS)
-
-
-def _cic_table(day: str, parts: list[_CicFile], normal: set) -> CaptureTable:
-    import pandas as pd
-
-    frame = pd.concat([p.frame for p in parts], ignore_index=True)
-    labels = np.concatenate([p.labels for p in parts]).astype(object)
-    ts = np.concatenate([p.timestamp for p in parts])
-    attempted = pd.Series(labels).str.contains(ATTEMPTED, regex=False).to_numpy()
-    keep = np.flatnonzero(~attempted)
-    attack = ~pd.Series(labels[keep]).str.lower().isin(normal).to_numpy()
-    return CaptureTable(name=day, frame=frame.iloc[keep].reset_index(drop=True), labels=labels[keep], attack=attack,
-                        timestamp=ts[keep], files=tuple(p.path for p in parts), ignore=CIC_IGNORE,
-                        dropped={"raw": len(labels), "attempted_dropped": int(attempted.sum()),
-                                 "timestamps_to_pm": sum(p.to_pm for p in parts)})
-
-
-register(Source("cicids2017", read_cicids2017, CIC_BUDGETS, Subsample.RELEASED, CIC_LAYOUT,
-                (FeatureSet.RELEASED, FeatureSet.SUITE)))
-
-
-from bench.assembly import litnet  # noqa: E402,F401  (registers the LITNET-2020 source)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.assembly.corpus import CaptureTable, FeatureSet, Source, Subsample, register
+from bench.assembly.sources import CaptureTable, FeatureSet, Source, Subsample, register
 from bench.errors import DatasetError
 
 _START = ("ts_year", "ts_month", "ts_day", "ts_hour", "ts_min", "ts_second")
