@@ -77,3 +77,30 @@ class BatchRecord:
 
     size: int
     ids_sha256: str
+
+
+@dataclass(frozen=True)
+class ScoredStream:
+    """One detector's scores over one arm of a corpus: what an assembly run file holds and every analysis reads.
+    Position i is the i-th record the arm presents; `rows[i]` is its corpus row (record identity across arms)."""
+    corpus: str  # the corpus's name
+    corpus_sha256: str  # manifest digest of the corpus (bench.assembly.corpus.manifest_sha256)
+    arm: str
+    detector: str
+    preset: str
+    seed: int
+    kind: Kind
+    rows: np.ndarray  # int64 [n], corpus rows in stream order
+    y: np.ndarray  # int8 [n], 1 = attack, in stream order
+    bounds: tuple[int, int]  # (i_tr, i_va): train [0, i_tr), validation [i_tr, i_va), test [i_va, n)
+    score: np.ndarray  # float64 [n]; online: every record, scored before it is learned; batch: NaN outside its batch
+    branches: dict[str, np.ndarray] = field(default_factory=dict)  # name -> float64 [n], same positions as score
+    batch: BatchRecord | None = None  # batch detectors: the batch the scored positions formed
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+    def test(self) -> slice:
+        """The held-out slice's positions."""
+        return slice(self.bounds[1], self.n)
