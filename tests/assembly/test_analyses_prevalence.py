@@ -49,7 +49,6 @@ def test_the_redraw_rule():
 
 def test_thinning_below_and_above_the_arms_prevalence():
     below = pv.resample(Y, "5", 11)
-    i_tr, i_va = records.SplitRule().bounds(len(Y))
     assert ((Y[below.positions] == 0).sum()) == (Y == 0).sum()  # below: every benign record kept
     above = pv.resample(Y, "64", 11)
     assert (Y[above.positions] == 1).sum() <= Y.sum() and len(above.positions) < len(Y)

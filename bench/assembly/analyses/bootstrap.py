@@ -77,6 +77,7 @@ def _sort(y: np.ndarray, scores: list[np.ndarray]) -> _Sorted:
 
 @numba.njit(cache=True, nogil=True)
 def _counts(starts_row, m, block, out):
+    """How many times each record occurs in one resample: a difference array over the blocks, summed."""
     out[:] = 0
     for j in range(starts_row.shape[0]):
         length = min(block, m - j * block)
@@ -89,19 +90,10 @@ def _counts(starts_row, m, block, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _ap_auc(order, ys, new_group, w):
-    """AP (sklearn's step sum) and AUC-ROC (ties ½) of one scorer under record weights w."""
+def _ap_auc(order, ys, new_group, w, P, N):
+    """AP (sklearn's step sum over distinct thresholds) and AUC-ROC (ties ½) of one scorer under record
+    multiplicities w, with P and N the weighted positives and negatives."""
     m = order.shape[0]
-    P = 0.0
-    N = 0.0
-    for i in range(m):
-        c = w[order[i]]
-        if ys[i] == 1:
-            P += c
-        else:
-            N += c
-    if P == 0.0 or N == 0.0:
-        return np.nan, np.nan
     tp = 0.0
     fp = 0.0
     tp_prev = 0.0
@@ -127,18 +119,28 @@ def _ap_auc(order, ys, new_group, w):
     return ap / P, auc / (P * N)
 
 
-@numba.njit(cache=True, nogil=True)
-def _resample_all(starts, m, block, order, ys, new_group, out):
-    counts = np.empty(m + 1, np.int64)
-    w = np.empty(m, np.float64)
-    for b in range(starts.shape[0]):
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _resample_all(starts, m, block, y, order, ys, new_group, out):
+    """Every resample (in parallel: each writes its own column of `out`, so the result does not depend on the
+    number of threads), every scorer."""
+    for b in numba.prange(starts.shape[0]):
+        counts = np.empty(m + 1, np.int32)
         _counts(starts[b], m, block, counts)
+        P = 0.0
+        N = 0.0
         for i in range(m):
-            w[i] = counts[i]
+            if y[i] == 1:
+                P += counts[i]
+            else:
+                N += counts[i]
         for k in range(order.shape[0]):
-            a, r = _ap_auc(order[k], ys[k], new_group[k], w)
-            out[k, 0, b] = a
-            out[k, 1, b] = r
+            if P == 0.0 or N == 0.0:
+                out[k, 0, b] = np.nan
+                out[k, 1, b] = np.nan
+            else:
+                a, r = _ap_auc(order[k], ys[k], new_group[k], counts, P, N)
+                out[k, 0, b] = a
+                out[k, 1, b] = r
 
 
 def _check(y, scores: dict[str, np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -162,7 +164,7 @@ def statistics(y, scores: dict[str, np.ndarray], block: int, resamples: int = RE
     starts = block_starts(len(y), block, resamples, seed)
     srt = _sort(y, arrays)
     out = np.empty((len(arrays), 2, resamples))
-    _resample_all(starts, len(y), block, srt.order, srt.y, srt.new_group, out)
+    _resample_all(starts, len(y), block, y, srt.order, srt.y, srt.new_group, out)
     return {name: {"ap": out[k, 0], "auc": out[k, 1]} for k, name in enumerate(scores)}
 
 
