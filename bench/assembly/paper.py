@@ -202,3 +202,53 @@ def comparability(manifest: dict, rule: records.SplitRule, detectors: list[Detec
             out.append(Mismatch(Reason.DETECTOR, f"{d.name}: preset {d.preset} {d.params} against released "
                                                  f"{released}"))
     return Comparability(tuple(out))
+
+
+# ------------------------------------------------------------------ identities at any scale
+
+PAPER_RECORDS = 1_600_000  # the paper's CICIDS2017 corpus
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A quantity of the assembly audit that a corpus with the paper's structure reproduces at any scale (the
+    synthetic week: every count scales with its records), beside the paper's value."""
+
+    quantity: str
+    ours: float
+    ours_at_paper_scale: float  # ours × 1,600,000 / our records (shares and flags unscaled)
+    paper: float
+    paper_cell: str
+    holds: bool
+
+
+def _identity(quantity: str, ours: float, scale: float, cell: str, cells: dict, tol: float = 0.5) -> Identity:
+    scaled = ours * scale
+    return Identity(quantity, ours, scaled, cells[cell], cell, abs(scaled - cells[cell]) <= tol)
+
+
+def identities(audit) -> tuple[Identity, ...]:
+    """The paper's split sizes, overlap and dilution identities (§5.2) against a two-arm CICIDS2017-shaped audit
+    (`bench.assembly.audit.AssemblyAudit` with a timestamp / day-round-robin pair)."""
+    cells = {c.cell: c.value for c in load("assembly_text.csv")}
+    if not audit.pairs:
+        raise BenchError("identities: the audit holds no pair of arms over the whole corpus")
+    pair = audit.pairs[0]
+    arm_b = next(a for a in audit.arms if a.arm == pair.arm_b)
+    n = sum(arm_b.records)
+    scale = PAPER_RECORDS / n
+    test = arm_b.composition[2]  # [captures, (records, attacks)] of b's held-out slice
+    attack_free = int(test[test[:, 1] == 0, 0].sum())
+    return (
+        _identity("held-out records per arm", pair.heldout_a, scale, "id.held_out", cells),
+        _identity("records both arms hold out", pair.overlap, scale, "id.shared", cells),
+        _identity("shared share of a held-out slice", float(pair.overlap_share), 1.0, "id.shared_share", cells, 5e-7),
+        _identity("attack-free captures' rows in the round robin's held-out slice", attack_free, scale,
+                  "id.rr_attack_free_rows", cells),
+    )
+
+
+def identity_frame(rows: tuple[Identity, ...]):
+    import pandas as pd
+
+    return pd.DataFrame([r.__dict__ for r in rows])

@@ -89,3 +89,15 @@ def test_every_reason_is_listed():
                          paper.Reason.NON_FINITE, paper.Reason.SPLIT, paper.Reason.DETECTOR)
     synthetic = paper.comparability({"capture_identity": {"source": "synthetic"}}, records.SplitRule())
     assert synthetic.reasons == (paper.Reason.CORPUS,)
+
+
+def test_the_synthetic_week_reproduces_the_papers_identities_at_any_scale():
+    from bench.assembly import arms, audit
+    from bench.assembly.perf import stand_in
+
+    c = stand_in(1600)
+    a = audit.audit(c, [arms.make_arm(c, "timestamp"), arms.make_arm(c, "day_round_robin")])
+    rows = paper.identities(a)
+    assert [r.holds for r in rows] == [True] * 4
+    assert rows[1].ours == 78 and rows[1].ours_at_paper_scale == 78_000
+    assert len(paper.identity_frame(rows)) == 4
