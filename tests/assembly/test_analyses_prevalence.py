@@ -71,9 +71,10 @@ def test_sweep_reports_the_achieved_chance_level_and_both_lifts():
         rng = np.random.default_rng(len(y))
         return scored_stream(sub.name, sub.rows, y, records.SplitRule().bounds(len(y)), y + rng.normal(0, 1, len(y)))
 
-    cells = pv.sweep(arm, Y, ["f"], score, levels=("5", pv.NATURAL), seeds=(11, 23))
+    cells = pv.sweep(arm, Y, ["f"], score, levels=("5", pv.NATURAL), seeds=(11, 23), resamples=50)
     t = pv.tables(cells)
     d = t["prevalence_draws"]
     assert len(d) == 4 and (d["ap"] > d["chance"]).all()
     np.testing.assert_allclose(d["normalised_lift"], (d["ap"] - d["chance"]) / (1 - d["chance"]))
     assert set(t["prevalence_levels"]["level"]) == {"5", pv.NATURAL}
+    assert ((d["ap_lo"] <= d["ap"]) & (d["ap"] <= d["ap_hi"])).all()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.assembly import records
-from bench.assembly.analyses import metrics
+from bench.assembly.analyses import bootstrap, metrics
 from bench.errors import ConfigError
 
 NATURAL = "natural"
@@ -132,6 +132,7 @@ class LevelCell:
     draw: Draw
     scorer: str
     value: metrics.Scored  # on the resampled held-out slice; its prevalence is the chance level
+    intervals: bootstrap.SliceBootstrap | None = None  # AP / AUC intervals on that slice (the paper had none)
 
 
 # (resampled arm, scorer name) -> its ScoredStream (a fresh run on the resampled stream)
@@ -140,7 +141,9 @@ Score = Callable[[records.Arm, str], records.ScoredStream]
 
 def sweep(arm: records.Arm, y_arm, scorers: list[str], score: Score, *, levels=RELEASED_LEVELS,
           seeds=RELEASED_SEEDS, rule: records.SplitRule = records.SplitRule(),
-          tolerance_pp: float = RELEASED_TOLERANCE_PP) -> tuple[LevelCell, ...]:
+          tolerance_pp: float = RELEASED_TOLERANCE_PP, resamples: int = 0) -> tuple[LevelCell, ...]:
+    """Every (level, seed) draw of the arm scored by every scorer; `resamples` > 0 adds block-bootstrap
+    intervals of each cell's AP and AUC on its resampled held-out slice."""
     cells = []
     for level in levels:
         for seed in seeds:
@@ -149,7 +152,9 @@ def sweep(arm: records.Arm, y_arm, scorers: list[str], score: Score, *, levels=R
             for name in scorers:
                 s = score(sub, name)
                 te = s.test()
-                cells.append(LevelCell(d, name, metrics.scored(s.y[te], s.score[te])))
+                boot = bootstrap.bootstrap_slice(f"prevalence|{level}|{seed}|{name}", s.y[te], {name: s.score[te]},
+                                                 resamples=resamples) if resamples else None
+                cells.append(LevelCell(d, name, metrics.scored(s.y[te], s.score[te]), boot))
     return tuple(cells)
 
 
@@ -163,6 +168,10 @@ def tables(cells: tuple[LevelCell, ...]) -> dict:
              "achieved_train": c.draw.achieved[0], "achieved_validation": c.draw.achieved[1],
              "chance": c.draw.chance, "scorer": c.scorer, "ap": c.value.ap, "lift": c.value.lift,
              "normalised_lift": c.value.normalised_lift, "auc": c.value.auc} for c in cells]
+    for row, c in zip(rows, cells):
+        if c.intervals is not None:
+            ap_iv = next(v for v in c.intervals.values if v.metric == "ap").intervals[c.intervals.rule.primary]
+            row.update(ap_lo=ap_iv.lo, ap_hi=ap_iv.hi, block=c.intervals.rule.primary)
     draws = pd.DataFrame(rows)
     if draws.empty:
         return {"prevalence_draws": draws, "prevalence_levels": draws}
