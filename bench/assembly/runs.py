@@ -194,6 +194,8 @@ class PreparedRun:
     spec: RunSpec
     run_key: str
     out: Path
+    chunk: int = CHUNK  # records per detector call
+    checkpoint_every: int = CHECKPOINT_EVERY  # records between checkpoints of an online run
 
     @property
     def name(self) -> str:
@@ -213,11 +215,13 @@ def prepare(spec: RunSpec, runs_dir: Path | None = None, out: Path | None = None
     return PreparedRun(spec, key, Path(out))
 
 
-def execute(run: PreparedRun, *, log: Callable[[str], None] = print, chunk: int = CHUNK,
-            checkpoint_every: int = CHECKPOINT_EVERY, on_chunk: Callable[[int], None] | None = None) -> Path:
-    """Execute `run` into its file; a complete file with its key is skipped. `on_chunk(k)` is called after the
-    k-th chunk of an online run has been scored (and checkpointed when due): tests interrupt a run there."""
+def execute(run: PreparedRun, *, log: Callable[[str], None] = print, chunk: int | None = None,
+            checkpoint_every: int | None = None, on_chunk: Callable[[int], None] | None = None) -> Path:
+    """Execute `run` into its file; a complete file with its key is skipped. `chunk` and `checkpoint_every` default
+    to the run's. `on_chunk(k)` is called after the k-th chunk of an online run has been scored (and checkpointed
+    when due): tests interrupt a run there."""
     spec = run.spec
+    chunk, checkpoint_every = chunk or run.chunk, checkpoint_every or run.checkpoint_every
     corpus, sha = load_corpus(spec.corpus)
     key = spec.run_key(sha)
     if key != run.run_key:
