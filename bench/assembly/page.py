@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import jinja2
+import numpy as np
 import pandas as pd
 
 from bench.assembly import audit as audit_mod
@@ -31,13 +32,13 @@ def _num(v, digits: int = 4) -> dict:
     if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
         return cell("–", None, "num")
     if isinstance(v, float):
-        return cell(f"{v:.{digits}f}", repr(v), "num")
+        return cell(f"{v:.{digits}f}", repr(float(v)), "num")
     return cell(str(v), str(v), "num")
 
 
 def _frame_rows(df: pd.DataFrame) -> list[list[dict]]:
-    return [[_num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else cell(str(v)) for v in row]
-            for row in df.itertuples(index=False)]
+    return [[_num(v) if isinstance(v, (int, float, np.integer)) and not isinstance(v, (bool, np.bool_))
+             else cell(str(v)) for v in row] for row in df.itertuples(index=False)]
 
 
 def overview(df: pd.DataFrame) -> dict:
