@@ -184,6 +184,40 @@ def load_corpus(spec: CorpusSpec) -> tuple[Corpus, str]:
     return _CORPORA[key]
 
 
+@dataclass(frozen=True)
+class CorpusFacts:
+    """What planning needs of a corpus without holding it: its manifest digest, captures and size."""
+
+    sha256: str
+    captures: tuple[str, ...]
+    records: int
+    features: int
+
+
+def corpus_facts(spec: CorpusSpec, cache_dir: Path | None = None) -> CorpusFacts:
+    """The corpus's facts, from `cache_dir/<spec digest>.json` while the root's files keep their paths, sizes and
+    modification times (so `make status` of a 1.6-million-record grid does not rebuild the corpus), else built.
+    A run always builds its corpus and checks its key against it (`execute`), so a stale entry cannot pass."""
+    spec.check()
+    fingerprint = [list(f) for f in _fingerprint(spec.root)]
+    name = hashlib.sha256(json.dumps(spec.as_dict(), sort_keys=True).encode()).hexdigest()[:24]
+    path = Path(cache_dir) / f"{name}.json" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            entry = json.loads(path.read_text())
+            if entry["fingerprint"] == fingerprint:
+                return CorpusFacts(entry["sha256"], tuple(entry["captures"]), entry["records"], entry["features"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # rebuilt and rewritten below
+    corpus, sha = load_corpus(spec)
+    facts = CorpusFacts(sha, corpus.captures, corpus.n, int(corpus.X.shape[1]))
+    if path is not None:
+        from bench.io import write_text_atomic
+
+        write_text_atomic(path, json.dumps({"spec": spec.as_dict(), "fingerprint": fingerprint, **asdict(facts)}))
+    return facts
+
+
 # ---- planning and executing -------------------------------------------------------------------------------------
 
 
@@ -202,12 +236,12 @@ class PreparedRun:
         return self.out.stem
 
 
-def prepare(spec: RunSpec, runs_dir: Path | None = None, out: Path | None = None) -> PreparedRun:
-    """The run's key (the corpus is built, or reused, to learn its manifest digest) and result path
-    (`runs_dir/<run name>.h5`, or `out`)."""
+def prepare(spec: RunSpec, runs_dir: Path | None = None, out: Path | None = None,
+            cache_dir: Path | None = None) -> PreparedRun:
+    """The run's key (from the corpus's manifest digest: `corpus_facts`, cached in `cache_dir` when given) and
+    result path (`runs_dir/<run name>.h5`, or `out`)."""
     spec.check()
-    _, sha = load_corpus(spec.corpus)
-    key = spec.run_key(sha)
+    key = spec.run_key(corpus_facts(spec.corpus, cache_dir).sha256)
     if out is None:
         if runs_dir is None:
             raise ConfigError("a run needs a result path: --out FILE or a runs folder")

@@ -157,9 +157,10 @@ def expand_assembly(grid: AssemblyGrid, profile: Profile, selection: Selection, 
     if selection.backbones:
         raise ConfigError(f"{grid.path}: an assembly grid has no backbone axis (drop --backbones)")
     corpus_spec = replace(grid.corpus, root=str(assembly_root(grid, root)))
-    corpus, _ = runs.load_corpus(corpus_spec)
-    arm_names = _arms(grid, corpus, selection)
-    need_gb = round(corpus.X.nbytes * 3 / 2**30 + 1, 1)  # the corpus, an arm's copy of a chunk, the detector
+    cache = runs_dir.parent / "corpus"  # the corpus's facts while its files are unchanged: status stays quick
+    facts = runs.corpus_facts(corpus_spec, cache)
+    arm_names = _arms(grid, facts, selection)
+    need_gb = round(facts.records * facts.features * 8 * 3 / 2**30 + 1, 1)  # the corpus, its reading, the scores
     planned = []
     for model in models:
         spec = detectors.get(model)
@@ -173,7 +174,8 @@ def expand_assembly(grid: AssemblyGrid, profile: Profile, selection: Selection, 
         for arm, preset, seed in itertools.product(arm_names, presets, seeds):
             run_spec = runs.RunSpec(corpus_spec, arm, model, preset=preset, seed=seed, split=grid.split,
                                     quick=grid.models[model]["quick"])
-            run = replace(runs.prepare(run_spec, runs_dir), chunk=grid.chunk, checkpoint_every=grid.checkpoint_every)
+            run = replace(runs.prepare(run_spec, runs_dir, cache_dir=cache), chunk=grid.chunk,
+                          checkpoint_every=grid.checkpoint_every)
             planned.append(PlannedRun(run, resources))
     return planned
 

@@ -156,3 +156,20 @@ def test_missing_root_says_how_to_stage_it(tmp_path):
     spec = runs.RunSpec(runs.CorpusSpec("cicids2017", str(tmp_path / "absent")), "timestamp", "bocpd")
     with pytest.raises(DatasetError, match="stage the cicids2017 captures there"):
         runs.prepare(spec, tmp_path)
+
+
+def test_planning_reuses_the_corpus_facts_until_a_file_changes(tmp_path, monkeypatch):
+    root = generate(tmp_path / "week", K=1, seed=6)
+    first = runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
+    assert len(list((tmp_path / "corpus").glob("*.json"))) == 1
+
+    def no_build(spec):
+        raise AssertionError("the corpus was rebuilt")
+
+    monkeypatch.setattr(runs, "load_corpus", no_build)
+    again = runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
+    assert again.run_key == first.run_key
+    day = root / "TrafficLabelling" / "Friday-WorkingHours.pcap_ISCX.csv"
+    day.write_bytes(day.read_bytes().replace(b"7/7/2017 9:00", b"7/7/2017 9:01", 1))
+    with pytest.raises(AssertionError, match="rebuilt"):  # the root changed: the facts are not reused
+        runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
