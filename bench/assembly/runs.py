@@ -49,12 +49,17 @@ class CorpusSpec:
     budgets: tuple[tuple[str, int], ...] | None = None  # None: the source's released budgets
     name: str | None = None  # the corpus's name (default: the source's)
 
-    def check(self) -> None:
-        """Every named choice resolves (one line naming the setting otherwise); the root exists."""
-        src = source(self.source)
+    def check_names(self) -> None:
+        """Every named choice resolves (one line naming the setting otherwise)."""
+        source(self.source)
         if self.rule is not None:
             subsample(self.rule)
         feature_set(self.features)
+
+    def check(self) -> None:
+        """The names resolve and the root exists (one line saying how to stage or generate it otherwise)."""
+        self.check_names()
+        src = source(self.source)
         if not Path(self.root).is_dir():
             how = ("generate it with `python -m bench assembly synthetic --root DIR` or `make demo-assembly`"
                    if self.name == "synthetic" else f"stage the {self.source} captures there ({src.layout}; "

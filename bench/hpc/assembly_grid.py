@@ -58,9 +58,14 @@ def _corpus(data, path: Path):
     scale = data.get("scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise ConfigError(f"{path}: corpus scale must be a positive number, got {scale!r}")
-    return CorpusSpec(source=str(data["source"]), root="", scale=float(scale), rule=data.get("rule"),
+    spec = CorpusSpec(source=str(data["source"]), root="", scale=float(scale), rule=data.get("rule"),
                       features=data.get("features", "released"),
                       budgets=tuple(sorted(budgets.items())) if budgets else None, name=data.get("name"))
+    try:
+        spec.check_names()
+    except ConfigError as e:
+        raise ConfigError(f"{path}: corpus: {e}") from None
+    return spec
 
 
 def _split(data, path: Path):
@@ -70,7 +75,13 @@ def _split(data, path: Path):
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: split must be a mapping {{train: 0.70, validation: 0.15}}")
     check_keys(data, ("train", "validation"), path, "split")
-    return SplitRule(float(data.get("train", 0.70)), float(data.get("validation", 0.15)))
+    rule = SplitRule(data.get("train", 0.70), data.get("validation", 0.15))
+    values = (rule.train, rule.validation)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) or not (
+            0 < rule.train < 1 and 0 < rule.validation < 1 and rule.train + rule.validation < 1):
+        raise ConfigError(f"{path}: split needs train and validation fractions in (0, 1) with train + validation < "
+                          f"1 (the test segment is the rest), got {data}")
+    return SplitRule(float(rule.train), float(rule.validation))
 
 
 def _detectors(data, path: Path) -> dict:

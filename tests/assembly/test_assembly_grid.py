@@ -120,6 +120,10 @@ def test_local_executor_runs_the_grid_in_the_background(week_root, tmp_path, cap
     (None, GRID.format(detectors="[bocpd]").replace("day_round_robin", "shuffled"), "unknown arm 'shuffled'"),
     (None, GRID.format(detectors="[bocpd]").replace("name: synthetic", "name: other"), "is named 'other-assembly'"),
     (None, GRID.format(detectors="[bocpd]").replace("scale: 0.001", "scale: -1"), "scale must be a positive"),
+    (None, GRID.format(detectors="[bocpd]").replace("scale: 0.001", "scale: 0.001, rule: spread"),
+     "corpus: unknown subsampling rule 'spread'"),
+    (None, GRID.format(detectors="[bocpd]") + "split: {train: abc}\n", "split needs train and validation"),
+    (None, GRID.format(detectors="[bocpd]") + "split: {train: 0.8, validation: 0.2}\n", "train \\+ validation < 1"),
 ])
 def test_bad_grids_are_one_line(tmp_path, detectors, text, message):
     path = _grid(tmp_path, detectors or "", text)
