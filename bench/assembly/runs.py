@@ -270,6 +270,8 @@ def execute(run: PreparedRun, *, log: Callable[[str], None] = print, chunk: int 
     if held == key and store.is_complete(run.out):
         log(f"{run.out}: already complete (run key {key[:12]}); nothing to do")
         return run.out
+    if held is None and run.out.exists():
+        raise ConfigError(f"{run.out}: exists and is not an assembly run file; write the run elsewhere (--out)")
     if held is not None and held != key:
         raise ConfigError(f"{run.out}: holds run key {held[:12]}, this run's is {key[:12]} (its inputs or settings "
                           f"differ): remove the file or write the run elsewhere")

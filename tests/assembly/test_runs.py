@@ -80,6 +80,11 @@ def test_changed_corpus_input_gives_a_new_key_and_the_old_file_is_refused(tmp_pa
         runs.execute(runs.PreparedRun(new.spec, new.run_key, old.out), log=lambda _: None)
     runs.execute(new, log=lambda _: None)
     assert store.read_run(new.out).corpus_sha256 != store.read_run(old.out).corpus_sha256
+    other = tmp_path / "image-run.h5"
+    other.write_bytes(b"someone else's file")
+    with pytest.raises(ConfigError, match="exists and is not an assembly run file"):
+        runs.execute(runs.PreparedRun(new.spec, new.run_key, other), log=lambda _: None)
+    assert other.read_bytes() == b"someone else's file"
 
 
 @pytest.mark.parametrize("detector", ["bocpd", "hst"])
