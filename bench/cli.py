@@ -17,7 +17,7 @@ from bench.errors import BenchError, ConfigError, WeightsError
 
 # Modules that add their own subcommands through register(subparsers).
 COMMAND_MODULES: tuple[str, ...] = ("bench.tools.commands", "bench.report.cli", "bench.hpc.commands",
-                                    "bench.scenarios.commands", "bench.tabular.commands")
+                                    "bench.scenarios.commands", "bench.tabular.commands", "bench.assembly.commands")
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -193,6 +193,9 @@ def main(argv=None) -> int:
     warnings.formatwarning = _one_line_warning  # a broken plugin's warning while the parser lists them: one line too
     try:
         args = build_parser().parse_args(argv)
+        from bench.assembly.commands import route
+
+        args = route(args)  # `aggregate` of a stream-assembly result set is that study's (bench.report is below it)
         return args.func(args)
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

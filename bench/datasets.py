@@ -224,8 +224,14 @@ def of_result_set(result: str) -> tuple[str, str]:
     raise choice_error("result set", result, result_sets(plugins_too=True))
 
 
+# The stream-assembly study's result sets (bench.assembly, grids jobs/<name>.yaml with `track: assembly`): not a
+# continual track's, so bench.report does not aggregate them (bench.cli routes their `aggregate` to the study).
+ASSEMBLY_SETS = ("synthetic-assembly", "cicids2017-assembly", "litnet-assembly")
+
+
 def result_sets(plugins_too: bool = False) -> tuple[str, ...]:
-    """Every built-in result set: the image datasets, then the tabular ones (prefixed where the name is taken);
-    `plugins_too`: then the dataset plugins' names, sorted (metadata only, nothing imported: the CLI's choices)."""
+    """Every built-in result set of the continual tracks: the image datasets, then the tabular ones (prefixed where
+    the name is taken); `plugins_too` (the CLI's choices): then the stream-assembly study's sets and the dataset
+    plugins' names, sorted (metadata only, nothing imported)."""
     own = tuple(result_set(n, t) for t in TRACK_NAMES for n in built_in(t))
-    return own + (tuple(sorted(_plugin_names() - set(own))) if plugins_too else ())
+    return own + (ASSEMBLY_SETS + tuple(sorted(_plugin_names() - set(own))) if plugins_too else ())

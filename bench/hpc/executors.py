@@ -22,6 +22,7 @@ import submitit
 
 from bench.config import RunConfig
 from bench.errors import BenchError, ConfigError
+from bench.hpc import assembly_grid
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
 from bench.hpc.status import KEY_CHANGED
 
@@ -155,6 +156,8 @@ def make_executor(cluster: str, folder: Path, python: str):
 
 
 def job_for(planned: PlannedRun, workdir: Path) -> RunJob:
+    if assembly_grid.is_assembly_run(planned):  # a stream-assembly run is not a continual one: its own job
+        return assembly_grid.job_for(planned, workdir)
     run = planned.run
     return RunJob(run.config.to_json(), str(run.out.resolve()), run.run_key, str(workdir))
 

@@ -6,7 +6,8 @@ hyperparameters, resources). A profile says how a cluster is asked for those res
 constraint, account). Every run is prepared with `runner.prepare`, the same call `python -m bench run` makes, so
 its run key and result path are exactly the ones a local run would have.
 
-Tabular grids (`track: tabular`) are bench/hpc/tabular_grid.py's; the memory each run needs is bench/hpc/memory.py's.
+Tabular grids (`track: tabular`) are bench/hpc/tabular_grid.py's, stream-assembly grids (`track: assembly`)
+bench/hpc/assembly_grid.py's; the memory each run needs is bench/hpc/memory.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bench.hpc.gridschema import (AXES, JOBS_DIR, REPO, SHARED_KEYS, Grid, Plann
                                   Resources, Selection, check_keys, check_model_settings, filter_axis, grid_path,
                                   list_of, load_profile, load_yaml, parse_models, parse_resources, positive_int,
                                   run_device, unique_keys)
+from bench.hpc.assembly_grid import expand_assembly, load_assembly_grid
 from bench.hpc.tabular_grid import expand_tabular, load_tabular_grid
 
 
@@ -41,6 +43,8 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     data = load_yaml(path, "grid")
     if data.get("track", "image") == "tabular":
         return load_tabular_grid(dataset, path, data)
+    if data.get("track") == "assembly":
+        return load_assembly_grid(dataset, path, data)
     check_keys(data, GRID_KEYS, path, "the grid")
     if data.get("dataset") != dataset:
         raise ConfigError(f"{path}: declares dataset {data.get('dataset')!r}, expected {dataset!r}")
@@ -92,6 +96,9 @@ def expand(grid: Grid, profile: Profile, selection: Selection, root: Path, outpu
     if grid.track == "tabular":
         runs_dir = outputs / grid.dataset / "runs"
         return unique_keys(grid, expand_tabular(grid, profile, selection, models, root, runs_dir, log))
+    if grid.track == "assembly":
+        return unique_keys(grid, expand_assembly(grid, profile, selection, models, root,
+                                                 outputs / grid.dataset / "runs", log))
     for model in models:  # unimplemented models fail loudly: a silently smaller grid would go unnoticed
         try:
             get(model)

@@ -53,7 +53,7 @@ def estimate_memory(run) -> MemoryEstimate:
 def check_memory_requests(planned: list, grid) -> None:
     """Refuse (one line) a grid whose memory request is below a run's estimated peak. Tabular grids size their
     requests from the record index instead (`tabular_mem_gb`, applied when they are expanded)."""
-    if grid.track == "tabular":
+    if grid.track in ("tabular", "assembly"):  # both size their requests from their data when expanded
         return
     for p in planned:
         request = int(p.resources.mem_gb * GIB)

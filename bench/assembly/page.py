@@ -1,0 +1,108 @@
+"""The stream-assembly result set's HTML page (outputs/<set>/report/index.html), rendered with the suite's report
+template and table helpers (bench.report.html): what ran, the per-run held-out table, and the assembly audit.
+Every number is a cell of a CSV beside the page (runs.csv, audit/*.csv), shown rounded, carried in full in the
+cell's data-value."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from bench.assembly import audit as audit_mod
+from bench.io import write_text_atomic
+from bench.report.html import TEMPLATE, cell, para, table
+
+AUDIT_TITLES = {
+    "splits": "Split sizes: records, attacks and prevalence per segment of each arm",
+    "composition": "Per-capture (per-day) composition of each segment",
+    "windows": "The held-out slice's wall-clock window",
+    "run_lengths": "Attack run lengths, in the stream and in the held-out slice",
+    "overlap": "Held-out overlap between arms (and the permutation check)",
+    "transitions": "Split transitions: where arm a's records (and attacks) sit in arm b",
+    "pooling": "Pooling identity of the pooled composite",
+    "pooling_preconditions": "Pooling identity: its preconditions",
+}
+
+
+def _num(v, digits: int = 4) -> dict:
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
+        return cell("–", None, "num")
+    if isinstance(v, float):
+        return cell(f"{v:.{digits}f}", repr(float(v)), "num")
+    return cell(str(v), str(v), "num")
+
+
+def _frame_rows(df: pd.DataFrame) -> list[list[dict]]:
+    return [[_num(v) if isinstance(v, (int, float, np.integer)) and not isinstance(v, (bool, np.bool_))
+             else cell(str(v)) for v in row] for row in df.itertuples(index=False)]
+
+
+def overview(df: pd.DataFrame) -> dict:
+    rows = []
+    for (corpus, detector, preset), g in df.groupby(["corpus", "detector", "preset"], sort=False):
+        rows.append([cell(corpus), cell(detector), cell(preset), cell(", ".join(dict.fromkeys(g["arm"]))),
+                     cell(", ".join(str(s) for s in sorted(g["seed"].unique()))), _num(len(g))])
+    blocks = [para(f"{len(df)} complete run file(s). Every number is a cell of runs.csv or audit/*.csv beside this "
+                   "page, made by `make aggregate` from the run files (outputs/<set>/runs/*.h5)."),
+              table("What ran", "runs.csv", ["corpus", "detector", "preset", "arms", "seeds", "runs"], rows,
+                    href="runs.csv")]
+    commits = ", ".join(sorted(set(df["git_commit"].astype(str))))
+    blocks.append(para(f"Code: commit(s) {commits}. Corpus manifest digest(s): "
+                       f"{', '.join(sorted({s[:12] for s in df['corpus_sha256']}))}."))
+    return {"id": "overview", "title": "Overview", "blocks": blocks}
+
+
+def run_section(df: pd.DataFrame) -> dict:
+    header = ["arm", "detector", "preset", "seed", "held-out records", "attacks", "p (chance)", "AP", "random AP",
+              "(AP − p)/(1 − p)", "AUC-ROC", "batch"]
+    rows = []
+    for r in df.to_dict("records"):
+        batch = "–"
+        if isinstance(r["batch_ids_sha256"], str) and r["batch_ids_sha256"]:
+            batch = f"{int(r['batch_size'])} records, {r['batch_ids_sha256'][:12]}"
+            batch += " (batch-dependent scores)" if r["batch_dependent"] else ""
+        rows.append([cell(r["arm"]), cell(r["detector"]), cell(r["preset"]), cell(str(r["seed"])),
+                     _num(r["test_records"]), _num(r["test_attacks"]), _num(r["p"]), _num(r["ap"]),
+                     _num(r["random_ap"]), _num(r["ap_normalised"]), _num(r["auc_roc"]),
+                     cell(batch, cls="batch-dependent" if r["batch_dependent"] else "")])
+    note = ("Each AP stands beside its own chance level: p is the held-out slice's prevalence, random AP the expected "
+            "AP of a uniformly random ranking of it, and (AP − p)/(1 − p) puts chance at 0. The arms' held-out slices "
+            "hold different records at different prevalences, so APs are never subtracted across arms. A batch "
+            "detector scored validation + test as one batch (its size and the SHA-256 of its record ids); a "
+            "batch-dependent one (ECOD) would score the same record differently in another batch.")
+    return {"id": "runs", "title": "Runs: the held-out slice",
+            "blocks": [table("Per run, on its arm's held-out slice", "runs.csv", header, rows, note, href="runs.csv")]}
+
+
+def audit_section(index: int, group, folder: Path, result, error: str, base: Path) -> dict:
+    title = f"Assembly audit: {group.spec.corpus_name}" + (f" ({index + 1})" if index else "")
+    rel = folder.relative_to(base).as_posix()
+    blocks = [para(f"Corpus {group.spec.corpus_name} (source {group.spec.source}, scale {group.spec.scale:g}, "
+                   f"manifest {group.corpus_sha256[:12]}), arms {', '.join(group.arms)}, split train "
+                   f"{group.split['train']}, validation {group.split['validation']}, test the rest.")]
+    if result is None:
+        blocks.append(para(f"Not computed: {error}", "note"))
+        return {"id": f"audit{index}", "title": title, "blocks": blocks}
+    for name, df in audit_mod.tables(result).items():
+        href = f"{rel}/{name}.csv" if rel not in ("", ".") else f"{name}.csv"
+        blocks.append(table(AUDIT_TITLES.get(name, name), f"{name}.csv", [str(c) for c in df.columns],
+                            _frame_rows(df), href=href))
+    if result.pooling is not None:
+        blocks.append(para(result.pooling.statement))
+    return {"id": f"audit{index}", "title": title, "blocks": blocks}
+
+
+def write_page(path: Path, dataset: str, df: pd.DataFrame, audits: list) -> Path:
+    sections = [overview(df), run_section(df)]
+    sections += [audit_section(i, g, folder, result, error, path.parent)
+                 for i, (g, folder, result, error) in enumerate(audits)]
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
+                                                  title=f"bench report: {dataset} (stream assembly)")
+    write_text_atomic(path, page)
+    return path

@@ -1,0 +1,161 @@
+"""`make aggregate DATASET=<corpus>-assembly`: the assembly audit and the per-run table of a result set, as CSV,
+markdown and one HTML page (outputs/<set>/report/).
+
+Per run (one row per run file), on its held-out slice (the test segment [i_va, n) of its arm): records, attacks,
+the chance level p (prevalence), AP (scikit-learn's step-wise average precision), the expected AP of a uniformly
+random ranking of that slice (`bench.metrics.expected_random_ap`), the normalised AP (AP − p) / (1 − p), and
+AUC-ROC; for a batch detector its batch (size, SHA-256 of the record ids) and whether its scores depend on the
+batch (ECOD). The table never subtracts APs of different arms: their slices hold different records at different
+prevalences, so only each AP beside its own chance level is reported.
+
+The audit (bench.assembly.audit) is recomputed from the corpus the runs recorded (its spec and manifest digest;
+the data must be where the runs read it): split sizes, per-segment composition, held-out windows, attack run
+lengths, the held-out overlap and split transitions between arms, and the pooling identity or the precondition
+that fails.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.assembly import arms as arm_registry, audit as audit_mod, runs, store
+from bench.errors import BenchError, DatasetError
+from bench.io import write_text_atomic
+
+REPORT = "report"
+PAGE = "index.html"
+RUN_COLUMNS = ("corpus", "arm", "detector", "preset", "seed", "kind", "n", "i_tr", "i_va", "test_records",
+               "test_attacks", "p", "ap", "random_ap", "ap_normalised", "auc_roc", "batch_size", "batch_ids_sha256",
+               "batch_dependent", "corpus_sha256", "run_key", "git_commit", "file")
+
+
+def heldout_metrics(y: np.ndarray, score: np.ndarray) -> dict:
+    """p, AP, the random-ranking AP, (AP − p)/(1 − p) and AUC-ROC of one held-out slice (NaN where one class)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    from bench.metrics import expected_random_ap
+
+    n, k = len(y), int(np.sum(y))
+    p = k / n if n else math.nan
+    if k in (0, n):
+        return {"test_records": n, "test_attacks": k, "p": p, "ap": math.nan, "random_ap": math.nan,
+                "ap_normalised": math.nan, "auc_roc": math.nan}
+    ap = float(average_precision_score(y, score))
+    return {"test_records": n, "test_attacks": k, "p": p, "ap": ap, "random_ap": float(expected_random_ap(n, k)),
+            "ap_normalised": (ap - p) / (1 - p), "auc_roc": float(roc_auc_score(y, score))}
+
+
+def run_row(path: Path) -> dict:
+    s = store.read_run(path)
+    a = store.run_attrs(path)
+    test = s.test()
+    row = {"corpus": s.corpus, "arm": s.arm, "detector": s.detector, "preset": s.preset, "seed": s.seed,
+           "kind": s.kind.value, "n": s.n, "i_tr": s.bounds[0], "i_va": s.bounds[1],
+           **heldout_metrics(s.y[test], s.score[test]),
+           "batch_size": s.batch.size if s.batch else None, "batch_ids_sha256": s.batch.ids_sha256 if s.batch else "",
+           "batch_dependent": bool(a.get("batch_dependent", False)), "corpus_sha256": s.corpus_sha256,
+           "run_key": a["run_key"], "git_commit": a.get("git_commit", ""), "file": path.name}
+    return {k: row[k] for k in RUN_COLUMNS}
+
+
+def run_table(files: list[Path]) -> pd.DataFrame:
+    rows = [run_row(p) for p in files]
+    order = {name: i for i, name in enumerate(arm_registry.ARMS)}
+    df = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    df["batch_size"] = df["batch_size"].astype("Int64")  # empty (online detectors) stays empty, not NaN
+    df["_arm"] = df["arm"].map(lambda a: (order.get(a, len(order)), a))
+    return df.sort_values(["corpus", "detector", "preset", "_arm", "seed"]).drop(columns="_arm").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class AuditGroup:
+    """The runs of one corpus (spec and digest) and split rule: one audit over the arms they used."""
+
+    spec: runs.CorpusSpec
+    corpus_sha256: str
+    split: dict
+    arms: tuple[str, ...]
+
+
+def audit_groups(files: list[Path]) -> list[AuditGroup]:
+    groups: dict = {}
+    for path in files:
+        a = store.run_attrs(path)
+        spec = json.loads(a["spec"])
+        key = (json.dumps(spec["corpus"], sort_keys=True), a["corpus_sha256"], json.dumps(spec["split"]))
+        groups.setdefault(key, []).append(a["arm"])
+    order = {name: i for i, name in enumerate(arm_registry.ARMS)}
+    out = []
+    for (corpus, sha, split), names in groups.items():
+        ordered = tuple(sorted(set(names), key=lambda a: (order.get(a, len(order)), a)))
+        out.append(AuditGroup(runs.CorpusSpec.from_dict(json.loads(corpus)), sha, json.loads(split), ordered))
+    return out
+
+
+def compute_audit(group: AuditGroup) -> audit_mod.AssemblyAudit:
+    """The audit of a group's arms on its corpus, rebuilt from the recorded spec; DatasetError when the data is
+    not there or is no longer what the runs read."""
+    from bench.assembly.records import SplitRule
+
+    corpus, sha = runs.load_corpus(group.spec)
+    if sha != group.corpus_sha256:
+        raise DatasetError(f"{group.spec.root}: the corpus built there now (manifest {sha[:12]}) is not the one the "
+                           f"runs scored ({group.corpus_sha256[:12]}): its files changed; re-run the grid")
+    arms = [arm_registry.make_arm(corpus, name) for name in group.arms]
+    return audit_mod.audit(corpus, arms, SplitRule(**group.split))
+
+
+def _fmt(v) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def run_markdown(df: pd.DataFrame) -> str:
+    from bench.report.render import markdown_table
+
+    cols = ["corpus", "arm", "detector", "preset", "seed", "test_records", "test_attacks", "p", "ap", "random_ap",
+            "ap_normalised", "auc_roc", "batch_size", "batch_ids_sha256", "batch_dependent"]
+    rows = [[_fmt(v) if c != "batch_ids_sha256" else str(v)[:12] for c, v in zip(cols, r)]
+            for r in df[cols].itertuples(index=False)]
+    head = ["# Stream-assembly runs: the held-out slice of each run", "",
+            "p: the slice's attack prevalence (AP's chance level); random AP: the expected AP of a uniformly random "
+            "ranking of the slice; normalised: (AP − p)/(1 − p). APs of different arms are not subtracted: each arm's "
+            "held-out slice holds other records at another prevalence. batch-dependent: the detector's scores change "
+            "with the other records of the batch they were scored in (named by its size and digest).", ""]
+    return "\n".join(head + markdown_table(cols, rows)) + "\n"
+
+
+def aggregate(outputs: Path, dataset: str) -> Path:
+    """Write outputs/<dataset>/report/{runs.csv, runs.md, audit/…, index.html}; the page's path."""
+    runs_dir = Path(outputs) / dataset / "runs"
+    files = sorted(runs_dir.glob("*.h5"))
+    if not files:
+        raise DatasetError(f"{runs_dir}: no assembly run files; run the grid first (`make submit DATASET={dataset} "
+                           f"CLUSTER=local`, or `make demo-assembly` for the synthetic week)")
+    out = Path(outputs) / dataset / REPORT
+    df = run_table(files)
+    write_text_atomic(out / "runs.csv", df.to_csv(index=False, lineterminator="\n"))
+    write_text_atomic(out / "runs.md", run_markdown(df))
+    audits = []
+    groups = audit_groups(files)
+    for i, group in enumerate(groups):
+        folder = out / "audit" / (f"{i + 1}" if len(groups) > 1 else "")
+        try:
+            result = compute_audit(group)
+        except BenchError as e:  # results copied without their data: the runs' table still stands
+            audits.append((group, folder, None, str(e)))
+            continue
+        audit_mod.write_audit(result, folder)
+        audits.append((group, folder, result, ""))
+    from bench.assembly.page import write_page
+
+    return write_page(out / PAGE, dataset, df, audits)
