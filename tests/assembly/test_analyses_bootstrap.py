@@ -53,6 +53,8 @@ def test_one_class_resamples_are_dropped():
     st = bs.statistics(y, {"s": s}, 50, 200)["s"]["ap"]
     assert np.isnan(st).any() and np.isfinite(st).any()
     assert bs.percentile_interval(st).resamples == int(np.isfinite(st).sum())
+    empty = bs.percentile_interval(np.full(5, np.nan))
+    assert empty.resamples == 0 and not empty.excludes(0.0)
 
 
 def test_intervals_cover_a_known_margin_at_about_the_nominal_rate():

@@ -66,3 +66,28 @@ def test_restricted_ap_equals_a_direct_computation_on_the_shared_records():
 def test_a_batch_dependent_scorer_without_a_rescorer_is_refused():
     with pytest.raises(ConfigError, match="batch-dependent"):
         shared.analyse(_streams(), batch_dependent=frozenset({"bat"}), resamples=5)
+
+
+def test_with_a_fitted_ecod_and_an_online_detector_on_the_synthetic_week():
+    import dataclasses
+
+    from bench.assembly import arms as arms_mod
+    from bench.assembly.analyses.common import FittedRescore, benign_training_rows
+    from bench.assembly.analyses.inmemory import score_arm
+    from bench.assembly.detectors import get
+    from bench.assembly.perf import stand_in
+
+    c = stand_in(1600)
+    c = dataclasses.replace(c, X=c.X[:, :5] + 1.0 * c.y[:, None], feature_names=c.feature_names[:5])
+    arms = [arms_mod.make_arm(c, n) for n in ("timestamp", "day_round_robin")]
+    streams = {"bocpd": {a.name: score_arm(c, a, get("bocpd"), max_run_length=10) for a in arms},
+               "ecod": {a.name: score_arm(c, a, get("ecod")) for a in arms}}
+    r = shared.analyse(streams, rescore={"ecod": FittedRescore(c, get("ecod"), streams["ecod"])},
+                       batch_dependent=frozenset({"ecod"}), resamples=20)
+    assert r.shared.records == 78 and r.held_out == {"timestamp": 240, "day_round_robin": 240}
+    fresh = get("ecod").create().fit(c.X[benign_training_rows(streams["ecod"]["timestamp"], 1120)])
+    assert r.cell("ecod", "timestamp", "shared").value.ap == metrics.ap(c.y[r.shared.rows],
+                                                                         fresh.score(c.X[r.shared.rows]))
+    moves = r.history_moves()
+    assert set(moves) == {("bocpd", "stream"), ("ecod", "slice"), ("ecod", "shared")}
+    assert len(r.intervals) == 4 and all(len(b.margins) == 2 for b in r.intervals)

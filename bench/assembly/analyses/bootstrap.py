@@ -194,7 +194,9 @@ class Interval:
     resamples: int  # resamples with both classes (the others dropped)
 
     def excludes(self, value: float) -> bool:
-        return not (self.lo <= value <= self.hi)
+        """Whether the interval lies wholly on one side of `value` (False for an empty interval: no resample
+        held both classes)."""
+        return self.lo > value or self.hi < value
 
     def overlaps(self, other: Interval) -> bool:
         return self.lo <= other.hi and other.lo <= self.hi

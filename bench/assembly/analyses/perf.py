@@ -41,7 +41,7 @@ def perf_bootstrap(m: int = 240_000, resamples: int = 1000, loop_resamples: int 
     return {"records": m, "resamples": resamples, "scorers": 2, "block": block, "vectorised_s": round(fast_s, 2),
             "vectorised_cpu_s": round(fast_cpu, 2),
             "loop_s_per_resample": round(loop_per_resample, 4),
-            "loop_1000_est_s": round(loop_per_resample * resamples, 1),
+            "loop_est_s": round(loop_per_resample * resamples, 1),
             "speedup": round(loop_per_resample * resamples / fast_s, 1), "max_abs_diff": diff,
             "loadavg_1min": round(os.getloadavg()[0], 2)}
 
