@@ -35,6 +35,8 @@ def test_correctness_figures_hold(quick):
     assert res["patchcore_task"]["image_auc"] >= 0.9
     assert res["assembly_bocpd"]["scores_match"] is True  # the compiled scorer = the released arithmetic
     assert res["assembly_build_audit"]["records"] > 0 and 0 < res["assembly_build_audit"]["overlap"]
+    assert res["assembly_bootstrap"]["max_abs_diff"] < 1e-9  # the compiled bootstrap = the per-resample loop
+    assert res["assembly_analyses"]["records"] > 0
 
 
 @pytest.mark.slow
