@@ -226,6 +226,10 @@ def of_result_set(result: str) -> tuple[str, str]:
 
 def result_sets(plugins_too: bool = False) -> tuple[str, ...]:
     """Every built-in result set: the image datasets, then the tabular ones (prefixed where the name is taken);
-    `plugins_too`: then the dataset plugins' names, sorted (metadata only, nothing imported: the CLI's choices)."""
+    `plugins_too`: then, sorted, the dataset plugins' names (metadata only, nothing imported) and the result sets
+    of datasets registered since (a loaded plugin, a module that called `register`): the CLI's choices."""
     own = tuple(result_set(n, t) for t in TRACK_NAMES for n in built_in(t))
-    return own + (tuple(sorted(_plugin_names() - set(own))) if plugins_too else ())
+    if not plugins_too:
+        return own
+    registered = {result_set(n, t) for (t, n) in _SPECS}
+    return own + tuple(sorted((_plugin_names() | registered) - set(own)))
