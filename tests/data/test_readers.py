@@ -238,8 +238,8 @@ def test_missing_root_file_root_and_wrong_layout_are_one_line_errors(tmp_path, n
 
 
 def test_unknown_dataset_lists_the_choices(tmp_path):
-    with pytest.raises(ConfigError, match="unknown dataset 'kolektor'") as info:
-        read_index("kolektor", tmp_path)
+    with pytest.raises(ConfigError, match="unknown dataset 'no-such-dataset'") as info:
+        read_index("no-such-dataset", tmp_path)
     assert set(DATASETS) <= set(datasets.names("image"))
     assert all(name in str(info.value) for name in datasets.names("image"))
 
