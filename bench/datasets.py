@@ -37,7 +37,7 @@ class DatasetSpec:
     track: str  # one of bench.tracks.TRACK_NAMES
     reader: str | Callable | None  # "module:function" or the function; None: built by its track (multi streams)
     label: str = ""  # as printed in tables (default: the name)
-    layout: str = ""  # what the reader expects at the root, as errors and docs quote it
+    layout: str = ""  # what the reader expects at the root: docs quote it, a read error not saying it ends with it
     known: tuple[str, ...] = ()  # image: the published concepts (tasks); tabular: the labels it defines
     files: str = ""  # tabular: the glob of its raw files under the root
     stream: bool = False  # a multi-dataset stream: its root is a roots file, its tasks <dataset>/<concept>
