@@ -37,7 +37,7 @@ class DatasetSpec:
     track: str  # one of bench.tracks.TRACK_NAMES
     reader: str | Callable | None  # "module:function" or the function; None: built by its track (multi streams)
     label: str = ""  # as printed in tables (default: the name)
-    layout: str = ""  # what the reader expects at the root, as errors and docs quote it
+    layout: str = ""  # what the reader expects at the root: docs quote it, a read error not saying it ends with it
     known: tuple[str, ...] = ()  # image: the published concepts (tasks); tabular: the labels it defines
     files: str = ""  # tabular: the glob of its raw files under the root
     stream: bool = False  # a multi-dataset stream: its root is a roots file, its tasks <dataset>/<concept>
@@ -231,7 +231,11 @@ ASSEMBLY_SETS = ("synthetic-assembly", "cicids2017-assembly", "litnet-assembly")
 
 def result_sets(plugins_too: bool = False) -> tuple[str, ...]:
     """Every built-in result set of the continual tracks: the image datasets, then the tabular ones (prefixed where
-    the name is taken); `plugins_too` (the CLI's choices): then the stream-assembly study's sets and the dataset
-    plugins' names, sorted (metadata only, nothing imported)."""
+    the name is taken); `plugins_too` (the CLI's choices): then the stream-assembly study's sets and, sorted, the
+    dataset plugins' names (metadata only, nothing imported) and the result sets of datasets registered since (a
+    loaded plugin, a module that called `register`)."""
     own = tuple(result_set(n, t) for t in TRACK_NAMES for n in built_in(t))
-    return own + (ASSEMBLY_SETS + tuple(sorted(_plugin_names() - set(own))) if plugins_too else ())
+    if not plugins_too:
+        return own
+    registered = {result_set(n, t) for (t, n) in _SPECS}
+    return own + ASSEMBLY_SETS + tuple(sorted((_plugin_names() | registered) - set(own)))

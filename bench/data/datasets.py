@@ -8,8 +8,8 @@ import pandas as pd
 
 from bench.data import readers, reuse
 from bench.data.index import validate_index
-from bench.datasets import BUILT_IN, get
-from bench.errors import ConfigError
+from bench.datasets import BUILT_IN, DatasetSpec, get
+from bench.errors import ConfigError, DatasetError
 
 # The built-in single datasets' readers, from their registrations (bench.datasets; the streams are not here)
 READERS = {s.name: s.load_reader() for s in BUILT_IN if s.track == "image" and not s.stream}
@@ -32,10 +32,24 @@ def read_validated(dataset: str, root, reader) -> pd.DataFrame:
     memo, key = reuse.indexes(), (dataset, str(root))
     if memo is not None and key in memo:
         return memo[key].copy()
-    index = validate_index(reader(root), str(root))
+    index = _read(get(dataset, "image"), root, reader)
     if memo is not None:
         memo[key] = index.copy()
     return index
+
+
+def _read(spec: DatasetSpec, root, reader) -> pd.DataFrame:
+    """`reader(root)`'s index, validated, the root checked first. A DatasetError that does not say what was
+    expected ends with the registration's layout text, so a reader is understood without quoting its layout
+    itself (the built-in ones do, where the part of it that is missing is what they name)."""
+    try:
+        if not spec.stream:  # a stream's root is a roots file, checked by its reader
+            readers.check_root(root, spec.layout)
+        return validate_index(reader(root), str(root))
+    except DatasetError as e:
+        if not spec.layout or "(expected " in str(e):
+            raise
+        raise DatasetError(f"{e} (expected {spec.layout})") from None
 
 
 def read_single(dataset: str, root) -> pd.DataFrame:

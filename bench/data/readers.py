@@ -31,38 +31,39 @@ DAGM_LAYOUT = _LAYOUTS["dagm"]
 VISA_COLUMNS = ("object", "split", "label", "image", "mask")
 
 
-def read_mvtec(root, dataset: str = "mvtec") -> pd.DataFrame:
-    """MVTec AD layout (also MPDD and the synthetic benchmark): every folder holding train/good is a concept."""
-    root = _check_root(root, MVTEC_LAYOUT)
+def read_mvtec(root, dataset: str = "mvtec", layout: str = MVTEC_LAYOUT) -> pd.DataFrame:
+    """MVTec AD layout (also MPDD and the synthetic benchmark): every folder holding train/good is a concept;
+    errors quote `layout` (the reading dataset's registration text)."""
+    root = check_root(root, layout)
     concepts = [d for d in _subdirs(root) if (d / "train" / "good").is_dir()]
     if not concepts:
-        raise DatasetError(f"{root}: no concept folders with train/good found (expected {MVTEC_LAYOUT})")
+        raise DatasetError(f"{root}: no concept folders with train/good found (expected {layout})")
     for d in _subdirs(root):
         if (d / "test").is_dir() and d not in concepts:
             raise DatasetError(f"{d}: concept with a test folder but no training images in {d.name}/train/good "
-                               f"(expected {MVTEC_LAYOUT})")
+                               f"(expected {layout})")
     rows = []
     for concept in concepts:
-        train = _images(concept / "train" / "good", MVTEC_LAYOUT)
+        train = _images(concept / "train" / "good", layout)
         rows += [_row(dataset, concept.name, "train", 0, root, p) for p in train]
         test_dir = concept / "test"
         if not test_dir.is_dir():
-            raise DatasetError(f"{test_dir}: missing test folder (expected {MVTEC_LAYOUT})")
+            raise DatasetError(f"{test_dir}: missing test folder (expected {layout})")
         for defect_dir in _subdirs(test_dir):
-            for image in _images(defect_dir, MVTEC_LAYOUT, allow_empty=True):
+            for image in _images(defect_dir, layout, allow_empty=True):
                 if defect_dir.name == "good":
                     rows.append(_row(dataset, concept.name, "test", 0, root, image))
                     continue
                 mask = concept / "ground_truth" / defect_dir.name / f"{image.stem}_mask.png"
                 if not mask.is_file():
-                    raise DatasetError(f"{image}: anomalous image without its mask {mask} (expected {MVTEC_LAYOUT})")
+                    raise DatasetError(f"{image}: anomalous image without its mask {mask} (expected {layout})")
                 rows.append(_row(dataset, concept.name, "test", 1, root, image, mask))
     return make_index(rows)
 
 
 def read_synthetic(root) -> pd.DataFrame:
     """The synthetic benchmark (`bench data --dataset synthetic`) is written in the MVTec AD layout."""
-    return read_mvtec(root, dataset="synthetic")
+    return read_mvtec(root, dataset="synthetic", layout=_LAYOUTS["synthetic"])
 
 
 def read_mpdd(root) -> pd.DataFrame:
@@ -72,7 +73,7 @@ def read_mpdd(root) -> pd.DataFrame:
 
 def read_visa(root) -> pd.DataFrame:
     """VisA as distributed: the 1-class split CSV lists every image (and mask) relative to the root."""
-    root = _check_root(root, VISA_LAYOUT)
+    root = check_root(root, VISA_LAYOUT)
     csv = root / "split_csv" / "1cls.csv"
     if not csv.is_file():
         raise DatasetError(f"{root}: missing {csv.relative_to(root)} (expected {VISA_LAYOUT})")
@@ -114,7 +115,7 @@ def read_visa(root) -> pd.DataFrame:
 
 def read_btad(root) -> pd.DataFrame:
     """BTAD: products 01-03 with train/ok, test/ok, test/ko; masks share the image's stem, .bmp or .png."""
-    root = _check_root(root, BTAD_LAYOUT)
+    root = check_root(root, BTAD_LAYOUT)
     products = [d for d in _subdirs(root) if (d / "train" / "ok").is_dir()]
     if not products:
         raise DatasetError(f"{root}: no product folders with train/ok found (expected {BTAD_LAYOUT})")
@@ -141,7 +142,7 @@ def read_btad(root) -> pd.DataFrame:
 def read_dagm(root) -> pd.DataFrame:
     """DAGM 2007: a Label/<stem>_label.PNG file marks an image anomalous; anomalous training images are dropped
     because training is on normal images only."""
-    root = _check_root(root, DAGM_LAYOUT)
+    root = check_root(root, DAGM_LAYOUT)
     classes = [d for d in _subdirs(root) if (d / "Train").is_dir() and (d / "Test").is_dir()]
     if not classes:
         raise DatasetError(f"{root}: no class folders with Train/ and Test/ found (expected {DAGM_LAYOUT})")
@@ -158,7 +159,9 @@ def read_dagm(root) -> pd.DataFrame:
     return make_index(rows)
 
 
-def _check_root(root, layout: str) -> Path:
+def check_root(root, layout: str) -> Path:
+    """`root` as a Path when it is a folder; a DatasetError quoting `layout` otherwise (every read checks it first:
+    bench.data.datasets)."""
     root = Path(root).expanduser()
     if not root.exists():
         raise DatasetError(f"{root}: dataset root does not exist (expected {layout})")

@@ -39,6 +39,9 @@ def load_grid(dataset: str, path: Path | None = None) -> Grid:
     from bench.config import BACKBONES, DATASETS, IMAGE_PROTOCOLS
     from bench.datasets import is_known, names
 
+    if path is None and not grid_path(dataset).is_file():  # valid: a grid is needed only to submit the dataset
+        raise ConfigError(f"{grid_path(dataset)}: dataset {dataset!r} has no cluster grid, so it cannot be submitted "
+                          "(write one: docs/cluster.md, section 2; or pass --grid FILE)")
     path = Path(path or grid_path(dataset))
     data = load_yaml(path, "grid")
     if data.get("track", "image") == "tabular":

@@ -141,30 +141,9 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     pixel_note = ([PIXEL_NOTE] if "pixel_roc_auc_cl" in runs and runs["pixel_roc_auc_cl"].notna().any() else [])
     footer = provenance_lines(runs, n_missing) + pixel_note
 
-    multi_models, selection_record = None, None
-    if (runs["dataset"] == MULTI).any():
-        source = c.reference if c.dataset == MULTI else runs[runs["dataset"] != MULTI]
-        selection = select_methods(source, options.select_by, options.select_top)
-        multi_models = (list(selection.loc[selection["selected"], "model"]) if len(selection)
-                        else sorted(runs.loc[runs["dataset"] == MULTI, "model"].unique()))
-        selection_record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
-                            "rule_applied": bool(len(selection))}
-        sel_footer = [provenance_lines(source, 0)[0].replace("Rests on", "The ranking rests on")] if len(source) else []
-        items += [Item("tables/multi_selection.csv", _csv(selection)),
-                  Item("tables/multi_selection.md",
-                       selection_markdown(selection, options.select_by, options.select_top, multi_models)
-                       + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))]
-
-    in_table2 = runs if multi_models is None else runs[(runs["dataset"] != MULTI) | runs["model"].isin(multi_models)]
-    t2_footer = provenance_lines(in_table2, n_missing) + pixel_note
-    if multi_models is not None:
-        names = ", ".join(label("model", m) for m in multi_models)
-        t2_footer.insert(0, f"MultiDataset rows pool {names}, selected by InCLAD's rule (multi_selection.md)."
-                         if selection_record["rule_applied"] else f"MultiDataset rows pool every method present "
-                         f"({names}): no single-dataset results to apply InCLAD's selection rule to.")
-    long = table2(runs, multi_models or [])
-    items += [Item("tables/table2.csv", _csv(long)), Item("tables/table2.md", to_markdown(long, t2_footer)),
-              Item("tables/table2.tex", to_latex(long, t2_footer))]
+    multi_items, selection_record = _multi_selection(c, runs, options)
+    multi_models = selection_record["models"] if selection_record else None
+    items += multi_items + _table2_items(runs, selection_record, n_missing, pixel_note)
 
     pm = per_method(runs)
     items += [Item("tables/per_method.csv", _csv(pm)), Item("tables/per_method.md", per_method_markdown(pm, footer)),
@@ -194,6 +173,40 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items.append(Item("tables/heatmaps.csv", _csv(hm.heatmap_frame(maps))))
     items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
     return items, {"multi_selection": selection_record, "paper_tables": paper_tables}
+
+
+def _multi_selection(c: Collection, runs: pd.DataFrame, options: Options) -> tuple[list[Item], dict | None]:
+    """Where MultiDataset runs are present: InCLAD's method selection (its table) and the selection record (the
+    models whose runs Table 2's MultiDataset rows pool, and whether the rule could be applied); else nothing."""
+    if not (runs["dataset"] == MULTI).any():
+        return [], None
+    source = c.reference if c.dataset == MULTI else runs[runs["dataset"] != MULTI]
+    selection = select_methods(source, options.select_by, options.select_top)
+    multi_models = (list(selection.loc[selection["selected"], "model"]) if len(selection)
+                    else sorted(runs.loc[runs["dataset"] == MULTI, "model"].unique()))
+    record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
+              "rule_applied": bool(len(selection))}
+    sel_footer = [provenance_lines(source, 0)[0].replace("Rests on", "The ranking rests on")] if len(source) else []
+    return [Item("tables/multi_selection.csv", _csv(selection)),
+            Item("tables/multi_selection.md",
+                 selection_markdown(selection, options.select_by, options.select_top, multi_models)
+                 + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))], record
+
+
+def _table2_items(runs: pd.DataFrame, selection_record: dict | None, n_missing: int,
+                  pixel_note: list[str]) -> list[Item]:
+    """Table 2 (CSV, markdown, LaTeX); its MultiDataset rows pool the selected methods' runs only."""
+    multi_models = selection_record["models"] if selection_record else None
+    in_table2 = runs if multi_models is None else runs[(runs["dataset"] != MULTI) | runs["model"].isin(multi_models)]
+    t2_footer = provenance_lines(in_table2, n_missing) + pixel_note
+    if multi_models is not None:
+        names = ", ".join(label("model", m) for m in multi_models)
+        t2_footer.insert(0, f"MultiDataset rows pool {names}, selected by InCLAD's rule (multi_selection.md)."
+                         if selection_record["rule_applied"] else f"MultiDataset rows pool every method present "
+                         f"({names}): no single-dataset results to apply InCLAD's selection rule to.")
+    long = table2(runs, multi_models or [])
+    return [Item("tables/table2.csv", _csv(long)), Item("tables/table2.md", to_markdown(long, t2_footer)),
+            Item("tables/table2.tex", to_latex(long, t2_footer))]
 
 
 def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missing: int) -> list[Item]:

@@ -625,22 +625,24 @@ def _own(frame: pd.DataFrame, name: str, own: dict) -> pd.DataFrame:
     return _read(text)
 
 
+def _construction_outcome(con: dict) -> dict:
+    """One construction's outcome in a line: the selected candidate and its tasks, or why there is no release."""
+    m, folder = con["manifest"], con["name"]
+    if m is None:
+        return para(f"{folder}: no release. The construction stopped after filtering (no candidate was selected); "
+                    f"the filtering records of {', '.join(con['candidates'])} are shown below, each pass with the "
+                    "criteria that flagged its tasks.", "warn")
+    return para(f"{folder}: selected candidate {m.get('selected_candidate')} with {len(m.get('tasks', []))} tasks "
+                f"({', '.join(m.get('tasks', []))}).")
+
+
 def scenario_construction(constructions: list[dict], frames: dict, own: dict) -> dict | None:
     """The tabular track's constructed scenarios: kept / removed tasks with the criterion and pass that removed
     them, Kendall's W per candidate × family, the orderings (per model and the Borda consensus), every pass."""
     if not constructions:
         return None
     shown = {name: _own(df, name, own) for name, df in frames.items()}
-    blocks = []
-    for con in constructions:
-        m, folder = con["manifest"], con["name"]
-        if m is None:
-            blocks.append(para(f"{folder}: no release. The construction stopped after filtering (no candidate "
-                               f"was selected); the filtering records of {', '.join(con['candidates'])} are shown "
-                               "below, each pass with the criteria that flagged its tasks.", "warn"))
-        else:
-            blocks.append(para(f"{folder}: selected candidate {m.get('selected_candidate')} with "
-                               f"{len(m.get('tasks', []))} tasks ({', '.join(m.get('tasks', []))})."))
+    blocks = [_construction_outcome(con) for con in constructions]
 
     def cand(r):
         return cell(r["candidate"] + (" (selected)" if _yes(r["selected"]) else ""))

@@ -198,18 +198,47 @@ def _check_epoch(path: Path, state: dict, binding: dict, modules: dict[str, nn.M
                               f"with them (changed after it was written)")
 
 
-def _restore(ctx, modules, optimizers, schedulers, order_rng, resumed) -> bool:
-    """Load a checked epoch checkpoint; False (after moving it aside) when torch still refuses a part of it."""
+@dataclass(frozen=True)
+class _Plan:
+    """What `train` was asked: the samples, the seed of their order and of each epoch's draws, epochs, batch size."""
+
+    samples: list
+    seed: int
+    epochs: int
+    batch_size: int
+
+
+@dataclass
+class _Training:
+    """What one training carries from epoch to epoch, and what an epoch checkpoint saves and restores."""
+
+    modules: dict[str, nn.Module]
+    optimizers: list
+    schedulers: list
+    order_rng: torch.Generator  # draws each epoch's sample order
+    losses: list[float] = field(default_factory=list)  # per-epoch mean losses so far
+    start: int = 0  # the first epoch to train: after a resume, the number of epochs already done
+
+
+def _fresh(detector: "GradientDetector", modules: dict[str, nn.Module], seed: int) -> _Training:
+    """A training from epoch 0 of `modules` as they are: new optimizers and schedulers, the seeded order."""
+    optimizers = detector.optimizers()
+    return _Training(modules, optimizers, detector.schedulers(optimizers), torch.Generator().manual_seed(seed))
+
+
+def _restore(ctx, run: _Training, resumed: dict) -> bool:
+    """Load a checked epoch checkpoint into `run`; False (after moving it aside) when torch still refuses a part
+    of it."""
     try:
-        for name, module in modules.items():
+        for name, module in run.modules.items():
             module.load_state_dict(resumed["modules"][name])
-        if len(resumed["optimizers"]) != len(optimizers) or len(resumed["schedulers"]) != len(schedulers):
+        if len(resumed["optimizers"]) != len(run.optimizers) or len(resumed["schedulers"]) != len(run.schedulers):
             raise ValueError("optimizer or scheduler count differs")
-        for opt, state in zip(optimizers, resumed["optimizers"]):
+        for opt, state in zip(run.optimizers, resumed["optimizers"]):
             _load_optimizer_state(opt, state)
-        for sched, state in zip(schedulers, resumed["schedulers"]):
+        for sched, state in zip(run.schedulers, resumed["schedulers"]):
             sched.load_state_dict(state)
-        order_rng.set_state(resumed["order_rng"])
+        run.order_rng.set_state(resumed["order_rng"])
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as e:
         bad = checkpoint.move_aside(ctx.checkpoint)
         ctx.log(f"warning: {ctx.checkpoint}: unusable epoch checkpoint ({type(e).__name__}: "
@@ -219,80 +248,98 @@ def _restore(ctx, modules, optimizers, schedulers, order_rng, resumed) -> bool:
     return True
 
 
+def _resume(detector: "GradientDetector", run: _Training, binding: dict, plan: _Plan) -> _Training:
+    """`run` continued after the last epoch of this training's checkpoint where one is usable; else `run` as it
+    was (no usable checkpoint), or a fresh training of the start weights (torch refused a part of it)."""
+    ctx = detector.context
+    resumed = _load_epoch(ctx, binding, run.modules)
+    if resumed is None:
+        return run
+    # a half-loaded state must not be trained on: keep the start weights until the load succeeded
+    initial = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in run.modules.items()}
+    if _restore(ctx, run, resumed):  # a killed run: continue
+        run.losses, run.start = list(resumed["losses"]), resumed["epoch"]
+        ctx.log(f"resuming training after epoch {run.start}/{plan.epochs} from {ctx.checkpoint}")
+        return run
+    for name, module in run.modules.items():
+        module.load_state_dict(initial[name])
+    return _fresh(detector, run.modules, plan.seed)
+
+
+def _cache_features(detector: "GradientDetector", samples: list) -> None:
+    """Forward every sample once, in fixed batches of the sample order, where the run caches features: they are
+    then bit-identical whether a run was resumed or not (CPU kernels may round differently for other batch
+    compositions)."""
+    if detector.context.cache_features and detector.inputs_features:
+        for batch in _batches(samples, detector.extractor.batch_size):
+            sample_features(detector.extractor, batch)
+
+
+def _epoch(detector: "GradientDetector", plan: _Plan, run: _Training, epoch: int, alive: Heartbeat) -> float:
+    """Train one epoch (0-based `epoch`) over the samples in the run's seeded order, then step the schedulers;
+    returns the epoch's mean loss. A non-finite loss is an error naming the epoch."""
+    for module in run.modules.values():
+        module.train()
+    n = len(plan.samples)
+    order = torch.randperm(n, generator=run.order_rng).tolist()
+    total, count = 0.0, 0
+    with seeded(epoch_seed(plan.seed, epoch)):  # dropout, noise: the same draws after a resume
+        for b, batch in enumerate(_batches([plan.samples[i] for i in order], plan.batch_size)):
+            value = detector.train_step(batch, run.optimizers)
+            if alive.due():
+                alive.log(f"  {detector.name} epoch {epoch + 1}/{plan.epochs}: {min((b + 1) * plan.batch_size, n)}"
+                          f"/{n} samples" + (f", last epoch's loss {run.losses[-1]:.6g}" if run.losses else ""))
+            if value is None:  # the detector dropped this batch untrained (e.g. one record under BatchNorm)
+                continue
+            if not np.isfinite(value):
+                raise NonFiniteLossError(f"{detector.name}: training loss became {value} in epoch "
+                                         f"{epoch + 1}/{plan.epochs} (lower the learning rate with --set lr=...)")
+            total, count = total + value * len(batch), count + len(batch)
+    for sched in run.schedulers:
+        sched.step()
+    return total / count
+
+
+def _save_epoch(ctx: TrainContext, binding: dict, run: _Training, done: int) -> None:
+    """The epoch checkpoint after `done` epochs: what `_restore` loads, bound to this training, with its digest."""
+    restored = {"epoch": done, "losses": run.losses, "order_rng": run.order_rng.get_state(),
+                "modules": {name: m.state_dict() for name, m in run.modules.items()},
+                "optimizers": [_optimizer_state(o) for o in run.optimizers],
+                "schedulers": [s.state_dict() for s in run.schedulers]}
+    checkpoint.save(ctx.checkpoint, {**binding, **restored, "digest": checkpoint.digest(restored)})
+
+
 def train(detector: "GradientDetector", samples: list, seed: int, *, epochs: int, batch_size: int) -> list[float]:
     """Train `detector`'s modules on `samples` for `epochs`; returns the per-epoch mean losses (see module doc)."""
     ctx = detector.context
     ctx.calls += 1
-    modules = detector.modules()
-    optimizers = detector.optimizers()
-    schedulers = detector.schedulers(optimizers)
-    order_rng = torch.Generator().manual_seed(seed)
-    losses: list[float] = []
-    start = 0
+    plan = _Plan(samples, seed, epochs, batch_size)
+    run = _fresh(detector, detector.modules(), seed)
     binding = None
     if ctx.checkpoint is not None:
-        binding = _binding(ctx, state_sha256(modules), epochs, len(samples))
-        resumed = _load_epoch(ctx, binding, modules)
-        if resumed is not None:
-            # a half-loaded state must not be trained on: keep the start weights until the load succeeded
-            initial = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in modules.items()}
-            if _restore(ctx, modules, optimizers, schedulers, order_rng, resumed):  # a killed run: continue
-                losses, start = list(resumed["losses"]), resumed["epoch"]
-                ctx.log(f"resuming training after epoch {start}/{epochs} from {ctx.checkpoint}")
-            else:
-                for name, module in modules.items():
-                    module.load_state_dict(initial[name])
-                optimizers = detector.optimizers()
-                schedulers = detector.schedulers(optimizers)
-                order_rng = torch.Generator().manual_seed(seed)
-            del initial
-    if ctx.cache_features and detector.inputs_features:
-        # Forward every sample once, in fixed batches of the sample order: features are then bit-identical
-        # whether a run was resumed or not (CPU kernels may round differently for other batch compositions).
-        for batch in _batches(samples, detector.extractor.batch_size):
-            sample_features(detector.extractor, batch)
+        binding = _binding(ctx, state_sha256(run.modules), epochs, len(samples))
+        run = _resume(detector, run, binding, plan)
+    _cache_features(detector, samples)
     drawn = ctx.progress and _is_tty()
-    bar = tqdm(total=epochs, initial=start, desc=f"train {detector.name}", unit="epoch", leave=False,
+    bar = tqdm(total=epochs, initial=run.start, desc=f"train {detector.name}", unit="epoch", leave=False,
                disable=not drawn)
     alive = Heartbeat(None if drawn else ctx.heartbeat)
-    for epoch in range(start, epochs):
+    for epoch in range(run.start, epochs):
         t0 = time.perf_counter()
-        for module in modules.values():
-            module.train()
-        order = torch.randperm(len(samples), generator=order_rng).tolist()
-        total, count = 0.0, 0
-        with seeded(epoch_seed(seed, epoch)):  # dropout, noise: the same draws after a resume
-            for b, batch in enumerate(_batches([samples[i] for i in order], batch_size)):
-                value = detector.train_step(batch, optimizers)
-                if alive.due():
-                    alive.log(f"  {detector.name} epoch {epoch + 1}/{epochs}: {min((b + 1) * batch_size, len(samples))}"
-                            f"/{len(samples)} samples" + (f", last epoch's loss {losses[-1]:.6g}" if losses else ""))
-                if value is None:  # the detector dropped this batch untrained (e.g. one record under BatchNorm)
-                    continue
-                if not np.isfinite(value):
-                    raise NonFiniteLossError(f"{detector.name}: training loss became {value} in epoch "
-                                             f"{epoch + 1}/{epochs} (lower the learning rate with --set lr=...)")
-                total, count = total + value * len(batch), count + len(batch)
-        for sched in schedulers:
-            sched.step()
-        losses.append(total / count)
+        run.losses.append(_epoch(detector, plan, run, epoch, alive))
         ctx.epoch_seconds.append(time.perf_counter() - t0)
         bar.update(1)
-        bar.set_postfix(loss=f"{losses[-1]:.4g}")
+        bar.set_postfix(loss=f"{run.losses[-1]:.4g}")
         if alive.due():
-            alive.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {losses[-1]:.6g} "
+            alive.log(f"  {detector.name} epoch {epoch + 1}/{epochs} loss {run.losses[-1]:.6g} "
                       f"({ctx.epoch_seconds[-1]:.1f}s)")
         if binding is not None:
-            restored = {"epoch": epoch + 1, "losses": losses, "order_rng": order_rng.get_state(),
-                        "modules": {name: m.state_dict() for name, m in modules.items()},
-                        "optimizers": [_optimizer_state(o) for o in optimizers],
-                        "schedulers": [s.state_dict() for s in schedulers]}
-            checkpoint.save(ctx.checkpoint, {**binding, **restored, "digest": checkpoint.digest(restored)})
+            _save_epoch(ctx, binding, run, epoch + 1)
     bar.close()
-    for module in modules.values():
+    for module in run.modules.values():
         module.eval()
-    ctx.losses.extend(losses)
-    return losses
+    ctx.losses.extend(run.losses)
+    return run.losses
 
 
 def descend(loss: torch.Tensor, optimizers) -> float:

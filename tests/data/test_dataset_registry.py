@@ -42,17 +42,24 @@ def test_every_derived_list_is_the_registrations():
                                                            datasets.get("visa", "image").layout)
 
 
-def test_the_lists_are_what_they_were():
-    """The order is the reports' sort order and the CLI's choices: what the hand lists said before."""
-    from bench import config
+def test_the_published_datasets_keep_their_order():
+    """The order is the reports' sort order and the CLI's choices: the published datasets keep the order and labels
+    the hand lists had before the registry, each stream comes last in its track, and a dataset added to BUILT_IN
+    (anywhere after them) changes none of that."""
+    from bench import config, datasets
     from bench.report import render
 
-    assert config.DATASETS == ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi")
-    assert config.TABULAR_DATASETS == ("synthetic", "cicids2017", "cicids2018", "cicunsw", "multi")
-    assert config.RESULT_SETS == config.DATASETS + ("tabular-synthetic", "cicids2017", "cicids2018", "cicunsw",
-                                                    "tabular-multi")
-    assert render.DATASET_LABELS == {"mvtec": "MVTec", "visa": "VisA", "btad": "BTAD", "mpdd": "MPDD", "dagm": "DAGM",
-                                     "multi": "MultiDataset", "synthetic": "Synthetic"}
+    image = ("synthetic", "mvtec", "visa", "btad", "mpdd", "dagm")
+    tabular = ("synthetic", "cicids2017", "cicids2018", "cicunsw")
+    assert config.DATASETS[:len(image)] == image and config.DATASETS[-1] == datasets.MULTI
+    assert config.TABULAR_DATASETS[:len(tabular)] == tabular and config.TABULAR_DATASETS[-1] == datasets.MULTI
+    assert config.RESULT_SETS[:len(config.DATASETS)] == config.DATASETS
+    assert config.RESULT_SETS[len(config.DATASETS):][:len(tabular)] == ("tabular-synthetic", "cicids2017",
+                                                                       "cicids2018", "cicunsw")
+    assert config.RESULT_SETS[-1] == "tabular-multi"
+    labels = {"mvtec": "MVTec", "visa": "VisA", "btad": "BTAD", "mpdd": "MPDD", "dagm": "DAGM",
+              "multi": "MultiDataset", "synthetic": "Synthetic"}
+    assert {name: render.DATASET_LABELS[name] for name in labels} == labels
 
 
 def test_importing_config_imports_neither_pandas_nor_torch_nor_a_reader():

@@ -8,11 +8,11 @@ import pytest
 import torch
 from PIL import Image
 
+from bench import datasets
 from bench.data import DATASETS, read_index
 from bench.data.images import load_image, load_mask
 from bench.data.index import COLUMNS
-from bench.data.readers import (KNOWN_CONCEPTS, missing_concepts, read_btad, read_dagm, read_mpdd, read_mvtec,
-                                read_visa)
+from bench.data.readers import KNOWN_CONCEPTS, missing_concepts, read_btad, read_mvtec, read_visa
 from bench.data.tasks import task_splits
 from bench.errors import ConfigError, DatasetError
 
@@ -210,12 +210,15 @@ def test_dagm_labels_come_from_label_files_and_anomalous_training_images_are_dro
 # --- errors common to all readers -------------------------------------------------------------------------------------
 
 
-READERS = {"mvtec": read_mvtec, "mpdd": read_mpdd, "visa": read_visa, "btad": read_btad, "dagm": read_dagm}
+def single_image_datasets() -> list[str]:
+    """Every registered image dataset read by a reader of its own (the streams read their members)."""
+    return [name for name, spec in datasets.specs("image").items() if not spec.stream]
 
 
-@pytest.mark.parametrize("name", sorted(READERS))
-def test_missing_root_file_root_and_wrong_layout_are_one_line_errors(tmp_path, name):
-    reader = READERS[name]
+def assert_root_errors_quote_the_layout(name: str, tmp_path) -> None:
+    """A missing root, a file given as the root and a folder in another layout are each a one-line DatasetError
+    naming the root and quoting the dataset's registered layout text."""
+    layout = datasets.get(name, "image").layout
     missing = tmp_path / "nowhere"
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
@@ -223,16 +226,91 @@ def test_missing_root_file_root_and_wrong_layout_are_one_line_errors(tmp_path, n
     _img(wrong / "images" / "0000.png")
     for root, what in ((missing, "does not exist"), (a_file, "not a directory"), (wrong, "expected")):
         with pytest.raises(DatasetError) as info:
-            reader(root)
+            read_index(name, root)
         message = str(info.value)
-        assert str(root) in message and what in message and "expected" in message and "\n" not in message
+        assert str(root) in message and what in message and "\n" not in message, message
+        assert f"expected {layout}" in message, message
+
+
+@pytest.mark.parametrize("name", single_image_datasets())
+def test_missing_root_file_root_and_wrong_layout_are_one_line_errors(tmp_path, name):
+    assert_root_errors_quote_the_layout(name, tmp_path)
 
 
 def test_unknown_dataset_lists_the_choices(tmp_path):
-    with pytest.raises(ConfigError, match="unknown dataset 'kolektor'") as info:
-        read_index("kolektor", tmp_path)
-    assert {"synthetic", "mvtec", "visa", "btad", "mpdd", "dagm"} <= set(DATASETS)
-    assert all(name in str(info.value) for name in DATASETS)
+    with pytest.raises(ConfigError, match="unknown dataset 'no-such-dataset'") as info:
+        read_index("no-such-dataset", tmp_path)
+    assert set(DATASETS) <= set(datasets.names("image"))
+    assert all(name in str(info.value) for name in datasets.names("image"))
+
+
+# --- a dataset registered in this repository ---------------------------------------------------------------------
+
+TINY_LAYOUT = "Tiny layout <root>/<concept>/{train,test}/*.png, anomalous test images bad_*.png beside <stem>_mask.png"
+
+
+def _read_tiny(root) -> pd.DataFrame:
+    """A reader of a layout of its own that quotes no layout text itself: its registration's reaches its errors."""
+    from pathlib import Path
+
+    from bench.data.index import make_index
+
+    rows = []
+    for concept in sorted(p for p in Path(root).iterdir() if p.is_dir()):
+        for split in ("train", "test"):
+            for image in sorted((concept / split).glob("*.png")):
+                if image.stem.endswith("_mask"):
+                    continue
+                mask = image.with_name(f"{image.stem}_mask.png") if image.stem.startswith("bad_") else None
+                if mask is not None and not mask.is_file():
+                    raise DatasetError(f"{image}: anomalous image without its mask {mask.name}")
+                rows.append({"dataset": "tiny", "task": concept.name, "split": split, "label": int(mask is not None),
+                             "image_path": image.relative_to(root).as_posix(),
+                             "mask_path": mask.relative_to(root).as_posix() if mask else ""})
+    return make_index(rows)
+
+
+@pytest.fixture
+def tiny_registered(monkeypatch):
+    """A dataset added the way the repository's own are: a reader and one registration, and no grid file."""
+    monkeypatch.setattr(datasets, "_SPECS", dict(datasets._SPECS))  # the registration ends with the test
+    return datasets.register(datasets.DatasetSpec("tiny", "image", _read_tiny, "Tiny", TINY_LAYOUT, ("a", "b", "c")))
+
+
+def test_a_dataset_registered_in_tree_without_a_grid_is_a_dataset_and_submit_refuses_it_in_one_line(
+        tiny_registered, tmp_path, capsys):
+    from bench.cli import main
+    from bench.hpc import grid as grids, records
+
+    root = tmp_path / "tiny"
+    for concept in ("a", "b"):
+        for split in ("train", "test"):
+            _img(root / concept / split / "000.png")
+        _img(root / concept / "test" / "bad_001.png", value=250)
+        _mask(root / concept / "test" / "bad_001_mask.png")
+    assert "tiny" in single_image_datasets() and not grids.grid_path("tiny").exists()
+    assert_root_errors_quote_the_layout("tiny", tmp_path)
+    index = read_index("tiny", root)
+    assert (len(index), sorted(set(index["task"])), int(index["label"].sum())) == (6, ["a", "b"], 2)
+    train, test = task_splits(index, root, "b", 8)
+    assert (len(train), len(test), test.has_pixel_labels) == (1, 2, True)
+    (root / "b" / "test" / "bad_001_mask.png").unlink()  # the reader's own error gets the layout text too
+    with pytest.raises(DatasetError, match=r"bad_001.png: anomalous image without its mask bad_001_mask.png "
+                                           r"\(expected Tiny layout ") as info:
+        read_index("tiny", root)
+    assert "\n" not in str(info.value)
+    _mask(root / "b" / "test" / "bad_001_mask.png")
+
+    assert main(["data", "--dataset", "tiny", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert f"tiny at {root}: 2 tasks, 6 images" in out and "concepts not found: c" in out
+    outputs = tmp_path / "outputs"
+    for dry_run in (["--dry-run"], []):
+        assert main(["submit", "--dataset", "tiny", "--root", str(root), "--outputs", str(outputs), *dry_run]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (f"error: {grids.grid_path('tiny')}: dataset 'tiny' has no cluster grid, so it cannot be "
+                       "submitted (write one: docs/cluster.md, section 2; or pass --grid FILE)"), err
+    assert not records.records_dir(outputs, "tiny").exists()
 
 
 # --- images and masks -------------------------------------------------------------------------------------------------

@@ -52,8 +52,22 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
 # --- the shipped grids and profiles ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dataset", DATASETS)
-def test_every_dataset_has_a_valid_grid(dataset):
+def _image_grids() -> list[str]:
+    """The datasets with a shipped image grid, jobs/<dataset>.yaml (a grid is optional: a dataset without one is
+    valid, it cannot be submitted)."""
+    import yaml
+
+    return sorted(p.stem for p in grids.JOBS_DIR.glob("*.yaml")
+                  if (yaml.safe_load(p.read_text()) or {}).get("track", "image") == "image")
+
+
+def test_the_published_image_datasets_ship_a_grid():
+    assert set(_image_grids()) >= {"synthetic", "mvtec", "visa", "btad", "mpdd", "dagm", "multi"}
+    assert set(_image_grids()) <= set(DATASETS)
+
+
+@pytest.mark.parametrize("dataset", _image_grids())
+def test_every_shipped_grid_is_valid(dataset):
     grid = grids.load_grid(dataset)
     assert grid.dataset == dataset and grid.models
     for model in grid.models:
