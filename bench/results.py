@@ -31,8 +31,8 @@ Schema (bench.config.SCHEMA_VERSION, 3), everything a table needs to be traced b
                       has every test record's timestamp): the record's rank in timestamp order within its test set
                       (ties by record id), the stream order of the block bootstrap. Files without it stay readable
                       (their reports use the stratified bootstrap)
-Files are opened with locking=False (NFS/Lustre) and replaced atomically (write `<name>.tmp.<host>.<pid>`, close,
-os.replace).
+Files are opened with locking=False (NFS/Lustre) and replaced atomically (write an exclusive
+`<name>.tmp.<random>` beside it, close, os.replace: bench.io.atomic_path).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import pandas as pd
 
 from bench.config import SCHEMA_VERSION, RunConfig
 from bench.errors import BenchError
-from bench.io import tmp_path
+from bench.io import atomic_path
 from bench.metrics import summarize
 
 PACKAGES = ("numpy", "pandas", "scikit-learn", "pyod", "torch", "torchvision", "timm", "submitit", "h5py")
@@ -105,20 +105,13 @@ def provenance() -> dict:
 
 def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
     """Write one run file atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
-    try:
-        with h5py.File(tmp, "w", locking=False) as f:
-            f.attrs["schema_version"] = SCHEMA_VERSION
-            for key, value in attrs.items():
-                f.attrs[key] = value
-            f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
-            for name, arr in arrays.items():
-                f.create_dataset(name, data=arr)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(Path(path)) as tmp, h5py.File(tmp, "w", locking=False) as f:
+        f.attrs["schema_version"] = SCHEMA_VERSION
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
+        for name, arr in arrays.items():
+            f.create_dataset(name, data=arr)
 
 
 

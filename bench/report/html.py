@@ -5,8 +5,10 @@ CSV cell, shown rounded and carried at full precision in the cell's `data-value`
 collected (each method's R matrices, routing, memory and loss curves). No script, no web font, no CDN: it opens
 from file:// after an rsync; links are relative (../tables/*.csv, ../figures/*.png). Its own figures (the
 critical-difference diagrams, PNG and PDF; with `paper_figures`, every per-method heatmap and curve too) go to
-report/figures/; files there that a new aggregation no longer makes are removed, and a file whose bytes did not
-change is not rewritten.
+report/figures/; a file whose bytes did not change is not rewritten. report/.bench-owned.json lists every file the
+suite wrote there: one a new aggregation no longer makes is removed, and no other file ever is (a user's notes, an
+older page). A report folder that is a symlink is refused (check_report_folder): following it would write, and
+remove, in a folder the suite does not own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
+from bench.errors import BenchError
 from bench.io import write_text_atomic
 from bench.report import cdd, construction
 from bench.report import curves as curves_draw
@@ -29,6 +32,7 @@ from bench.report.render import METHOD, label
 
 REPORT = "report"
 PAGE = "index.html"
+OWNED = ".bench-owned.json"  # under report/: the files this suite wrote there, the only ones it ever removes
 TEMPLATE = Path(__file__).with_name("templates") / "report.html.j2"
 VIRIDIS = colormaps["viridis"]
 # paper_comparison.csv's verdict of a compared cell, best first: (column, CSS class, text); the first that says
@@ -740,7 +744,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
     directory = out / REPORT
     (directory / "figures").mkdir(parents=True, exist_ok=True)
     tables = {i.name: _read(i.text) for i in items if i.text is not None and i.name.endswith(".csv")}
-    before = {p for p in directory.rglob("*") if p.is_file()}
+    before = owned_files(directory)
     figures = cd_figures(tables, directory / "figures")
     sections = [overview(runs, missing, dataset)]
     if dataset == "all":
@@ -784,4 +788,36 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
                | kept)
     for stale in before - written:
         stale.unlink(missing_ok=True)
+    _record_owned(directory, written)
     return path
+
+
+def check_report_folder(out: Path) -> None:
+    """BenchError when outputs/<dataset>/report or a folder under it is a symlink: the suite writes and removes its
+    own files only in a folder it owns (link the web folder to the report instead, or copy the report there)."""
+    for folder in (out / REPORT, out / REPORT / "figures", out / REPORT / "tables"):
+        if folder.is_symlink():
+            raise BenchError(f"{folder}: is a symlink (to {Path(folder).readlink()}); refusing to write the report "
+                             "through it: make it a plain folder (link your web folder to it instead)")
+
+
+def owned_files(directory: Path) -> set[Path]:
+    """The files under report/ the suite recorded as its own (none where no record exists: an older report's files
+    are left as they are). A recorded name leaving the folder ('..', absolute) is ignored, not followed."""
+    try:
+        names = json.loads((directory / OWNED).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    own = set()
+    for name in names if isinstance(names, list) else []:
+        rel = Path(str(name))
+        if not rel.is_absolute() and ".." not in rel.parts and rel.parts:
+            own.add(directory / rel)
+    return own
+
+
+def _record_owned(directory: Path, written: set[Path]) -> None:
+    text = json.dumps({"files": sorted(str(p.relative_to(directory)) for p in written)}, indent=1) + "\n"
+    record = directory / OWNED
+    if not record.is_file() or record.read_text() != text:
+        write_text_atomic(record, text)
