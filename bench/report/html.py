@@ -257,8 +257,8 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
-        blocks.append(para("No critical-difference diagram: no Friedman test had enough blocks and methods "
-                           "(see the notes above).", "warn"))
+        blocks.append(para("No critical-difference diagram: no Friedman test was run (too few blocks or methods, "
+                           "or no differences to test; see the notes above).", "warn"))
     return {"id": "statistics", "title": "Significance", "blocks": blocks}
 
 
@@ -269,9 +269,9 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
     if f is None or ranks is None:
         return out
     for r in f.to_dict("records"):
-        cd = _number(r["critical_difference"])
-        if cd is None or not np.isfinite(cd):
-            continue
+        cd, p = _number(r["critical_difference"]), _number(r["p"])
+        if cd is None or p is None or not (np.isfinite(cd) and np.isfinite(p)):
+            continue  # no test was run (too few blocks or methods, or no differences to test): no diagram
         sub = ranks[(ranks["level"] == r["level"]) & (ranks["protocol"] == r["protocol"])].to_dict("records")
         stem = f"cd_{r['level']}_{r['protocol']}"
         title = (f"{r['level']} ROC-AUC_CL, {r['protocol'].upper()}: average ranks over {r['n_blocks']} blocks; "
@@ -582,12 +582,15 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      cell(tb.METRIC_NAMES.get(r["metric"], r["metric"]), r["metric"]), cell(r["protocol"]),
                      num(r, "value", ci=("ci_low", "ci_high")), *_chance_cells(r, random_ap),
                      cell(_interval_method(r)), long, cell(r["conclusion_changes"]),
-                     cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"])])
+                     cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"]),
+                     cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
+    note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
                  "tabular_table2.csv", ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
                                         "chance level", "against chance", "interval", "long-block interval",
-                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix"],
-                 rows)
+                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix",
+                                        "non-finite scores replaced (seed:count)"],
+                 rows, note=note)
 
 
 def tabular(tables: dict) -> dict | None:
