@@ -13,8 +13,12 @@ remove, in a folder the suite does not own.
 
 from __future__ import annotations
 
+import csv
+import decimal
+import html as html_lib
 import io
 import json
+import re
 from pathlib import Path
 
 import jinja2
@@ -182,7 +186,9 @@ def comparison(tables: dict) -> dict | None:
                      cell(r["level"]), cell(r["protocol"]),
                      *[{**c, "cls": f"{c['cls']} {mark}", "title": why} for c in shown],
                      cell(f"{verdict} [{n}]", cls=f"verdict {mark}", title=why)])
-    blocks = [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
+    source = pc["published_source"].iloc[0] if "published_source" in pc else ""
+    blocks = [para(f"Published column: {source}.", "warn" if "the user's table" in source else "")] if source else []
+    blocks += [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
                    "compared cell is coloured by what the comparison found: inside the band (mean ± std), within "
                    "one standard error, outside, or not comparable. BWT rows are judged as released (the form the "
                    "published BWT was computed in; their difference is ours as released − published). The reason "
@@ -824,3 +830,63 @@ def _record_owned(directory: Path, written: set[Path]) -> None:
     record = directory / OWNED
     if not record.is_file() or record.read_text() != text:
         write_text_atomic(record, text)
+
+
+# ---------------------------------------------------------------- verify's reading of the page
+
+_TD = re.compile(r'<td([^>]*)>(.*?)</td>', re.S)
+_ATTR = re.compile(r'(class|data-value)="([^"]*)"')
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _numbers(csv_texts) -> np.ndarray:
+    """Every finite number in the cells of `csv_texts`, sorted (what a number on the page may be)."""
+    values = []
+    for text in csv_texts:
+        for row in csv.reader(io.StringIO(text)):
+            values += [x for x in map(_number, row) if x is not None and np.isfinite(x)]
+    return np.unique(np.asarray(values, dtype=float))
+
+
+def _shown_matches(shown: str, value: float) -> bool:
+    """Whether the number a cell shows (its first word, rounded as printed) is its data-value rounded alike."""
+    word = shown.split()[0] if shown.split() else ""
+    try:
+        printed = decimal.Decimal(word)
+    except decimal.InvalidOperation:
+        return True  # not a number as shown (–, a word, a duration): nothing to compare
+    if not printed.is_finite():
+        return True
+    step = decimal.Decimal(1).scaleb(printed.as_tuple().exponent)  # the last printed digit's place
+    return abs(decimal.Decimal(repr(value)) - printed) <= step / 2 + decimal.Decimal("1e-12")
+
+
+CHANCE_LEVELS = {0.5}  # ROC-AUC's chance level, shown beside the values it is read against
+
+
+def check_page(out: Path, csv_texts) -> list[str]:
+    """Every difference between the measured numbers on outputs/<dataset>/report/index.html and the recomputed
+    tables: each table cell's non-integer data-value must be a cell of a recomputed CSV (`csv_texts`) or of the
+    report's own tables/*.csv, and the number it shows must be that value as rounded. Empty: the page is
+    verified."""
+    path = out / REPORT / PAGE
+    try:
+        page = path.read_text()
+    except OSError as e:
+        return [f"{path}: cannot read the published page ({e.strerror or e})"]
+    own = [p.read_text() for p in sorted((out / REPORT / "tables").glob("*.csv"))]
+    known = _numbers([*csv_texts, *own])
+    problems = []
+    for attrs, inner in _TD.findall(page):
+        found = dict(_ATTR.findall(attrs))
+        x = _number(html_lib.unescape(found.get("data-value", "")))
+        if x is None or not np.isfinite(x) or x == round(x) or x in CHANCE_LEVELS:
+            continue  # counts (runs of a method, blocks) and chance levels are not measurements of a table
+        shown = html_lib.unescape(_TAG.sub("", inner)).strip()
+        at = np.searchsorted(known, x)
+        near = [known[i] for i in (at - 1, at) if 0 <= i < len(known)]
+        if not any(abs(k - x) <= 1e-12 * max(1.0, abs(x)) for k in near):
+            problems.append(f"{path}: the number {found['data-value']} (shown {shown!r}) is in no recomputed table")
+        elif "num" in found.get("class", "").split() and not _shown_matches(shown, x):
+            problems.append(f"{path}: a cell shows {shown!r} for the recomputed {found['data-value']}")
+    return problems

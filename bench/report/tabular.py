@@ -230,7 +230,7 @@ def tabular_table2(cells: dict) -> pd.DataFrame:
                          "n_seeds": len(values),
                          "seed_values": " ".join(f"{s}:{values[s]:.4f}" for s in sorted(values)),
                          "fm_matrix": c["fm_matrix"] if metric == "fm_released" else "",
-                         "scores_replaced": replaced_text(c["replaced"])})
+                         "scores_replaced": replaced_text(c.get("replaced", {}))})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

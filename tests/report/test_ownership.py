@@ -86,7 +86,6 @@ def test_a_symlinked_report_folder_is_refused_in_one_line_and_its_files_kept(out
 DRIVER = r"""
 import atexit, fcntl, sys, time
 from pathlib import Path
-import bench.io
 import bench.report.aggregate as agg
 from bench.cli import main
 
@@ -113,7 +112,7 @@ else:
         except BlockingIOError:
             go.touch()
             real_flock(fd, op)
-    bench.io.fcntl.flock = flock
+    fcntl.flock = flock  # the module bench.io locks through
 sys.exit(main(["aggregate", "--dataset", "synthetic", "--outputs", outputs, "--bootstrap", bootstrap,
                "--figures", "none"]))
 """
