@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bench.errors import CheckpointError
-from bench.io import tmp_path
+from bench.io import atomic_path
 
 FORMAT = "bench-checkpoint"
 VERSION = 1
@@ -32,22 +32,19 @@ _NDARRAY = "__ndarray__"  # marks a numpy array stored as a tensor
 def save(path, obj) -> None:
     """Write `obj` (plain data, see the module doc) atomically: readers see the old file or the new one."""
     path = Path(path)
-    tmp = tmp_path(path)
     try:
         payload = _encode(obj, "")
     except TypeError as e:  # a detector (a plugin's, say) whose state holds objects: its author must change it
         raise CheckpointError(f"{path}: cannot store this state: {e}; a detector's state_dict() holds only plain "
                               "data (bench.testing's contract checks test this before any run)") from None
     try:
-        torch.save({"format": FORMAT, "version": VERSION, "payload": payload}, tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            torch.save({"format": FORMAT, "version": VERSION, "payload": payload}, tmp)
     except (OSError, RuntimeError) as e:  # torch's zip writer reports a full disk as RuntimeError
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0] if str(e) else ""
         raise CheckpointError(f"{path}: cannot write the checkpoint ({reason or type(e).__name__}); free space "
                               f"there or choose another --out, then run again (the previous checkpoint is kept)"
                               ) from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def check_storable(obj, what: str) -> None:

@@ -1,29 +1,65 @@
-"""File plumbing every layer may use, without h5py, pandas or torch: atomic text writes, per-process temp names and
-file digests. Result files (HDF5) are bench.results' business; this module is what it and everything below it share,
-so that writing a small JSON file or hashing a weights file never imports the HDF5 stack (slow on a login node)."""
+"""File plumbing every layer may use, without h5py, pandas or torch: atomic writes through exclusive temp files,
+publication locks and file digests. Result files (HDF5) are bench.results' business; this module is what it and
+everything below it share, so that writing a small JSON file or hashing a weights file never imports the HDF5 stack
+(slow on a login node).
+
+Every temp file the suite writes is made here, by `new_temp`: created with O_CREAT|O_EXCL|O_NOFOLLOW under a name
+with a random part, in the target's own folder (so the final rename stays on one file system). A file or symlink
+another user planted at a name they guessed can neither be written through nor make the write fail."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
-import socket
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 
-def tmp_path(path: Path) -> Path:
-    """A temp name of `path` that no other process writes: `<name>.tmp.<host>.<pid>`."""
-    return path.with_name(f"{path.name}.tmp.{socket.gethostname()}.{os.getpid()}")
+def _read_umask() -> int:
+    """The process umask, read without changing it where Linux shows it (os.umask can only read it by setting it,
+    which races with threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def temp_prefix(path: Path) -> str:
+    """What every temp name of `path` starts with (a killed write's leftover is found by it)."""
+    return f"{Path(path).name}.tmp."
+
+
+def new_temp(path: Path) -> Path:
+    """Create an empty temp file for writing `path`, next to it, under an unpredictable name, exclusively (never
+    through a symlink or into an existing file); its mode is what a plain create would give (mkstemp's 0600 would
+    make a result file unreadable to the group that shares the outputs)."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+    finally:
+        os.close(fd)
+    return Path(name)
 
 
 @contextmanager
 def atomic_path(path: Path):
-    """Yield a temp name to write `path` through (parents created); on success it replaces `path` in one step, and
-    on any failure (a full disk, a kill signal turned into an exception) the temp file is removed, so neither a
-    half-written file nor a stray temp stays behind."""
+    """Yield a fresh temp file (see `new_temp`) to write `path` through (parents created); on success it replaces
+    `path` in one step, and on any failure (a full disk, a kill signal turned into an exception) the temp file is
+    removed, so neither a half-written file nor a stray temp stays behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
+    tmp = new_temp(path)
     try:
         yield tmp
         os.replace(tmp, path)
@@ -35,6 +71,21 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write a text file atomically: readers see the old file or the new one, never half."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+@contextmanager
+def locked(lock_file: Path):
+    """Hold an exclusive flock on `lock_file` (created if missing, never through a symlink) for the block: the
+    writers of one publication take turns, so readers never see the parts of two. The file stays (removing it
+    would let a waiter lock an unlinked file while a newcomer locks a fresh one)."""
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_UMASK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def file_sha256(path: Path) -> str:

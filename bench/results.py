@@ -31,8 +31,8 @@ Schema (bench.config.SCHEMA_VERSION, 3), everything a table needs to be traced b
                       has every test record's timestamp): the record's rank in timestamp order within its test set
                       (ties by record id), the stream order of the block bootstrap. Files without it stay readable
                       (their reports use the stratified bootstrap)
-Files are opened with locking=False (NFS/Lustre) and replaced atomically (write `<name>.tmp.<host>.<pid>`, close,
-os.replace).
+Files are opened with locking=False (NFS/Lustre) and replaced atomically (write an exclusive
+`<name>.tmp.<random>` beside it, close, os.replace: bench.io.atomic_path).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import pandas as pd
 
 from bench.config import SCHEMA_VERSION, RunConfig
 from bench.errors import BenchError
-from bench.io import tmp_path
+from bench.io import atomic_path
 from bench.metrics import summarize
 
 PACKAGES = ("numpy", "pandas", "scikit-learn", "pyod", "torch", "torchvision", "timm", "submitit", "h5py")
@@ -105,20 +105,13 @@ def provenance() -> dict:
 
 def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: list[str]) -> None:
     """Write one run file atomically: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_path(path)
-    try:
-        with h5py.File(tmp, "w", locking=False) as f:
-            f.attrs["schema_version"] = SCHEMA_VERSION
-            for key, value in attrs.items():
-                f.attrs[key] = value
-            f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
-            for name, arr in arrays.items():
-                f.create_dataset(name, data=arr)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(Path(path)) as tmp, h5py.File(tmp, "w", locking=False) as f:
+        f.attrs["schema_version"] = SCHEMA_VERSION
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        f.create_dataset("tasks", data=np.array(tasks, dtype=h5py.string_dtype()))
+        for name, arr in arrays.items():
+            f.create_dataset(name, data=arr)
 
 
 
@@ -233,6 +226,8 @@ def summary_row(run: dict, path: Path | None = None) -> dict:
         counts = run["routing/counts"][:done]
         row["routing_accuracy"] = float(np.trace(counts, axis1=1, axis2=2).sum() / counts.sum())
     row["tied_cells"] = tied_cells(run)[0]  # cells with most scores tied (bench.metrics.MOSTLY_TIED)
+    if config.track == "tabular":  # only the tabular released preset replaces scores; any other run stops instead
+        row["scores_replaced"] = replaced_scores(run)
     row["train_s"] = float(np.sum(run["timing/train_s"][:done]))
     row["eval_s"] = float(np.sum(run["timing/eval_s"][:done]))
     row["step_threads"] = step_threads(run, done)
@@ -284,6 +279,24 @@ def tied_cells(run: dict) -> tuple[int, int]:
     return sum(mostly_tied(g) for g in groups if len(g)), sum(1 for g in groups if len(g))
 
 
+def replaced_scores(run: dict) -> int:
+    """Non-finite record scores the tabular `released` preset replaced before scoring, over the steps done
+    (`nonfinite/record`, bench.tabular.track); 0 where the file has no count (every other preset stops on one)."""
+    counts = run.get("nonfinite/record")
+    if counts is None:
+        return 0
+    return int(np.asarray(counts)[:int(run["attrs"]["steps_done"])].sum())
+
+
+def _replaced_line(run: dict) -> list[str]:
+    n = replaced_scores(run)
+    if not n:
+        return []
+    cells = int((np.asarray(run["nonfinite/record"]) > 0).sum())
+    return [f"       {n} non-finite record score(s) replaced in {cells} cell(s) before scoring (the released "
+            "preset's policy: the metrics above rest on substituted scores)"]
+
+
 def summary_lines(path: Path) -> list[str]:
     """What `bench run` / `bench tabular run` print at the end: per level ROC-AUC_CL, BWT and both forgetting
     measures, and for records nPR-AUC_CL beside the test sets' prevalence p (the normalisation depends on it)."""
@@ -309,4 +322,5 @@ def summary_lines(path: Path) -> list[str]:
             spread = f", per task {p.min():.3f}-{p.max():.3f}" if len(p) > 1 else ""
             lines.append(f"       nPR-AUC_CL {continual_roc_auc(run['R/record_npr_auc']):.4f}  (prevalence p "
                          f"{p.mean() if len(p) else float('nan'):.3f}{spread})")
+            lines += _replaced_line(run)
     return lines

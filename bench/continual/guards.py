@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import results
 from bench.errors import BenchError, ConfigError
-from bench.io import tmp_path
+from bench.io import new_temp, temp_prefix
 
 
 def check_output(out: Path, run_key: str, probe: bool = True) -> None:
@@ -48,8 +48,8 @@ is only reported). Otherwise the folder must take a file: `probe` creates it and
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe_file = tmp_path(out.with_name(out.name + ".probe"))
-        fd = os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        probe_file = new_temp(out.with_name(out.name + ".probe"))
+        fd = os.open(probe_file, os.O_WRONLY | os.O_NOFOLLOW)
         try:
             os.write(fd, b"\0" * 4096)  # a full disk fails here, not after the first task
             os.fsync(fd)
@@ -140,10 +140,10 @@ def check_terminated() -> None:
 
 def remove_stale_temps(out: Path, companions: tuple[Path, ...], log) -> None:
     """Every write removes its temp file when it fails, but a process killed mid-write (SIGKILL, the OOM killer, a
-    node failure) cannot: its `<file>.tmp.<host>.<pid>` stays. Under the run's lock no other process writes this
+    node failure) cannot: its `<file>.tmp.<random>` stays. Under the run's lock no other process writes this
     run's files, so the temps of its result `out`, of the files beside it (`companions`: checkpoints) and of the
     output probe are leftovers: remove them."""
     for name in (out.name, *(f.name for f in companions), out.name + ".probe"):
-        for stale in out.parent.glob(f"{glob.escape(name)}.tmp.*"):
+        for stale in out.parent.glob(glob.escape(temp_prefix(out.with_name(name))) + "*"):
             stale.unlink(missing_ok=True)
             log(f"note: removed {stale.name}, the temp file of a write that was killed")

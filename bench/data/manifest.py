@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from bench.errors import ConfigError, DatasetError
+from bench.io import write_text_atomic
 
 SCHEMA_VERSION = 1
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "data" / "scenarios"
@@ -68,13 +69,7 @@ def write(manifest: dict, path=None) -> Path:
     """Validate, then replace the file atomically; returns its path."""
     path = Path(path) if path is not None else manifest_path(manifest.get("dataset", ""))
     validate(manifest, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(dumps(manifest) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed write (full disk) leaves no temp file
+    write_text_atomic(path, dumps(manifest) + "\n")  # a failed write (full disk) leaves no temp file
     return path
 
 

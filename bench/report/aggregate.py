@@ -30,7 +30,7 @@ import pandas as pd
 from bench import results
 from bench.config import SEED_RANGE, check_int
 from bench.errors import BenchError
-from bench.io import file_sha256, write_text_atomic
+from bench.io import file_sha256, locked, write_text_atomic
 from bench.report import heatmaps as hm
 from bench.report import html, paper, stats
 from bench.report.bootstrap import DRAWS, INTERVAL_METRICS, run_intervals
@@ -44,6 +44,7 @@ from bench.report.timing import timing_latex, timing_markdown, timing_table
 PIXEL_NOTE = ("Pixel ROC-AUC is not verifiable from the file: the per-pixel scores are not stored, so unlike the "
               "image metrics it is not recomputed from the run files' scores.")
 MANIFEST = "tables/manifest.json"
+PUBLISH_LOCK = ".publish.lock"  # under outputs/<dataset>/: held while a publication is written (bench.io.locked)
 # resamples × the largest test set's float64 weights are held at once (bench/report/bootstrap.py): 10^5 × 1,000
 # images is 0.8 GB
 MAX_BOOTSTRAP = 100_000
@@ -227,23 +228,42 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
             *[Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]]
 
 
+def _previous(out: Path) -> dict | None:
+    try:
+        return _read_manifest(out) if (out / MANIFEST).is_file() else None
+    except BenchError:
+        return None  # an unreadable old manifest is about to be replaced
+
+
 def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=print) -> Path:
-    """Collect, build and write everything; returns the manifest path."""
+    """Collect, build and write everything; returns the manifest path. Collecting and building only read; the
+    publication (tables, figures, manifest, page) is written under the dataset's lock, so two aggregations of
+    one dataset publish one after the other and the files are all of one of them."""
     options = options or Options()
     out = Path(outputs) / dataset
-    try:
-        previous = _read_manifest(out) if (out / MANIFEST).is_file() else None
-    except BenchError:
-        previous = None  # an unreadable old manifest is about to be replaced
-    c = collect(Path(outputs), dataset, interval_deriver(options, _published_intervals(out, previous, options)))
+    html.check_report_folder(out)
+    c = collect(Path(outputs), dataset, interval_deriver(options, _published_intervals(out, _previous(out), options)))
     items, record = build(c, options)
+    with locked(out / PUBLISH_LOCK):
+        return _publish(out, dataset, c, items, record, options, log)
+
+
+def _remove_unpublished(out: Path, previous: dict | None, items: list[Item]) -> None:
+    """Files published last time and not now would look current: remove them, and only them (a name outside
+    tables/ and figures/, as a crafted manifest may hold, is left alone)."""
+    names = {i.name for i in items}
+    for name in (previous or {}).get("outputs", {}):
+        rel = Path(name)
+        if name not in names and rel.parts[:1] in (("tables",), ("figures",)) and ".." not in rel.parts:
+            (out / rel).unlink(missing_ok=True)
+
+
+def _publish(out: Path, dataset: str, c: Collection, items: list[Item], record: dict, options: Options,
+             log) -> Path:
+    previous = _previous(out)  # read under the lock: the publication this one replaces
     (out / "tables").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    if previous:  # files published last time and not now would look current: remove them
-        names = {i.name for i in items}
-        for name in previous.get("outputs", {}):
-            if name not in names:
-                (out / name).unlink(missing_ok=True)
+    _remove_unpublished(out, previous, items)
     figures, to_draw = {}, []
     drawn = (previous or {}).get("figure_digests", {})
     for item in items:
@@ -411,8 +431,10 @@ def verify(outputs: Path, dataset: str, log=print) -> list[str]:
             problems += _compare_text(item.name, text, item.text)
     for name in sorted(set(published) - {i.name for i in items}):
         problems.append(f"{name}: published but no longer produced by the run files")
+    # the page says every number on it is recomputed here: its numbers against the recomputed tables
+    problems += html.check_page(out, [i.text for i in items if i.text is not None and i.name.endswith(".csv")])
     if not problems:
         log(f"verified {dataset}: {n_cells} CSV cells and {sum(i.text is not None for i in items)} tables "
             f"recomputed from {len(c.runs)} run(s) match; {sum(i.text is None for i in items)} figure file(s) "
-            "unchanged")
+            "unchanged; every number on the report page is a recomputed one")
     return problems

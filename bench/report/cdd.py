@@ -10,7 +10,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from bench.io import atomic_path
+from bench.report.figfile import plain, write_figure
 from bench.report.stats import cliques
 
 
@@ -48,13 +48,12 @@ def figure(names: list[str], ranks: list[float], cd: float, title: str) -> Figur
 
 def save(names: list[str], ranks: list[float], cd: float, title: str, stem: Path) -> list[Path]:
     """`stem`.png and `stem`.pdf, each written (atomically) only when its bytes changed."""
-    fig = figure(names, ranks, cd, title)
+    fig = figure([plain(n) for n in names], ranks, cd, plain(title))
     paths = []
     for fmt in ("png", "pdf"):
         path, buffer = stem.with_suffix(f".{fmt}"), io.BytesIO()
         fig.savefig(buffer, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
         if not path.is_file() or path.read_bytes() != buffer.getvalue():
-            with atomic_path(path) as tmp:
-                tmp.write_bytes(buffer.getvalue())
+            write_figure(path, lambda tmp: tmp.write_bytes(buffer.getvalue()))
         paths.append(path)
     return paths

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from matplotlib import colormaps
 
-from bench.io import atomic_path
+from bench.report.figfile import plain, write_figure
 from bench.report.render import drawing_code
 
 VIRIDIS = colormaps["viridis"]
@@ -61,17 +61,18 @@ class Painter:
         ax.set_autoscale_on(True)
         series = c["series"]
         for n, (name, sx, sy) in enumerate(series):
-            ax.plot(list(sx), [float(y) for y in sy], marker="o", markersize=3, label=str(name),
+            ax.plot(list(sx), [float(y) for y in sy], marker="o", markersize=3, label=plain(name),
                     color=VIRIDIS(n / max(len(series) - 1, 1) * 0.9))
         ax.relim()  # the data limits of these lines only (they accumulate otherwise)
         if c["yrange"]:
             ax.set_ylim(*c["yrange"])
-        ax.set_xlabel(c["xlabel"])
-        ax.set_ylabel(c["ylabel"])
+        ax.set_xlabel(plain(c["xlabel"]))
+        ax.set_ylabel(plain(c["ylabel"]))
         if 1 < len(series) <= LEGEND_MAX:
             ax.legend(fontsize=6)
         for fmt in FORMATS:
-            with atomic_path(Path(directory) / f"{c['stem']}.{fmt}") as tmp:  # a reader never sees half a figure
-                # no creation date in the PDF: the same values give the same file
-                self.fig.savefig(tmp, format=fmt, dpi=130, metadata={"CreationDate": None} if fmt == "pdf" else None)
+            # whole or not at all; no creation date in the PDF: the same values give the same file
+            write_figure(Path(directory) / f"{c['stem']}.{fmt}",
+                         lambda tmp: self.fig.savefig(tmp, format=fmt, dpi=130,
+                                                      metadata={"CreationDate": None} if fmt == "pdf" else None))
 

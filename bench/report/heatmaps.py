@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from bench.errors import BenchError
-from bench.io import atomic_path
+from bench.report.figfile import plain, write_figure
 from bench.report.render import METHOD, MULTI, drawing_code, label, short_hash
 
 LEVELS = ("image", "pixel")
@@ -135,11 +135,12 @@ def figure(h: Heatmap) -> Figure:
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(h.mean), cmap="viridis", vmin=0.5, vmax=1.0)
     _annotate(ax, h)
-    ax.set_xticks(range(n), h.tasks, rotation=90, fontsize=7)
-    ax.set_yticks(range(n), h.tasks, fontsize=7)
+    ticks = [plain(t) for t in h.tasks]
+    ax.set_xticks(range(n), ticks, rotation=90, fontsize=7)
+    ax.set_yticks(range(n), ticks, fontsize=7)
     ax.set_xlabel("evaluated task j")
     ax.set_ylabel("after learning task i")
-    ax.set_title(_title(h), fontsize=9)
+    ax.set_title(plain(_title(h)), fontsize=9)
     fig.colorbar(image, ax=ax, extend="min", fraction=0.046, pad=0.04)
     fig.tight_layout()
     # tight_layout leaves a placeholder layout engine behind, and with any engine set every savefig draws the
@@ -168,7 +169,7 @@ class Painter:
         for text in list(ax.texts):
             text.remove()
         _annotate(ax, h)
-        ax.set_title(_title(h), fontsize=9)
+        ax.set_title(plain(_title(h)), fontsize=9)
         return fig
 
 
@@ -188,8 +189,8 @@ def save(h: Heatmap, directory: Path, formats=("png", "pdf"), painter: Painter |
     paths = []
     for fmt in formats:
         path = Path(directory) / f"{h.stem}.{fmt}"
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        write_figure(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150,
+                                                   metadata={"CreationDate": None} if fmt == "pdf" else None))
         paths.append(path)
     return paths
 

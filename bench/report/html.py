@@ -5,14 +5,20 @@ CSV cell, shown rounded and carried at full precision in the cell's `data-value`
 collected (each method's R matrices, routing, memory and loss curves). No script, no web font, no CDN: it opens
 from file:// after an rsync; links are relative (../tables/*.csv, ../figures/*.png). Its own figures (the
 critical-difference diagrams, PNG and PDF; with `paper_figures`, every per-method heatmap and curve too) go to
-report/figures/; files there that a new aggregation no longer makes are removed, and a file whose bytes did not
-change is not rewritten.
+report/figures/; a file whose bytes did not change is not rewritten. report/.bench-owned.json lists every file the
+suite wrote there: one a new aggregation no longer makes is removed, and no other file ever is (a user's notes, an
+older page). A report folder that is a symlink is refused (check_report_folder): following it would write, and
+remove, in a folder the suite does not own.
 """
 
 from __future__ import annotations
 
+import csv
+import decimal
+import html as html_lib
 import io
 import json
+import re
 from pathlib import Path
 
 import jinja2
@@ -21,6 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
+from bench.errors import BenchError
 from bench.io import write_text_atomic
 from bench.report import cdd, construction
 from bench.report import curves as curves_draw
@@ -29,6 +36,7 @@ from bench.report.render import METHOD, label
 
 REPORT = "report"
 PAGE = "index.html"
+OWNED = ".bench-owned.json"  # under report/: the files this suite wrote there, the only ones it ever removes
 TEMPLATE = Path(__file__).with_name("templates") / "report.html.j2"
 VIRIDIS = colormaps["viridis"]
 # paper_comparison.csv's verdict of a compared cell, best first: (column, CSS class, text); the first that says
@@ -178,7 +186,9 @@ def comparison(tables: dict) -> dict | None:
                      cell(r["level"]), cell(r["protocol"]),
                      *[{**c, "cls": f"{c['cls']} {mark}", "title": why} for c in shown],
                      cell(f"{verdict} [{n}]", cls=f"verdict {mark}", title=why)])
-    blocks = [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
+    source = pc["published_source"].iloc[0] if "published_source" in pc else ""
+    blocks = [para(f"Published column: {source}.", "warn" if "the user's table" in source else "")] if source else []
+    blocks += [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
                    "compared cell is coloured by what the comparison found: inside the band (mean ± std), within "
                    "one standard error, outside, or not comparable. BWT rows are judged as released (the form the "
                    "published BWT was computed in; their difference is ours as released − published). The reason "
@@ -253,8 +263,8 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
-        blocks.append(para("No critical-difference diagram: no Friedman test had enough blocks and methods "
-                           "(see the notes above).", "warn"))
+        blocks.append(para("No critical-difference diagram: no Friedman test was run (too few blocks or methods, "
+                           "or no differences to test; see the notes above).", "warn"))
     return {"id": "statistics", "title": "Significance", "blocks": blocks}
 
 
@@ -265,9 +275,9 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
     if f is None or ranks is None:
         return out
     for r in f.to_dict("records"):
-        cd = _number(r["critical_difference"])
-        if cd is None or not np.isfinite(cd):
-            continue
+        cd, p = _number(r["critical_difference"]), _number(r["p"])
+        if cd is None or p is None or not (np.isfinite(cd) and np.isfinite(p)):
+            continue  # no test was run (too few blocks or methods, or no differences to test): no diagram
         sub = ranks[(ranks["level"] == r["level"]) & (ranks["protocol"] == r["protocol"])].to_dict("records")
         stem = f"cd_{r['level']}_{r['protocol']}"
         title = (f"{r['level']} ROC-AUC_CL, {r['protocol'].upper()}: average ranks over {r['n_blocks']} blocks; "
@@ -578,12 +588,15 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      cell(tb.METRIC_NAMES.get(r["metric"], r["metric"]), r["metric"]), cell(r["protocol"]),
                      num(r, "value", ci=("ci_low", "ci_high")), *_chance_cells(r, random_ap),
                      cell(_interval_method(r)), long, cell(r["conclusion_changes"]),
-                     cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"])])
+                     cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"]),
+                     cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
+    note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
                  "tabular_table2.csv", ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
                                         "chance level", "against chance", "interval", "long-block interval",
-                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix"],
-                 rows)
+                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix",
+                                        "non-finite scores replaced (seed:count)"],
+                 rows, note=note)
 
 
 def tabular(tables: dict) -> dict | None:
@@ -742,7 +755,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
     directory = out / REPORT
     (directory / "figures").mkdir(parents=True, exist_ok=True)
     tables = {i.name: _read(i.text) for i in items if i.text is not None and i.name.endswith(".csv")}
-    before = {p for p in directory.rglob("*") if p.is_file()}
+    before = owned_files(directory)
     figures = cd_figures(tables, directory / "figures")
     sections = [overview(runs, missing, dataset)]
     if dataset == "all":
@@ -786,4 +799,96 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
                | kept)
     for stale in before - written:
         stale.unlink(missing_ok=True)
+    _record_owned(directory, written)
     return path
+
+
+def check_report_folder(out: Path) -> None:
+    """BenchError when outputs/<dataset>/report or a folder under it is a symlink: the suite writes and removes its
+    own files only in a folder it owns (link the web folder to the report instead, or copy the report there)."""
+    for folder in (out / REPORT, out / REPORT / "figures", out / REPORT / "tables"):
+        if folder.is_symlink():
+            raise BenchError(f"{folder}: is a symlink (to {Path(folder).readlink()}); refusing to write the report "
+                             "through it: make it a plain folder (link your web folder to it instead)")
+
+
+def owned_files(directory: Path) -> set[Path]:
+    """The files under report/ the suite recorded as its own (none where no record exists: an older report's files
+    are left as they are). A recorded name leaving the folder ('..', absolute) is ignored, not followed."""
+    try:
+        names = json.loads((directory / OWNED).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    own = set()
+    for name in names if isinstance(names, list) else []:
+        rel = Path(str(name))
+        if not rel.is_absolute() and ".." not in rel.parts and rel.parts:
+            own.add(directory / rel)
+    return own
+
+
+def _record_owned(directory: Path, written: set[Path]) -> None:
+    text = json.dumps({"files": sorted(str(p.relative_to(directory)) for p in written)}, indent=1) + "\n"
+    record = directory / OWNED
+    if not record.is_file() or record.read_text() != text:
+        write_text_atomic(record, text)
+
+
+# ---------------------------------------------------------------- verify's reading of the page
+
+_TD = re.compile(r'<td([^>]*)>(.*?)</td>', re.S)
+_ATTR = re.compile(r'(class|data-value)="([^"]*)"')
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _numbers(csv_texts) -> np.ndarray:
+    """Every finite number in the cells of `csv_texts`, sorted (what a number on the page may be)."""
+    values = []
+    for text in csv_texts:
+        for row in csv.reader(io.StringIO(text)):
+            values += [x for x in map(_number, row) if x is not None and np.isfinite(x)]
+    return np.unique(np.asarray(values, dtype=float))
+
+
+def _shown_matches(shown: str, value: float) -> bool:
+    """Whether the number a cell shows (its first word, rounded as printed) is its data-value rounded alike."""
+    word = shown.split()[0] if shown.split() else ""
+    try:
+        printed = decimal.Decimal(word)
+    except decimal.InvalidOperation:
+        return True  # not a number as shown (–, a word, a duration): nothing to compare
+    if not printed.is_finite():
+        return True
+    step = decimal.Decimal(1).scaleb(printed.as_tuple().exponent)  # the last printed digit's place
+    return abs(decimal.Decimal(repr(value)) - printed) <= step / 2 + decimal.Decimal("1e-12")
+
+
+CHANCE_LEVELS = {0.5}  # ROC-AUC's chance level, shown beside the values it is read against
+
+
+def check_page(out: Path, csv_texts) -> list[str]:
+    """Every difference between the measured numbers on outputs/<dataset>/report/index.html and the recomputed
+    tables: each table cell's non-integer data-value must be a cell of a recomputed CSV (`csv_texts`) or of the
+    report's own tables/*.csv, and the number it shows must be that value as rounded. Empty: the page is
+    verified."""
+    path = out / REPORT / PAGE
+    try:
+        page = path.read_text()
+    except OSError as e:
+        return [f"{path}: cannot read the published page ({e.strerror or e})"]
+    own = [p.read_text() for p in sorted((out / REPORT / "tables").glob("*.csv"))]
+    known = _numbers([*csv_texts, *own])
+    problems = []
+    for attrs, inner in _TD.findall(page):
+        found = dict(_ATTR.findall(attrs))
+        x = _number(html_lib.unescape(found.get("data-value", "")))
+        if x is None or not np.isfinite(x) or x == round(x) or x in CHANCE_LEVELS:
+            continue  # counts (runs of a method, blocks) and chance levels are not measurements of a table
+        shown = html_lib.unescape(_TAG.sub("", inner)).strip()
+        at = np.searchsorted(known, x)
+        near = [known[i] for i in (at - 1, at) if 0 <= i < len(known)]
+        if not any(abs(k - x) <= 1e-12 * max(1.0, abs(x)) for k in near):
+            problems.append(f"{path}: the number {found['data-value']} (shown {shown!r}) is in no recomputed table")
+        elif "num" in found.get("class", "").split() and not _shown_matches(shown, x):
+            problems.append(f"{path}: a cell shows {shown!r} for the recomputed {found['data-value']}")
+    return problems

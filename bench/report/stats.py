@@ -31,6 +31,8 @@ FRIEDMAN = "Friedman (chi-square)"
 NEMENYI = "Nemenyi"
 # The Friedman tests (one per level × protocol) answer separate questions and are not adjusted for one another;
 # Nemenyi's critical difference already holds the family-wise error over a test's pairs of methods
+# Every method equal in every block (all at 1.0 on easy data): the ranks all tie and the statistic is 0/0
+NO_DIFFERENCES = "no differences to test: every method has the same value in every block"
 FRIEDMAN_CORRECTION = "none (one test per level × protocol; Nemenyi's CD is family-wise over its pairs)"
 
 
@@ -132,10 +134,15 @@ def friedman(runs: pd.DataFrame, levels=("image", "pixel"), protocols=("ncl", "c
             elif min_friedman_p(n, k) >= ALPHA:
                 row["note"] = (f"too few blocks ({n}): even {n} identical rankings of {k} methods give "
                                f"p = {min_friedman_p(n, k):.3g} ≥ {ALPHA}")
+            elif (complete.nunique(axis=1) == 1).all():
+                row["note"] = NO_DIFFERENCES
             else:
                 res = stats.friedmanchisquare(*complete.to_numpy().T)
-                row.update(statistic=float(res.statistic), p=float(res.pvalue),
-                           critical_difference=critical_difference(k, n))
+                if not np.isfinite(res.statistic):  # ties scipy cannot correct for: no test, no diagram
+                    row["note"] = NO_DIFFERENCES
+                else:
+                    row.update(statistic=float(res.statistic), p=float(res.pvalue),
+                               critical_difference=critical_difference(k, n))
             tests.append(row)
             if k:
                 for method, r in zip(complete.columns, average_ranks(complete.to_numpy())):

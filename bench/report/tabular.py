@@ -36,6 +36,7 @@ import pandas as pd
 
 from bench.errors import ProvenanceError
 from bench.metrics import continual_roc_auc, forgetting, forgetting_released
+from bench.results import replaced_scores
 from bench.report.intervals import BLOCK, placement_flips, r_samples, run_length_stats, stream_blocks
 from bench.report.render import markdown_table
 
@@ -60,7 +61,10 @@ CHANCE = {"roc_auc_cl": 0.5, "npr_auc_cl": 0.0, "ap_cl": None, "fm": 0.0, "fm_re
 PLACED = tuple(m for m in METRICS if m != "random_ap_cl")
 KEYS = ["dataset", "ordering", "model", "metric", "protocol"]
 COLUMNS = KEYS + ["value", "ci_low", "ci_high", "method", "block", "ci_low_long", "ci_high_long", "block_long",
-                  "conclusion_changes", "stratified_tasks", "n_seeds", "seed_values", "fm_matrix"]
+                  "conclusion_changes", "stratified_tasks", "n_seeds", "seed_values", "fm_matrix", "scores_replaced"]
+
+
+REPLACED_MARK = "(r)"  # a cell whose runs replaced non-finite scores (replaced_note lists how many)
 
 
 def _evaluation(run: dict) -> str:
@@ -191,7 +195,9 @@ def tabular_cells(runs: pd.DataFrame, details: dict, n_boot: int = 1000, seed: i
         if len(matrices) > 1:  # seeds averaged over two forms of one number would be neither
             raise ProvenanceError(f"{' / '.join(map(str, key))}: cross-evaluated and continual runs in one cell; "
                                   f"keep one evaluation per strategy")
+        replaced = {int(r.seed): replaced_scores(details[r.run_key]) for r in cell.itertuples()}
         cells[key] = {"values": {s: v for s, (v, _) in per_seed.items()}, "reps": reps, "method": first[1],
+                      "replaced": replaced,
                       "stratified_tasks": first[2], "blocks": blocks[key[:2]], "fm_matrix": matrices.pop()}
     return cells
 
@@ -223,7 +229,8 @@ def tabular_table2(cells: dict) -> pd.DataFrame:
                          "stratified_tasks": " ".join(c["stratified_tasks"]),
                          "n_seeds": len(values),
                          "seed_values": " ".join(f"{s}:{values[s]:.4f}" for s in sorted(values)),
-                         "fm_matrix": c["fm_matrix"] if metric == "fm_released" else ""})
+                         "fm_matrix": c["fm_matrix"] if metric == "fm_released" else "",
+                         "scores_replaced": replaced_text(c.get("replaced", {}))})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -280,9 +287,27 @@ def placement_table(cells: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "ordering", "model", "metric", "n_seeds", "stable", "flips"])
 
 
+def replaced_text(replaced: dict) -> str:
+    """Each run's count of replaced non-finite scores, "seed:count ..."; "" when no run replaced any."""
+    return " ".join(f"{s}:{n}" for s, n in sorted(replaced.items())) if any(replaced.values()) else ""
+
+
+def replaced_note(long: pd.DataFrame) -> str:
+    """The sentence naming every cell whose runs replaced non-finite scores ("" when none did)."""
+    marked = long[long["scores_replaced"].fillna("").astype(str) != ""].drop_duplicates(
+        ["dataset", "ordering", "model", "protocol"])
+    if not len(marked):
+        return ""
+    return (f"{REPLACED_MARK} Non-finite record scores replaced before scoring (the released preset's policy, as the "
+            "released code does), per run as seed:count: "
+            + "; ".join(f"{r.dataset}/{r.ordering}/{r.model}/{r.protocol} {r.scores_replaced}"
+                        for r in marked.itertuples()) + ".")
+
+
 def _cell(row) -> str:
     if row is None:
         return "–"
+    mark = f" {REPLACED_MARK}" if str(row.scores_replaced or "") not in ("", "nan") else ""
     text = f"{100 * row.value:.1f}"
     if np.isfinite(row.ci_low):
         text += f" [{100 * row.ci_low:.1f}, {100 * row.ci_high:.1f}]"
@@ -290,7 +315,7 @@ def _cell(row) -> str:
         text += f" {{{100 * row.ci_low_long:.1f}, {100 * row.ci_high_long:.1f}}}"
     if row.conclusion_changes:
         text += " (!)"
-    return text
+    return text + mark
 
 
 def _method_note(long: pd.DataFrame) -> str:
@@ -329,6 +354,8 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
             "AP_CL and the AP_CL a random ranking gets on the same test sets (each test set's prevalence is in the "
             "per-task table). A cell averages the seeds (tabular_table2.csv lists each seed's value).")
     lines = ["# Tabular Table 2", "", *markdown_table(header, rows), "", note, "", _method_note(long)]
+    if replaced_note(long):
+        lines += ["", replaced_note(long)]
     if tasks is not None and len(tasks):
         lines += ["", "Test sets (per task): records, anomalies, prevalence p and the AP of a random ranking:", "",
                   *markdown_table(["Scenario", "Ordering", "Task", "Records", "Anomalies", "p", "Random AP"],

@@ -16,7 +16,7 @@ import pytest
 
 from bench import results
 from bench.cli import main
-from bench.config import BACKBONES, NO_BACKBONE, ImageInputs, RunConfig
+from bench.config import BACKBONES, MASK_THRESHOLD, NO_BACKBONE, ImageInputs, RunConfig
 from bench.errors import BenchError
 from bench import registry
 from bench.report import paper
@@ -168,7 +168,7 @@ def inclad_presets(monkeypatch):
 def write(outputs: Path, model: str, backbone: str, protocol: str, *, dataset="btad", weights="imagenet",
           preset=paper.PRESET, image_size=None, hparams=None, image=None, pixel=None, train=None, tasks=None,
           ordering="easy_to_hard", weights_id=None, version=None, feature_dtype="float32", pixel_eval="resized",
-          attrs=None) -> None:
+          attrs=None, counts=None, mask_threshold=MASK_THRESHOLD) -> None:
     """A complete result file of one run; by default one that matches the paper's setting in every respect."""
     spec = registry.get(model)
     tasks = list(tasks or BTAD)
@@ -179,7 +179,7 @@ def write(outputs: Path, model: str, backbone: str, protocol: str, *, dataset="b
                     model_version=spec.version if version is None else version,
                     inputs=ImageInputs(backbone=backbone, weights=weights, image_size=image_size or spec.image_size,
                                        feature_dtype=feature_dtype, pixel_eval=pixel_eval,
-                                       **paper.expected_loading(spec)))
+                                       mask_threshold=mask_threshold, **paper.expected_loading(spec)))
     weights_id = weights_id or ("images" if backbone == NO_BACKBONE else
                                 f"{backbone}.{paper._inclad_tag(model, backbone)}:{'0' * 16}" if weights == "imagenet"
                                 else weights)
@@ -195,6 +195,10 @@ def write(outputs: Path, model: str, backbone: str, protocol: str, *, dataset="b
                                     else lower(0.5, n), float),
               "timing/train_s": np.asarray(train if train is not None else [10.0] * n),
               "timing/eval_s": np.asarray([5.0] * n)}
+    if counts is not False:  # what the runner records: each task's train/test images (the published release's)
+        counts = counts or {t: paper.PUBLISHED_COUNTS.get(dataset, {}).get(t, (10, 10)) for t in tasks}
+        arrays.update({"tasks_info/n_train": np.array([counts[t][0] for t in tasks]),
+                       "tasks_info/n_test": np.array([counts[t][1] for t in tasks])})
     results.write_run(outputs / dataset / "runs" / f"{cfg.run_name(key)}.h5", attrs, arrays, tasks)
 
 
@@ -393,8 +397,9 @@ def test_image_loading_is_judged_against_the_registrys_inclad_values(tmp_path, i
     monkeypatch.setattr(settings, "IMAGE_LOADING_DEFAULTS", {"normalize": True, "resize": "float"}, raising=False)
     monkeypatch.setattr(registry.ModelSpec, "loading", lambda self, preset: dict(released) if self.name == "padim"
                         else dict(settings.IMAGE_LOADING_DEFAULTS), raising=False)
-    assert paper.run_reasons(cfg, attrs["weights_id"]) == [
-        ("image loading", 'padim: normalize=true, inclad: false; resize="float", inclad: "8bit"')]
+    assert [r.text for r in paper.run_reasons(cfg, attrs["weights_id"])] == [
+        'image loading differs from the inclad preset (padim: normalize=true, inclad: false; resize="float", '
+        'inclad: "8bit")']
     assert paper._loading_reason(dataclasses.replace(cfg, model="cfa"), registry.get("cfa")) is None
 
 
