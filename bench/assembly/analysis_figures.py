@@ -119,7 +119,7 @@ def branches_vs_chance(values: pd.DataFrame, directory: Path, stem: str) -> Path
             ax.bar(x, g["value"], yerr=err, capsize=3, color="#4c72b0")
             ax.axhline(g["prevalence"].iloc[0], color="k", ls="--", label="chance (prevalence)")
             ax.set_xticks(x, list(g["scorer"]), rotation=20)
-            ax.set_title(name.removeprefix("branches|").replace("|", " on "))
+            ax.set_title(name.removeprefix("branches|").replace("|", "\non "))
             ax.set_ylim(0, 1.02)
         axes[0][0].set_ylabel(f"held-out AP, interval at block {lo.removeprefix('lo_b')}")
         axes[0][0].legend(fontsize=7)

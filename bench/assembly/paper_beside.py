@@ -93,7 +93,8 @@ def cells_frame(study: Study, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             sc = _scorer_of(study, c.scorer) if c.scorer else None
             verdict = per[sc.name] if sc else corpus
             if c.scorer and sc is None:
-                text = f"not comparable: the set ran no {c.scorer}"
+                text = f"not comparable: the set ran no {c.scorer}" + (
+                    "" if corpus.comparable else "; " + corpus.text().removeprefix("not comparable: "))
             else:
                 text = verdict.text()
             value = ours(c, study, tables)
