@@ -106,7 +106,8 @@ def register(sub) -> None:
     p.add_argument("--release", default="traffic-labelling", choices=["traffic-labelling", "improved"])
     p.add_argument("--litnet", action="store_true", help="the LITNET-2020-format trio instead of the week")
     p.set_defaults(func=cmd_synthetic)
-    p = inner.add_parser("aggregate", help="audit, per-run AP/AUC-ROC, every analysis the runs allow, the paper beside them, and the HTML page")
+    p = inner.add_parser("aggregate", help="audit, per-run AP/AUC-ROC, every analysis the runs allow, the paper's "
+                                           "numbers beside them, and the HTML page")
     p.add_argument("--dataset", required=True, help="a result set <corpus>-assembly with runs under --outputs")
     p.add_argument("--outputs", default="outputs")
     p.add_argument("--bootstrap", type=int, default=1000, help="block-bootstrap resamples per interval (released "
