@@ -260,7 +260,10 @@ def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootst
         if pair and all(a in sc.streams for a in pair):
             comps.append(batchladder.composition(rescore, sc.streams[pair[0]], sc.streams[pair[1]], scorer=sc.name))
     notes = () if pair else ("Composition at equal size skipped: " + _no_pair(study).removeprefix("skipped: "),)
-    return Outcome(key, title, batchladder.tables(ladders, comps, vs), notes=notes)
+    tables = batchladder.tables(ladders, comps, vs)
+    if comps:  # the shared records' prevalence: both batches' APs are of these records, so one chance level
+        tables["batch_composition"].insert(6, "prevalence", [c.values[0].prevalence for c in comps])
+    return Outcome(key, title, tables, notes=notes)
 
 
 def branch_analysis(study: Study, st: Settings) -> Outcome:
