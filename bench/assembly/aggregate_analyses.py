@@ -227,15 +227,18 @@ def _no_pair(study: Study) -> str:
 
 def cut_analysis(study: Study, st: Settings) -> Outcome:
     key, title = "cutsweep", "Where the split falls (§6.2): the chronological cut sweep"
-    arms = study.pair() or study.arms[:1]
+    # two assemblies of one corpus; else every arm (LITNET's per-capture streams), each swept on its own
+    arms = study.pair() or tuple(a for a in study.arms if study.with_arms((a,)) == list(study.scorers))
     scorers = study.with_arms(arms)
     refit, scorers, notes = _refits(study, scorers, arms)
     if not scorers:
         return Outcome(key, title, skipped="skipped: no scorer left without refitting: " + " ".join(notes))
     streams = {sc.name: {a: sc.streams[a] for a in arms} for sc in scorers}
     r = cutsweep.sweep(streams, refit=refit, fractions=st.cuts, rule=study.split, resamples=st.resamples)
-    if len(arms) == 1:
-        notes += (f"One arm ({arms[0]}): the arms' agreement at each cut needs a second arm over the same records.",)
+    if study.pair() is None:
+        notes += (f"Arms {', '.join(arms)}: no two hold the same records, so 'agree' compares orderings on "
+                  "different records." if len(arms) > 1 else f"One arm ({arms[0]}): the arms' agreement at each cut "
+                  "needs a second arm.",)
     return Outcome(key, title, cutsweep.tables(r), notes=notes)
 
 

@@ -180,3 +180,23 @@ def test_headless_chromium_renders_every_figure(aggregated, tmp_path):
 
     with Image.open(tmp_path / "page.png") as im:
         assert np.asarray(im.convert("RGB"), dtype=float).std() > 20
+
+
+def test_litnet_capture_arms_and_the_pooled_composite_report_the_pooling_identity_beside_the_paper(tmp_path):
+    from bench.assembly.synthetic import generate_litnet, litnet_budgets
+
+    root = generate_litnet(tmp_path / "litnet", K=1, seed=0)
+    corpus = runs.CorpusSpec("litnet", str(root), scale=1.0, name="litnet",
+                             budgets=tuple(sorted(litnet_budgets(1).items())))
+    for arm in ("capture:udp_flood", "pooled"):
+        run = runs.prepare(runs.RunSpec(corpus, arm, "iforest", seed=11), tmp_path / "outputs" / "litnet-assembly"
+                           / "runs")
+        runs.execute(run, log=lambda _: None)
+    page = report.aggregate(tmp_path / "outputs", "litnet-assembly")
+    skipped = (page.parent / "analyses" / "skipped.md").read_text()
+    assert "- shared: skipped: the set has no second arm over the same records" in skipped
+    cuts = pd.read_csv(page.parent / "analyses" / "cut_values.csv")
+    assert set(cuts.arm) == {"capture:udp_flood", "pooled"}  # each arm swept on its own
+    ids = pd.read_csv(page.parent / "analyses" / "paper_identities.csv")
+    pooling = ids[ids.paper_cell == "id.litnet_pooled_prevalence"].iloc[0]
+    assert bool(pooling.holds) and pooling.ours == pytest.approx(1 / 3)
