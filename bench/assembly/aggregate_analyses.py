@@ -36,6 +36,18 @@ QUICK_RESAMPLES = 200
 QUICK_CUTS = (0.60, 0.75, 0.90)  # demo: three of the released seven cuts (a batch detector is refit at each)
 QUICK_SEEDS = (11,)  # demo: the first of the released three prevalence seeds
 PAPER_PREVALENCE_ARM = "day_round_robin"  # the arm the paper's §8 sweep resampled
+# every analysis, in the page's order; `--skip` names them (prevalence and crossed rerun detectors: on a real
+# corpus they cost 15 and 4 detector passes per scorer)
+TITLES = {
+    "heldout": "Intervals on the runs' held-out slices",
+    "shared": "Shared records (§6.1): both arms on the records both held out",
+    "cutsweep": "Where the split falls (§6.2): the chronological cut sweep",
+    "batchladder": "Batch dependence (§6.3): the same records inside other batches",
+    "branches": "Branches of a composed score (§7)",
+    "prevalence": "Prevalence sweep (§8): one arm resampled to named prevalence levels",
+    "crossed": "Crossed history × sample (§11): history from one arm, sample from the other",
+    "events": "Event-based metrics (§11): range-based precision and recall beside flow-wise AP",
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class Settings:
     levels: tuple[str, ...] = prevalence.RELEASED_LEVELS
     seeds: tuple[int, ...] = prevalence.RELEASED_SEEDS
     quick: bool = False  # demo-size corpus: fewer resamples than released
+    skip: frozenset[str] = frozenset()  # analyses left out on request (--skip)
 
     def note(self) -> str:
         what = f"{self.resamples} block-bootstrap resamples per interval"
@@ -53,14 +66,28 @@ class Settings:
                     f"{len(self.cuts)} cuts and {len(self.seeds)} prevalence seed, where the released analyses drew "
                     f"{bootstrap.RELEASED_RESAMPLES} resamples over {len(cutsweep.RELEASED_CUTS)} cuts and "
                     f"{len(prevalence.RELEASED_SEEDS)} seeds")
+        if self.skip:
+            what += f"; left out on request: {', '.join(sorted(self.skip))}"
         return (f"Settings: {what}; cuts at {', '.join(f'{100 * c:g}%' for c in self.cuts)}; prevalence levels "
                 f"{', '.join(self.levels)} with seeds {', '.join(map(str, self.seeds))}.")
 
 
-def settings_for(n_records: int, resamples: int = bootstrap.RELEASED_RESAMPLES) -> Settings:
+def check_skip(names) -> frozenset[str]:
+    from bench.errors import ConfigError
+
+    unknown = sorted(set(names) - set(TITLES))
+    if unknown:
+        raise ConfigError(f"--skip {','.join(sorted(names))}: {unknown[0]!r} is not an analysis (one of: "
+                          f"{', '.join(TITLES)})")
+    return frozenset(names)
+
+
+def settings_for(n_records: int, resamples: int = bootstrap.RELEASED_RESAMPLES, skip=()) -> Settings:
+    skip = check_skip(skip)
     if n_records <= QUICK_RECORDS:
-        return Settings(resamples=min(resamples, QUICK_RESAMPLES), cuts=QUICK_CUTS, seeds=QUICK_SEEDS, quick=True)
-    return Settings(resamples=resamples)
+        return Settings(resamples=min(resamples, QUICK_RESAMPLES), cuts=QUICK_CUTS, seeds=QUICK_SEEDS, quick=True,
+                        skip=skip)
+    return Settings(resamples=resamples, skip=skip)
 
 
 @dataclass(frozen=True)
@@ -202,12 +229,12 @@ def heldout(study: Study, st: Settings) -> tuple[Outcome, list[bootstrap.SliceBo
         results.append(bootstrap.bootstrap_slice(f"heldout|{arm}", y, scores, list(itertools.combinations(scores, 2)),
                                                  resamples=st.resamples))
     t = bootstrap.tables(results)
-    return Outcome("heldout", "Intervals on the runs' held-out slices",
+    return Outcome("heldout", TITLES["heldout"],
                    {"heldout_values": t["bootstrap_values"], "heldout_margins": t["bootstrap_margins"]}), results
 
 
 def shared_analysis(study: Study, st: Settings) -> Outcome:
-    key, title = "shared", "Shared records (§6.1): both arms on the records both held out"
+    key, title = "shared", TITLES["shared"]
     pair = study.pair()
     if pair is None:
         return Outcome(key, title, skipped=_no_pair(study))
@@ -226,7 +253,7 @@ def _no_pair(study: Study) -> str:
 
 
 def cut_analysis(study: Study, st: Settings) -> Outcome:
-    key, title = "cutsweep", "Where the split falls (§6.2): the chronological cut sweep"
+    key, title = "cutsweep", TITLES["cutsweep"]
     # two assemblies of one corpus; else every arm (LITNET's per-capture streams), each swept on its own
     arms = study.pair() or tuple(a for a in study.arms if study.with_arms((a,)) == list(study.scorers))
     scorers = study.with_arms(arms)
@@ -243,7 +270,7 @@ def cut_analysis(study: Study, st: Settings) -> Outcome:
 
 
 def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootstrap]) -> Outcome:
-    key, title = "batchladder", "Batch dependence (§6.3): the same records inside other batches"
+    key, title = "batchladder", TITLES["batchladder"]
     batch = [sc for sc in study.scorers if sc.kind is records.Kind.BATCH]
     if not batch:
         return Outcome(key, title, skipped="skipped: the set ran no batch detector")
@@ -270,7 +297,7 @@ def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootst
 
 
 def branch_analysis(study: Study, st: Settings) -> Outcome:
-    key, title = "branches", "Branches of a composed score (§7)"
+    key, title = "branches", TITLES["branches"]
     results, notes = [], []
     for sc in study.scorers:
         for arm, s in sc.streams.items():
@@ -299,7 +326,7 @@ def _fresh_scorer(study: Study, by_name: dict[str, Scorer]) -> Callable:
 
 
 def prevalence_analysis(study: Study, st: Settings) -> Outcome:
-    key, title = "prevalence", "Prevalence sweep (§8): one arm resampled to named prevalence levels"
+    key, title = "prevalence", TITLES["prevalence"]
     if study.corpus is None:
         return Outcome(key, title, skipped=f"skipped: fresh runs on resampled streams need the corpus "
                                            f"({study.corpus_error})")
@@ -322,7 +349,7 @@ def prevalence_analysis(study: Study, st: Settings) -> Outcome:
 
 
 def crossed_analysis(study: Study, st: Settings) -> Outcome:
-    key, title = "crossed", "Crossed history × sample (§11): history from one arm, sample from the other"
+    key, title = "crossed", TITLES["crossed"]
     pair = study.pair()
     if pair is None:
         return Outcome(key, title, skipped=_no_pair(study))
@@ -359,7 +386,7 @@ def event_analysis(study: Study, st: Settings) -> Outcome:
     note = ("Threshold: the score maximising F1 on the arm's validation segment (the released baselines' rule; the "
             "held-out median where validation holds one class). Range-based: α = 0, flat bias, reciprocal "
             "cardinality (Tatbul et al., 2018).")
-    return Outcome("events", "Event-based metrics (§11): range-based precision and recall beside flow-wise AP",
+    return Outcome("events", TITLES["events"],
                    events.tables(rows), notes=(note,))
 
 
@@ -372,20 +399,24 @@ def run_all(study: Study, st: Settings) -> list[Outcome]:
 
 
 def _run_all(study: Study, st: Settings) -> list[Outcome]:
-    outcomes = []
-    try:
-        first, held = heldout(study, st)
-    except BenchError as e:
-        first, held = Outcome("heldout", "Intervals on the runs' held-out slices", skipped=f"skipped: {e}"), []
-    outcomes.append(first)
-    steps = [("shared", shared_analysis), ("cutsweep", cut_analysis),
+    held: list[bootstrap.SliceBootstrap] = []
+
+    def first(s: Study, t: Settings) -> Outcome:
+        out, found = heldout(s, t)
+        held.extend(found)
+        return out
+    steps = [("heldout", first), ("shared", shared_analysis), ("cutsweep", cut_analysis),
              ("batchladder", lambda s, t: ladder_analysis(s, t, held)), ("branches", branch_analysis),
              ("prevalence", prevalence_analysis), ("crossed", crossed_analysis), ("events", event_analysis)]
+    outcomes = []
     for key, step in steps:
+        if key in st.skip:
+            outcomes.append(Outcome(key, TITLES[key], skipped="skipped: left out on request (--skip)"))
+            continue
         try:
             outcomes.append(step(study, st))
         except BenchError as e:
-            outcomes.append(Outcome(key, key, skipped=f"skipped: {e}"))
+            outcomes.append(Outcome(key, TITLES[key], skipped=f"skipped: {e}"))
     return outcomes
 
 

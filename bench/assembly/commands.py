@@ -64,7 +64,8 @@ def cmd_synthetic(args) -> int:
 def cmd_aggregate(args) -> int:
     from bench.assembly.report import aggregate
 
-    page = aggregate(Path(args.outputs), args.dataset, resamples=getattr(args, "bootstrap", 1000))
+    skip = [k for k in (getattr(args, "skip", None) or "").split(",") if k]
+    page = aggregate(Path(args.outputs), args.dataset, resamples=getattr(args, "bootstrap", 1000), skip=skip)
     print(f"tables: {page.parent}\nreport: {page}")
     return 0
 
@@ -112,6 +113,8 @@ def register(sub) -> None:
     p.add_argument("--outputs", default="outputs")
     p.add_argument("--bootstrap", type=int, default=1000, help="block-bootstrap resamples per interval (released "
                                                                "1000; a demo-size corpus uses at most 200)")
+    p.add_argument("--skip", help="analyses to leave out, comma-separated (e.g. prevalence,crossed: they rerun "
+                                   "the detectors; names in docs/assembly.md)")
     p.set_defaults(func=cmd_aggregate)
 
 

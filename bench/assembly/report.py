@@ -179,7 +179,7 @@ def draw_figures(study, outcomes: list, out: Path, tag: str) -> dict:
     return figs
 
 
-def analyse(files: list[Path], out: Path, audits: list, resamples: int) -> list[AnalysisPart]:
+def analyse(files: list[Path], out: Path, audits: list, resamples: int, skip=()) -> list[AnalysisPart]:
     """Every analysis each study's runs allow: tables under out/analyses/, figures under out/figures/."""
     import shutil
 
@@ -192,7 +192,7 @@ def analyse(files: list[Path], out: Path, audits: list, resamples: int) -> list[
     parts = []
     for i, study in enumerate(studies):
         aa.attach_corpus(study)
-        settings = aa.settings_for(study.n, resamples)
+        settings = aa.settings_for(study.n, resamples, skip)
         outcomes = aa.run_all(study, settings)
         outcomes.append(comparison(study, outcomes, _audit_of(study, audits)))
         tag = f"_{i + 1}" if len(studies) > 1 else ""
@@ -202,9 +202,10 @@ def analyse(files: list[Path], out: Path, audits: list, resamples: int) -> list[
     return parts
 
 
-def aggregate(outputs: Path, dataset: str, resamples: int = 1000) -> Path:
+def aggregate(outputs: Path, dataset: str, resamples: int = 1000, skip=()) -> Path:
     """Write outputs/<dataset>/report/{runs.csv, runs.md, audit/…, analyses/…, figures/…, index.html}; the page's
-    path. `resamples`: the bootstrap's (a demo-size corpus uses fewer; the page says how many)."""
+    path. `resamples`: the bootstrap's (a demo-size corpus uses fewer; the page says how many); `skip`: analyses
+    to leave out (aggregate_analyses.TITLES' keys)."""
     runs_dir = Path(outputs) / dataset / "runs"
     files = sorted(runs_dir.glob("*.h5"))
     if not files:
@@ -225,7 +226,7 @@ def aggregate(outputs: Path, dataset: str, resamples: int = 1000) -> Path:
             continue
         audit_mod.write_audit(result, folder)
         audits.append((group, folder, result, ""))
-    parts = analyse(files, out, audits, resamples)
+    parts = analyse(files, out, audits, resamples, skip)
     from bench.assembly.page import write_page
 
     return write_page(out / PAGE, dataset, df, audits, parts)

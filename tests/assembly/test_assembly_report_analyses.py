@@ -144,6 +144,22 @@ def test_one_arm_says_why_the_pair_analyses_are_skipped(tmp_path):
     assert (page.parent / "analyses" / "cut_values.csv").is_file()  # one arm still has its cut sweep
 
 
+def test_skip_leaves_analyses_out_and_says_so_and_an_unknown_name_is_one_line(tmp_path, capsys):
+    from bench.cli import main
+
+    root = generate(tmp_path / "week", K=1, seed=3)
+    _run(root, tmp_path / "outputs", ("iforest",), ("timestamp",))
+    args = ["aggregate", "--dataset", SET, "--outputs", str(tmp_path / "outputs")]
+    assert main(["assembly", *args, "--skip", "cutsweep,prevalence"]) == 0
+    folder = tmp_path / "outputs" / SET / "report" / "analyses"
+    assert "- cutsweep: skipped: left out on request (--skip)" in (folder / "skipped.md").read_text()
+    assert not (folder / "cut_values.csv").exists() and (folder / "events.csv").is_file()
+    capsys.readouterr()
+    assert main(["assembly", *args, "--skip", "cutsweep,nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert "'nonsense' is not an analysis" in err and err.count("\n") == 1
+
+
 def test_settings_are_released_above_the_demo_size():
     assert aa.settings_for(1_600_000) == aa.Settings()
     quick = aa.settings_for(1_600, resamples=1000)
