@@ -256,6 +256,8 @@ def cut_analysis(study: Study, st: Settings) -> Outcome:
     key, title = "cutsweep", TITLES["cutsweep"]
     # two assemblies of one corpus; else every arm (LITNET's per-capture streams), each swept on its own
     arms = study.pair() or tuple(a for a in study.arms if study.with_arms((a,)) == list(study.scorers))
+    if not arms:
+        return Outcome(key, title, skipped="skipped: no arm was scored by every scorer of the set")
     scorers = study.with_arms(arms)
     refit, scorers, notes = _refits(study, scorers, arms)
     if not scorers:

@@ -155,7 +155,8 @@ def draw_figures(study, outcomes: list, out: Path, tag: str) -> dict:
     its analysis ran; outcome key -> figures."""
     from bench.assembly import analysis_figures as af
 
-    figdir, tables = out / "figures", {k: v for o in outcomes for k, v in o.tables.items()}
+    figdir = out / "figures"
+    tables = {k: v for o in outcomes for k, v in o.tables.items() if not v.empty}
     figs: dict = {}
 
     def add(key: str, stem: str, caption: str, draw) -> None:
