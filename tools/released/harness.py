@@ -151,3 +151,20 @@ def _fmt(value) -> str:
 def mean_std(values) -> str:
     v = np.asarray(values, np.float64)
     return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+
+
+def copy_by_order(state: dict, targets: list[torch.nn.Module]) -> None:
+    """Load `state` into `targets` (their state dicts concatenated) entry by entry in registration order: for two
+    implementations of one architecture whose modules are named differently. Every shape must match."""
+    slots = [(module, key) for module in targets for key in module.state_dict()]
+    values = list(state.values())
+    if len(values) != len(slots):
+        raise SystemExit(f"error: {len(values)} tensors for {len(slots)} slots: the architectures differ")
+    per_module: dict[int, dict] = {}
+    for (module, key), value in zip(slots, values):
+        mine = module.state_dict()[key]
+        if mine.shape != value.shape:
+            raise SystemExit(f"error: {key}: shape {tuple(value.shape)} for {tuple(mine.shape)}")
+        per_module.setdefault(id(module), {})[key] = value.detach().contiguous().clone()
+    for module in targets:
+        module.load_state_dict(per_module[id(module)])
