@@ -65,8 +65,13 @@ def same_weights(report: Report, train, test, args) -> None:
         if step == 0:
             report.row("loss of the first step", ours, theirs, abs(ours - theirs))
             released = {**arch.bn.state_dict(), **arch.decoder.state_dict()}
-            gap, _ = state_gap(dict(zip(released, det.net_.state_dict().values())), released)
-            report.row("OCBE + decoder after one step", "", "", gap)
+            ours_state = dict(zip(released, det.net_.state_dict().values()))
+            gap, key = state_gap(ours_state, released)
+            report.row(f"OCBE + decoder after one step (worst: {key})", "", "", gap)
+            moved = sum(int(((v.double() - released[k].double()).abs() > 1e-4).sum()) for k, v in ours_state.items()
+                        if v.is_floating_point())
+            report.row("  weights differing by more than 1e-4", moved,
+                       sum(v.numel() for v in released.values() if v.is_floating_point()))
     report.row(f"loss of step {1 + args.steps}", ours, theirs, abs(ours - theirs))
     idx = list(range(len(test)))
     pred = det.predict(test, idx)
