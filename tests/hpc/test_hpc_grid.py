@@ -445,8 +445,8 @@ def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
 def test_slurm_queue_parses_squeue_and_survives_its_absence(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     assert st.slurm_queue("me") is None
-    fake_command(tmp_path / "bin", "squeue", "echo '12_0|RUNNING|None'; echo '12_1|PENDING|Resources'")
-    assert st.slurm_queue("me") == {"12_0": ("RUNNING", "None"), "12_1": ("PENDING", "Resources")}
+    fake_command(tmp_path / "bin", "squeue", "echo '12_0|RUNNING|None|bench-a'; echo '12_1|PENDING|Resources|b|c'")
+    assert st.slurm_queue("me") == {"12_0": ("RUNNING", "None", "bench-a"), "12_1": ("PENDING", "Resources", "b|c")}
 
 
 def test_latest_submission_of_a_run_wins(planned_one, tmp_path):
