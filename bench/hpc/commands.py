@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -91,8 +92,22 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     profile = grids.load_profile(profile_name)
     root = Path(args.root or last.get("root") or default_root(args.dataset)).resolve()
     selection = _selection(args, records if reuse else [])
-    planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
+    try:
+        planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
+    except ConfigError as e:
+        raise ConfigError(_as_grid_value(str(e), grid.path)) from None
     return grid, profile, root, selection, planned, plan_status(planned, records)
+
+
+def _as_grid_value(message: str, grid_path: Path) -> str:
+    """A run setting refused while the grid expands names its command-line flag (`--seed -5 is not allowed`),
+    which a `submit` user never gave: name the grid file and its key instead (`seeds: -5 is not allowed`)."""
+    flag = re.match(r"--([a-z][a-z0-9-]*)\b", message)
+    if flag is None:
+        return message
+    key = flag.group(1).replace("-", "_")
+    key = f"{key}s" if f"{key}s" in grids.AXES else key
+    return f"{grid_path}: {key}: {message[flag.end():].lstrip(' :')}"
 
 
 def _recorded(record: dict, key: str):
@@ -109,6 +124,9 @@ def _recorded(record: dict, key: str):
 
 def cmd_status(args) -> int:
     records = recs.load_records(args.outputs, args.dataset)
+    if not records and args.root is None and args.grid is None:  # nothing to report, no dataset to blame
+        raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; run `make submit "
+                         f"DATASET={args.dataset}` first (or give --root/--grid to list the runs a submit would send)")
     profile = (_recorded(records[-1], "profile") if records else None) or DEFAULT_PROFILE
     *_, statuses = _plan(args, records, profile, reuse=True)
     print(st.format_status(statuses))

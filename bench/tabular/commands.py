@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.config import TABULAR_DATASETS
+from bench.config import TABULAR_DATASETS, task_list
 from bench.errors import ConfigError
 
 # what --dataset names: one dataset (a multi-dataset scenario is --multi's); the built-ins, then any plugin's
@@ -277,6 +277,9 @@ def cmd_index(args) -> int:
     from bench.tabular.preprocess import build_index
     from bench.tabular.scenario import raw_table
 
+    if args.out.exists() and not args.out.is_dir():  # else the writer's failure reads like a full disk
+        raise ConfigError(f"--out {args.out}: exists and is not a folder (a record index is a folder; give a new "
+                          f"path or an earlier index's folder)")
     resolve_sizes(args, [args.candidate])
     cand = parse_candidate(args.candidate, args)
     meta = build_index(args.dataset, raw_table(args.dataset, args.root, args.seed),
@@ -298,7 +301,7 @@ def cmd_ste(args) -> int:
 
     spec = get(args.model, "tabular")
     hp = {**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")}
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    tasks = task_list(args.tasks) if args.tasks is not None else None
     path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
                    max_steps=args.max_steps)
     print(f"results: {path}")
@@ -312,9 +315,10 @@ def cmd_run(args) -> int:
     from bench.registry import get
     from bench.tabular.ste import index_meta
 
+    tasks = task_list(args.tasks) if args.tasks is not None else None  # a typo is named before the index is read
     spec = get(args.model, "tabular")
     meta = index_meta(args.index)
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
+    tasks = tasks or sorted(meta.get("tasks", {}))
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
                        inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset, label=args.label,
