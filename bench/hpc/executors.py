@@ -40,9 +40,11 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> str:
         from bench.continual.runner import execute, prepare
+        from bench.devices import use_threads
 
         os.chdir(self.workdir)
         run = prepare(RunConfig.from_json(self.config_json), out=Path(self.out))
+        use_threads(parallel=run.config.track != "tabular")  # the job's allocation; see devices.choose_threads
         if run.run_key != self.run_key:
             raise BenchError(f"{run.out}: {KEY_CHANGED} ({self.run_key[:12]} -> "
                              f"{run.run_key[:12]}): the dataset or weights were modified; submit again")

@@ -336,9 +336,25 @@ def test_the_job_folder_must_be_private(tmp_path):
     assert not (shared / "out").exists()
     shared.chmod(0o1777)  # sticky, as /tmp: nobody renames another's entries
     assert trust.private_folder(shared / "out" / "logs", "pickled job files").is_dir()
+    assert trust.private_folder(shared / "new", "pickled job files").is_dir()  # created 0700 in the sticky folder
     made.chmod(0o770)
     with pytest.raises(ConfigError, match="writable by its group"):
         trust.private_folder(made, "pickled job files")
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o1770, 0o3775, 0o1733])
+def test_a_sticky_folder_others_can_write_is_refused_as_the_job_folder(tmp_path, mode, capsys):
+    """Sticky protects entries from being renamed, not a name from being taken: in a sticky world- or
+    group-writable job folder (--jobs-dir /tmp) another user can create a job's pickle before it is written,
+    and the job then loads theirs. Refused, as `submit` says, with nothing submitted."""
+    from bench.hpc import trust
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    jobs.chmod(mode)
+    with pytest.raises(ConfigError, match=re.escape(f"{jobs}: writable by its group")):
+        trust.private_folder(jobs, "pickled job files")
+    assert not list(jobs.iterdir())
 
 
 def test_placeholders_are_refused_before_anything_is_submitted(grid_file, small_root, tmp_path, capsys):
