@@ -4,6 +4,7 @@ the GPU's finish."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -50,9 +51,15 @@ def choose_threads(parallel: bool) -> ThreadChoice:
     return ThreadChoice(torch.get_num_threads(), "torch's default")
 
 
-def use_threads(parallel: bool) -> ThreadChoice:
-    """Set torch's intra-op threads to `choose_threads(parallel)` (a run records the count it ran with)."""
-    choice = choose_threads(parallel)
-    if choice.threads != torch.get_num_threads():
+@contextmanager
+def use_threads(parallel: bool):
+    """Run the block on `choose_threads(parallel)` torch threads (a run records the count it ran with), then
+    restore the count found: a command called in a longer-lived process leaves it as it was."""
+    choice, before = choose_threads(parallel), torch.get_num_threads()
+    if choice.threads != before:
         torch.set_num_threads(choice.threads)
-    return choice
+    try:
+        yield choice
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

@@ -44,7 +44,6 @@ class RunJob(submitit.helpers.Checkpointable):
 
         os.chdir(self.workdir)
         run = prepare(RunConfig.from_json(self.config_json), out=Path(self.out))
-        use_threads(parallel=run.config.track != "tabular")  # the job's allocation; see devices.choose_threads
         if run.run_key != self.run_key:
             raise BenchError(f"{run.out}: {KEY_CHANGED} ({self.run_key[:12]} -> "
                              f"{run.run_key[:12]}): the dataset or weights were modified; submit again")
@@ -52,7 +51,8 @@ class RunJob(submitit.helpers.Checkpointable):
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         where = f"SLURM job {slurm}" + (f"_{task}" if task else "") if slurm else "no SLURM"
         print(f"run {run.out.stem} (key {run.run_key[:12]}) on {socket.gethostname()}, {where}", flush=True)
-        execute(run, progress=False, log=lambda msg: print(msg, flush=True))
+        with use_threads(parallel=run.config.track != "tabular"):  # the job's allocation: devices.choose_threads
+            execute(run, progress=False, log=lambda msg: print(msg, flush=True))
         return str(run.out)
 
 

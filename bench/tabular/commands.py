@@ -303,9 +303,9 @@ def cmd_ste(args) -> int:
     spec = get(args.model, "tabular")
     hp = {**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")}
     tasks = task_list(args.tasks) if args.tasks is not None else None
-    use_threads(parallel=False)  # the tabular detectors: one thread unless an allocation or the user says more
-    path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
-                   max_steps=args.max_steps)
+    with use_threads(parallel=False):  # the tabular detectors: one thread unless an allocation or the user says more
+        path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
+                       max_steps=args.max_steps)
     print(f"results: {path}")
     return 0
 
@@ -326,8 +326,8 @@ def cmd_run(args) -> int:
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
                        inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset, label=args.label,
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
-    use_threads(parallel=False)  # recorded by the run (cpu_threads), as every run's count is
-    path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
+    with use_threads(parallel=False):  # recorded by the run (cpu_threads), as every run's count is
+        path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")
     print("\n".join(summary_lines(path)))
     return 0
@@ -356,9 +356,9 @@ def cmd_scenarios(args) -> int:
     if released.exists():  # runs made from it name its orderings: another release there would change what they mean
         raise ConfigError(f"{released}: this scenario folder already holds a release, and runs made from it name its "
                           f"orderings; build the new one into another --out (or move this folder away first)")
-    use_threads(parallel=False)
-    manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
-                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
+    with use_threads(parallel=False):
+        manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
+                             seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
     print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],
                       "w": manifest["w_table"]}, indent=1))
     return 0

@@ -58,3 +58,4 @@ def test_a_tabular_run_records_the_threads_chosen_for_it(tabular_index, no_threa
     run = results.read_run(out)
     assert run["attrs"]["cpu_threads"] == expected
     assert set(run["timing/cpu_threads"].tolist()) == {expected}
+    assert torch.get_num_threads() == 3  # the command leaves the process's count as it found it
