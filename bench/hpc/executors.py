@@ -23,7 +23,7 @@ import submitit
 from bench.config import RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
-from bench.hpc.status import KEY_CHANGED
+from bench.hpc.status import KEY_CHANGED, chain_lease
 
 CLUSTERS = ("slurm", "local", "debug")
 DEFAULT_MAX_ARRAY_SIZE = 1000
@@ -190,10 +190,20 @@ def submit_local(executor, planned: list[PlannedRun], resources: Resources, work
                  lease: str) -> list[Submitted]:
     """One background process on this machine running `planned` in sequence, holding `lease` while it lives."""
     executor.update_parameters(timeout_min=resources.time_min * max(1, len(planned)),
-                               local_setup=setup_lines(Profile("local"), env, threads=str(resources.cpus)))
+                               local_setup=[*setup_lines(Profile("local"), env, threads=str(resources.cpus)),
+                                            *chain_lease_lines(lease)])
     job = executor.submit(RunSequence([job_for(p, workdir) for p in planned], lease))
     start = process_start(job.job_id)
     return [Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr, start) for p in planned]
+
+
+def chain_lease_lines(lease: str) -> list[str]:
+    """Setup lines that make the wrapper shell hold `chain_lease(lease)` on fd 9, which submitit's controller
+    inherits: the job counts as alive from its first moment until the controller ends, whichever of the wrapper,
+    the controller or the worker is killed. Without the `flock` tool (util-linux) the job runs unguarded: only
+    the worker's own lease and the wrapper's pid then tell."""
+    path = shlex.quote(chain_lease(lease))
+    return [f"exec 9>>{path}", "{ command -v flock >/dev/null && flock -n 9 || true; }"]
 
 
 def process_start(pid: str) -> str:

@@ -95,9 +95,17 @@ def lease_held(path: str) -> bool:
     return False
 
 
+def chain_lease(lease: str) -> str:
+    """The lock file a local job's wrapper shell and submitit's controller hold (its worker holds `lease`)."""
+    return lease.removesuffix(".lock") + ".chain.lock" if lease else ""
+
+
 def local_alive(entry: dict) -> bool:
-    return lease_held(entry.get("lease", "")) or bool(entry["job_id"]) and pid_alive(entry["job_id"],
-                                                                                      entry.get("started", ""))
+    """A local job lives while its worker holds its lease, its wrapper shell or controller the chain lease
+    (executors.chain_lease_lines), or its wrapper process (pid and start time as recorded) runs."""
+    lease = entry.get("lease", "")
+    return lease_held(lease) or lease_held(chain_lease(lease)) or bool(entry["job_id"]) and pid_alive(entry["job_id"],
+                                                                                        entry.get("started", ""))
 
 
 def found_in_queue(entry: dict, queue: dict | None) -> dict | None:

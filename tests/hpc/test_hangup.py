@@ -173,3 +173,57 @@ def test_deferred_signals_arrive_after_the_block(monkeypatch):
         assert got == ["block ran to its end", ("handler", signal.SIGHUP)]
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+@pytest.mark.slow(reason="a local job runs a real (tiny) run to the end")
+def test_a_killed_local_wrapper_neither_fails_the_run_nor_starts_a_second_copy(small_root, tmp_path, monkeypatch,
+                                                                               capsys):
+    """submitit's wrapper process (the job id `status` knew) is killed while its worker goes on: the run stayed
+    "failed" and `resubmit` started a second copy beside the first. The worker is held at its lease until the
+    wrapper is dead, so the order is certain."""
+    from bench.cli import main
+    from bench.hpc import submission
+
+    monkeypatch.setattr(submission.secrets, "token_hex", lambda n: "fixed")
+    grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"], protocols=["ncl"])
+    outputs = tmp_path / "out"
+    logs = outputs / "synthetic" / "logs"
+    logs.mkdir(parents=True, mode=0o700)
+    gate = executors.hold_lease(str(logs / "lease-fixed-0.lock"))  # the worker waits for this lock
+    try:
+        assert main(["submit", "--dataset", "synthetic", "--grid", str(grid), "--root", str(small_root),
+                     "--outputs", str(outputs), "--cluster", "local"]) == 0
+        wrapper = records.load_records(outputs, "synthetic")[-1]["runs"][0]["job_id"]
+        gate_path = logs / "lease-fixed-0.lock"
+        _wait(lambda: _waiting_on(gate_path))  # the worker is started and waits at its lease
+        os.kill(int(wrapper), signal.SIGKILL)
+        _wait(lambda: not st.pid_alive(wrapper))  # a zombie until submitit's handle reaps it
+    finally:
+        os.close(gate)  # the worker takes its lease and runs
+    _wait(lambda: not _waiting_on(gate_path))
+    capsys.readouterr()
+    assert main(["status", "--dataset", "synthetic", "--outputs", str(outputs)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "_ncl_" in x)
+    assert line.split()[0] in ("pending", "running", "complete"), line
+    assert main(["resubmit", "--dataset", "synthetic", "--outputs", str(outputs)]) == 0
+    assert "nothing to submit" in capsys.readouterr().out
+    assert len(records.load_records(outputs, "synthetic")) == 1
+    lease = str(gate_path)
+    _wait(lambda: not (st.lease_held(lease) or st.lease_held(st.chain_lease(lease))))  # the run ends
+    assert st.result_attrs(Path(records.load_records(outputs, "synthetic")[-1]["runs"][0]["out"]))["status"] == \
+        "complete"
+
+
+def _waiting_on(path: Path) -> bool:
+    """A process waits for the flock of the file at `path` (/proc/locks lists waiters with `->`)."""
+    inode = f":{os.stat(path).st_ino} "
+    return any("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def _wait(predicate, polls: int = 6000) -> None:
+    """Poll `predicate` until it holds (a ceiling of 6000 polls, not a timing)."""
+    for _ in range(polls):
+        if predicate():
+            return
+        subprocess.run(["sleep", "0.1"])
+    pytest.fail("gave up waiting")
