@@ -142,7 +142,7 @@ def test_ganomaly_starts_from_pytorch_default_init():
                 assert torch.equal(m.weight.detach(), torch.ones_like(m.weight)), name
             if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
                 fan_in, _ = nn.init._calculate_fan_in_and_fan_out(m.weight)
-                assert float(m.weight.abs().max()) <= 1 / math.sqrt(fan_in) + 1e-7, name
+                assert float(m.weight.detach().abs().max()) <= 1 / math.sqrt(fan_in) + 1e-7, name
     dcgan = create("ganomaly", ImageSource(torch.device("cpu"), progress=False), 32, n_features=4, init="dcgan")
     dcgan.build(0)
     bn = next(m for m in dcgan.generator_.modules() if isinstance(m, nn.BatchNorm2d))
