@@ -36,6 +36,8 @@ PLACEHOLDERS = {
     "pyclad/models/vision/preprocessing.py": "class ImagePreprocessor:\n"
                                             "    def __init__(self, *args, **kwargs):\n"
                                             "        raise RuntimeError('not in the reference repositories')\n",
+    # EfficientAD's architecture.py imports its autoencoder; the adapter runs only the augmentation
+    "pyclad/models/efficientad/standard.py": "class AutoEncoder:\n    pass\n",
 }
 
 
@@ -58,7 +60,7 @@ def use_released(folder: Path, repository: str) -> None:
         raise SystemExit(f"error: {src / 'pyclad'} not found: fetch the released files there first")
     shim = Path(tempfile.mkdtemp(prefix="released-shim-"))
     for rel, text in PLACEHOLDERS.items():
-        if not (src / rel).exists():
+        if not (src / rel).exists() and not (src / rel).with_suffix("").is_dir():
             (shim / rel).parent.mkdir(parents=True, exist_ok=True)
             (shim / rel).write_text(text)
     sys.path[:0] = [str(src), str(shim)]
