@@ -67,8 +67,34 @@ class Batch:
     job: object = None  # the debug executor's job, run after the record is written
 
 
-class Slurm:
+class Kind:
+    """How one cluster kind sends a submission: what it checks first, how it cuts runs into batches, how it sends
+    one, what a dry run prints, and what it does once everything is recorded."""
     verb = "submitted"
+
+    def check(self, sub: Submission, dry_run: bool) -> None:
+        pass
+
+    def array_size(self, sub: Submission) -> int:
+        return 0
+
+    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
+        raise NotImplementedError
+
+    def send(self, launch: Launch, batch: Batch) -> list:
+        raise NotImplementedError
+
+    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
+        print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
+        for p in runs:
+            print(f"    {p.name}")
+
+    def finish(self, batches: list[Batch]) -> None:
+        pass
+
+
+class Slurm(Kind):
+    """Job arrays, chunked below MaxArraySize, each under a name of its own."""
 
     def check(self, sub: Submission, dry_run: bool) -> None:
         if sub.profile.placeholders() and not dry_run:  # before scontrol, which may wait seconds
@@ -110,18 +136,9 @@ class Slurm:
             for p in chunk:
                 print(f"    {p.name}")
 
-    def finish(self, batches: list[Batch]) -> None:
-        pass
 
-
-class Local(Slurm):
+class Local(Kind):
     """Background processes on this machine, each running its share of the runs one after the other."""
-
-    def check(self, sub: Submission, dry_run: bool) -> None:
-        pass
-
-    def array_size(self, sub: Submission) -> int:
-        return 0
 
     def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
         slots = launch.sub.parallelism or 1
@@ -132,18 +149,13 @@ class Local(Slurm):
         executor = executors.make_executor("local", launch.sub.logs, launch.python)
         return executors.submit_local(executor, batch.runs, batch.resources, REPO, launch.env, batch.lease)
 
-    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
-        print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
-        for p in runs:
-            print(f"    {p.name}")
-
     def finish(self, batches: list[Batch]) -> None:
         pids = [b.sent[0].job_id for b in batches]
         print(f"started {len(pids)} local process(es) {', '.join(pids)}: "
               f"{runs_text(sum(len(b.sent) for b in batches))}")
 
 
-class Debug(Local):
+class Debug(Kind):
     """In this process, one run after the other, to the end, after the record is written."""
     verb = "ran"
 
@@ -162,17 +174,17 @@ class Debug(Local):
             batch.job.result()
 
 
-KINDS = {"slurm": Slurm(), "local": Local(), "debug": Debug()}
+KINDS: dict[str, Kind] = {"slurm": Slurm(), "local": Local(), "debug": Debug()}
 assert tuple(KINDS) == executors.CLUSTERS
 
 
-def kind_of(cluster: str):
+def kind_of(cluster: str) -> Kind:
     if cluster not in KINDS:
         raise ConfigError(f"unknown cluster {cluster!r} (valid: {', '.join(KINDS)})")
     return KINDS[cluster]
 
 
-def launch_for(sub: Submission, kind, dry_run: bool) -> Launch:
+def launch_for(sub: Submission, kind: Kind, dry_run: bool) -> Launch:
     """Resolve the interpreter line, the job environment and the array limits of a submission."""
     from bench.features import weights_dir
     from bench.results import provenance
