@@ -10,7 +10,7 @@ import pytest
 from bench.features import is_published_id
 from bench.report import paper
 from bench.report.collect import collect
-from tests.report.test_paper_comparison import cell, compare, inclad_presets, write, write_all  # noqa: F401
+from test_paper_comparison import cell, compare, inclad_presets, write, write_all  # noqa: F401
 
 UNVERIFIED = f"weights not the published file ({paper.UNVERIFIED})"
 
