@@ -178,7 +178,8 @@ def staged_files() -> list[tuple[str, str]]:
 
 def resolve_weights(backbone: str, weights: str, generation: str = "IMAGENET1K_V1") -> tuple[Path | None, str]:
     """(file to load or None, weights id for the run key). `generation`: which torchvision ImageNet weights
-    `imagenet` means (the detector preset's). Fails fast when a file is missing."""
+    `imagenet` means (the detector preset's); those are checked as torchvision's published file, and their id says
+    so (`:published`). A file of the user's loads as `file:<sha>`. Fails fast when a file is missing."""
     if backbone not in BACKBONES:
         raise choice_error("backbone", backbone, BACKBONES)
     if weights == "none":
