@@ -206,6 +206,18 @@ def attach_corpus(study: Study) -> None:
 
 # ------------------------------------------------------------------ the analyses
 
+class LatestModel(FittedRescore):
+    """A FittedRescore that keeps only its latest model. The cut sweep fits one model per (arm, cut) and uses it
+    once, and a fitted batch detector holds its training rows (ECOD several arrays of them): kept all together
+    they dominate the aggregate's memory on a large corpus. The other analyses use one model several times in a
+    row, so one kept model refits nothing they need."""
+
+    def model(self, arm: str, train_end: int | None = None):
+        det = super().model(arm, train_end)
+        self._models = {k: v for k, v in self._models.items() if v is det}
+        return det
+
+
 def _refits(study: Study, scorers: list[Scorer], arms) -> tuple[dict, list[Scorer], tuple[str, ...]]:
     """FittedRescore per batch scorer (needs the corpus); the scorers kept, and a note for any left out."""
     batch = [sc for sc in scorers if sc.kind is records.Kind.BATCH]
@@ -213,7 +225,7 @@ def _refits(study: Study, scorers: list[Scorer], arms) -> tuple[dict, list[Score
         kept = [sc for sc in scorers if sc.kind is not records.Kind.BATCH]
         return {}, kept, (f"Batch detectors ({', '.join(sc.name for sc in batch)}) left out: refitting them needs "
                           f"the corpus ({study.corpus_error}).",)
-    refit = {sc.name: FittedRescore(study.corpus, sc.detector_spec(), {a: sc.streams[a] for a in arms},
+    refit = {sc.name: LatestModel(study.corpus, sc.detector_spec(), {a: sc.streams[a] for a in arms},
                                     preset=sc.spec.preset, seed=sc.spec.seed) for sc in batch}
     return refit, scorers, ()
 
@@ -281,7 +293,7 @@ def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootst
     pair = study.pair()
     ladders, comps, vs = [], [], []
     for sc in batch:
-        rescore = FittedRescore(study.corpus, sc.detector_spec(), sc.streams, preset=sc.spec.preset,
+        rescore = LatestModel(study.corpus, sc.detector_spec(), sc.streams, preset=sc.spec.preset,
                                 seed=sc.spec.seed)
         for arm, s in sc.streams.items():
             ld = batchladder.ladder(rescore, s, scorer=sc.name)

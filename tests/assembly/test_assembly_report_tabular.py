@@ -72,3 +72,17 @@ def test_a_bad_override_is_one_line():
     with pytest.raises(BenchError) as e:
         detectors.get("tabular:iforest").create("released", 0, n_estimators=0)
     assert "n_estimators" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_aggregate_keeps_one_fitted_model_and_scores_as_the_caching_refit_does(week):
+    from bench.assembly.aggregate_analyses import LatestModel
+
+    _, corpus = week
+    spec = detectors.get("tabular:iforest")
+    streams = {a: score_arm(corpus, arms.make_arm(corpus, a), spec, seed=11) for a in ("timestamp", "day_round_robin")}
+    latest, caching = LatestModel(corpus, spec, streams, seed=11), FittedRescore(corpus, spec, streams, seed=11)
+    rows = streams["timestamp"].rows[-100:]
+    for arm, end in (("timestamp", 500), ("day_round_robin", 700), ("timestamp", 600)):
+        assert np.array_equal(latest(arm, rows, train_end=end), caching(arm, rows, train_end=end))
+        assert list(latest._models) == [(arm, end)]
+    assert len(caching._models) == 3
