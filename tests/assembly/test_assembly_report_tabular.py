@@ -66,6 +66,7 @@ def test_a_run_with_a_tabular_detector_writes_its_file(week, tmp_path):
     runs.execute(run, log=lambda _: None)
     s = store.read_run(run.out)
     assert s.detector == "tabular:iforest" and s.batch is not None and np.isfinite(s.score[s.test()]).all()
+    assert ":" not in run.out.name and "tabular-iforest" in run.out.name  # no colon in a file name
 
 
 def test_a_bad_override_is_one_line():
