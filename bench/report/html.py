@@ -29,7 +29,7 @@ from matplotlib import colormaps
 
 from bench.errors import BenchError
 from bench.io import write_text_atomic
-from bench.report import cdd, construction
+from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
 from bench.report.render import METHOD, label
@@ -197,16 +197,38 @@ def comparison(tables: dict) -> dict | None:
                     ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours (BWT as released)",
                      "published", "difference", "verdict"], rows)]
     blocks += [para(f"[{n}] {why}", "note") for why, n in notes.items()]
-    t2 = _table(tables, "tables/table2.csv")
-    if t2 is not None:
-        trows = [[cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
-                  cell(r["level"]), cell(r["protocol"]), _mean_std(r), cell(r["n_runs"], r["n_runs"], "num"),
-                  cell(r["n_methods"], r["n_methods"], "num")] for r in t2.to_dict("records")]
-        blocks.append(table("Table 2, every method (seeds averaged within a method, then mean ± population std "
-                            "across methods)", "table2.csv",
-                            ["dataset", "ordering", "metric", "level", "protocol", "mean ± std", "runs", "methods"],
-                            trows))
+    blocks += _table2_block(tables)
     return {"id": "table2", "title": "Table 2", "blocks": blocks}
+
+
+def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], counts: list[str]) -> list[list[dict]]:
+    """A long metric table's rows: its keys (datasets, models and orderings by their labels, a metric by its
+    spec label), mean ± std, then the count columns."""
+    def key_cell(r: dict, k: str) -> dict:
+        if k == "metric":
+            return cell(spec.label(r[k]) if r[k] in spec.metric_names() else r[k])
+        if k == "model":
+            return cell(_method_name(r))
+        return cell(label(k, r[k]) if k in ("dataset", "ordering") else r[k])
+
+    n = "n_methods" if "n_methods" in counts else counts[0]
+    return [[*(key_cell(r, k) for k in keys), _mean_std({**r, "n_methods": r[n]}),
+             *(cell(r[c], r[c], "num") for c in counts)] for r in frame.to_dict("records")]
+
+
+def _long_header(spec: specs.TableSpec, keys: list[str], counts: list[str]) -> list[str]:
+    return [*("method" if k == "model" else spec.label(k) for k in keys), "mean ± std",
+            *(spec.label(c) for c in counts)]
+
+
+def _table2_block(tables: dict) -> list[dict]:
+    spec = specs.TABLE2
+    t2 = _table(tables, spec.csv)
+    if t2 is None:
+        return []
+    keys, counts = ["dataset", "ordering", "metric", "level", "protocol"], ["n_runs", "n_methods"]
+    return [table("Table 2, every method (seeds averaged within a method, then mean ± population std across "
+                  "methods)", f"{spec.name}.csv", _long_header(spec, keys, counts), _long_rows(spec, t2, keys, counts))]
 
 
 def _mean_std(r: dict) -> dict:
@@ -291,17 +313,11 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
     return out
 
 
-RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
-               ("image_bwt_released", "image BWT (as released) [95 % CI]"),
-               ("image_forgetting", "image FM [95 % CI]"),
-               ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
-
-
 def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, figs: OwnFigures) -> dict | None:
     """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
     method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}; where
     `aggregate` drew none, the method's heatmap is registered in `figs` (its paper figures under report/figures/)."""
-    rc = _table(tables, "tables/runs.csv")
+    rc = _table(tables, specs.RUNS.csv)
     if rc is None:
         return None
     rc = rc[rc["track"] == "image"]
@@ -309,18 +325,17 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, fig
         return None
     rows = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
              cell(r["protocol"]), cell(r["seed"]),
-             *[num(r, c, ci=(f"{c}_ci_low", f"{c}_ci_high")) for c, _ in RUN_COLUMNS]] for r in rc.to_dict("records")]
+             *[num(r, c.name, ci=(f"{c.name}_ci_low", f"{c.name}_ci_high")) for c in specs.RUN_SHOWN]]
+            for r in rc.to_dict("records")]
     blocks = [table("Every run: intervals are stratified bootstraps over its test images (the same resample of a "
                     "test set at every step; seeds, training data and order are not resampled)", "runs.csv",
-                    ["dataset", "method", "ordering", "protocol", "seed", *[h for _, h in RUN_COLUMNS]], rows)]
-    pm = _table(tables, "tables/per_method.csv")
+                    ["dataset", "method", "ordering", "protocol", "seed", *[c.label for c in specs.RUN_SHOWN]], rows)]
+    spec = specs.PER_METHOD
+    pm = _table(tables, spec.csv)
     if pm is not None:
-        prow = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
-                 cell(r["metric"]), cell(r["level"]), cell(r["protocol"]), _mean_std({**r, "n_methods": r["n_runs"]}),
-                 cell(r["n_runs"], r["n_runs"], "num")] for r in pm.to_dict("records")]
-        blocks.append(table("Per method: mean ± population std over seeds", "per_method.csv",
-                            ["dataset", "method", "ordering", "metric", "level", "protocol", "mean ± std", "seeds"],
-                            prow))
+        keys, counts = ["dataset", "model", "ordering", "metric", "level", "protocol"], ["n_runs"]
+        blocks.append(table("Per method: mean ± population std over seeds", f"{spec.name}.csv",
+                            _long_header(spec, keys, counts), _long_rows(spec, pm, keys, counts)))
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
