@@ -111,7 +111,8 @@ def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
                      cell(str(key[3]) if pd.notna(key[3]) else ""), cell(str(key[4]) if pd.notna(key[4]) else ""),
                      cell(", ".join(sorted(g["ordering"].unique()))), cell(", ".join(sorted(g["protocol"].unique()))),
                      cell(", ".join(str(s) for s in sorted(g["seed"].unique()))), cell(str(len(g)), len(g), "num")])
-    blocks.append(table("What ran: dataset × method, with the orderings, protocols and seeds of its runs", "runs.csv",
+    blocks.append(table("What ran: dataset × method, with the orderings, protocols and seeds of its runs",
+                        _file(specs.RUNS),
                         ["dataset", "track", "model", "backbone", "weights", "orderings", "protocols", "seeds",
                          "runs"], rows))
     if len(missing):
@@ -119,11 +120,11 @@ def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
                   cell(f"{m['steps_done']}/{m['n_tasks']}"), cell(label("model", m["model"])), cell(m["protocol"]),
                   cell(m["ordering"]), cell(str(m["seed"])),
                   cell((str(m["error"]).strip().splitlines() or [""])[-1])] for m in missing.to_dict("records")]
-        blocks.append(table("Missing and failed runs (with their last error line)", "missing.csv",
+        blocks.append(table("Missing and failed runs (with their last error line)", _file(specs.MISSING),
                             ["file", "status", "steps", "model", "protocol", "ordering", "seed", "error"], mrows))
     else:
         blocks.append(para("No missing or failed runs."))
-    blocks.append(table("Provenance", "runs.csv", ["what", "values (runs)"], _provenance_rows(runs)))
+    blocks.append(table("Provenance", _file(specs.RUNS), ["what", "values (runs)"], _provenance_rows(runs)))
     return {"id": "overview", "title": f"Overview: {label('dataset', dataset) if dataset != 'all' else 'all datasets'}",
             "blocks": blocks}
 
@@ -170,8 +171,12 @@ def finding(r: dict) -> tuple[str, str, str]:
     return "outside", "outside the published band", f"{band}: outside the band, and {gap} exceeds {se}"
 
 
+# paper_comparison.csv's columns the page shows as they are (spec labels), before its composite ones
+COMPARED = ("dataset", "ordering", "metric", "level", "protocol", "ours", "ours_released")
+
+
 def comparison(tables: dict) -> dict | None:
-    pc = _table(tables, "tables/paper_comparison.csv")
+    pc = _table(tables, specs.PAPER_COMPARISON.csv)
     if pc is None:
         return None
     rows, notes = [], {}
@@ -193,9 +198,9 @@ def comparison(tables: dict) -> dict | None:
                    "one standard error, outside, or not comparable. BWT rows are judged as released (the form the "
                    "published BWT was computed in; their difference is ours as released − published). The reason "
                    "of each finding is on hover and in the numbered notes under the table."),
-              table("Table 2 beside the published one", "paper_comparison.csv",
-                    ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours (BWT as released)",
-                     "published", "difference", "verdict"], rows)]
+              table("Table 2 beside the published one", _file(specs.PAPER_COMPARISON),
+                    [*(specs.PAPER_COMPARISON.label(n) for n in COMPARED), "published", "difference", "verdict"],
+                    rows)]
     blocks += [para(f"[{n}] {why}", "note") for why, n in notes.items()]
     blocks += _table2_block(tables)
     return {"id": "table2", "title": "Table 2", "blocks": blocks}
@@ -237,6 +242,11 @@ def _mean_std(r: dict) -> dict:
     text = _fmt(r["mean"]) + (f" ± {_fmt(r['std'])}" if _number(r.get("std")) is not None and
                               np.isfinite(_number(r["std"])) and r.get("n_methods", r.get("n", "1")) != "1" else "")
     return cell(text, r["mean"], "num")
+
+
+def _file(spec: specs.TableSpec) -> str:
+    """A published table's file name, as the page links it under ../tables/."""
+    return f"{spec.name}.csv"
 
 
 def _table(tables: dict, name: str) -> pd.DataFrame | None:
@@ -328,7 +338,7 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, fig
              *[num(r, c.name, ci=(f"{c.name}_ci_low", f"{c.name}_ci_high")) for c in specs.RUN_SHOWN]]
             for r in rc.to_dict("records")]
     blocks = [table("Every run: intervals are stratified bootstraps over its test images (the same resample of a "
-                    "test set at every step; seeds, training data and order are not resampled)", "runs.csv",
+                    "test set at every step; seeds, training data and order are not resampled)", _file(specs.RUNS),
                     ["dataset", "method", "ordering", "protocol", "seed", *[c.label for c in specs.RUN_SHOWN]], rows)]
     spec = specs.PER_METHOD
     pm = _table(tables, spec.csv)
@@ -538,19 +548,20 @@ def _svg(series: list[tuple], xlabel: str, ylabel: str, yrange) -> str:
 
 
 def timing(tables: dict) -> dict | None:
-    pt = _table(tables, "tables/paper_timing.csv")
+    pt = _table(tables, specs.PAPER_TIMING.csv)
     if pt is None:
         return {"id": "timing", "title": "Timing", "blocks": [para("No timing cell of ours has a published "
                                                                        "counterpart (InCLAD Tables 4–5)."),
-                                                                  _link_only("timing.csv")]}
-    header = list(pt.columns)
-    rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in header] for r in pt.to_dict("records")]
+                                                                  _link_only(_file(specs.TIMING))]}
+    names = list(pt.columns)
+    header = [specs.PAPER_TIMING.label(c) for c in names]
+    rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in names] for r in pt.to_dict("records")]
     return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
             "blocks": [para("Ratios are ours / published; beside each, both machines: ours (`our_hardware`, each run's "
                             "recorded device) and the paper's (`published_hardware`). The pipelines time different "
                             "work (docs/reports.md), so a ratio gives a scale, not a verdict."),
-                       table("Timing beside the published tables", "paper_timing.csv", header, rows),
-                       _link_only("timing.csv")]}
+                       table("Timing beside the published tables", _file(specs.PAPER_TIMING), header, rows),
+                       _link_only(_file(specs.TIMING))]}
 
 
 def _link_only(csv: str) -> dict:
@@ -607,7 +618,7 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
     note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
-                 "tabular_table2.csv", ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
+                 _file(specs.TABULAR_TABLE2), ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
                                         "chance level", "against chance", "interval", "long-block interval",
                                         "conclusion changes with the block", "seeds", "seed values", "FM matrix",
                                         "non-finite scores replaced (seed:count)"],
@@ -616,8 +627,8 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
 
 def tabular(tables: dict) -> dict | None:
     names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
-             ("tables/tabular_table2.csv", None),
-             ("tables/validation.csv", "Validation: gaps with their paired block-bootstrap intervals")]
+             (specs.TABULAR_TABLE2.csv, None),
+             (specs.VALIDATION.csv, "Validation: gaps with their paired block-bootstrap intervals")]
     from bench.report.tabular import CHANCE
 
     chance = CHANCE["npr_auc_cl"]
@@ -718,9 +729,9 @@ def scenario_construction(constructions: list[dict], frames: dict, own: dict) ->
     return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
 
 
-HEATMAP_VALUES = (("tables/heatmaps.csv", "the values behind every image-track heatmap (figure, i, j, value, runs "
+HEATMAP_VALUES = ((specs.HEATMAPS.csv, "the values behind every image-track heatmap (figure, i, j, value, runs "
                                          "behind the cell)"),
-                  ("tables/tabular_heatmaps.csv", "the same for the tabular runs' R matrices"))
+                  (specs.TABULAR_HEATMAPS.csv, "the same for the tabular runs' R matrices"))
 
 
 def heatmap_figures(items) -> dict | None:
@@ -788,7 +799,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         cons.append({**con, "name": construction._name(folder, out.parent)})
     sections += [s for s in (comparison(tables), statistics(tables, figures),
                              per_method(tables, runs, details, drawn, figs),
-                             timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
+                             timing(tables) if specs.TIMING.csv in tables else None, tabular(tables),
                              scenario_construction(cons, construction.frames(cons, out.parent), own),
                              heatmap_figures(items)) if s]
     if figs.curves:

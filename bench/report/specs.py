@@ -146,7 +146,8 @@ RUN_SHOWN = (
 )
 MISSING = TableSpec("missing", "Missing and failed runs", keys=_text(("path", "path")))
 
-_JUDGED = ("in_band", "in_band_released", "within_se", "within_se_released")
+_JUDGED = (("in_band", "in band"), ("in_band_released", "in band (BWT as released)"), ("within_se", "within 1 SE"),
+           ("within_se_released", "within 1 SE (BWT as released)"))
 PAPER_COMPARISON = TableSpec(
     "paper_comparison", "Table 2 beside the published one", keys=(_DATASET, _ORDERING, _METRIC, *_CELL),
     values=(*_text(("pool", "pool")),
@@ -157,12 +158,17 @@ PAPER_COMPARISON = TableSpec(
             *_cols(Kind.NUMBER, ("published_mean", "published mean"), ("published_std", "published std")),
             *_cols(Kind.COUNT, ("n_pooled", "published pool")),
             *_cols(Kind.NUMBER, ("difference", "difference"), ("difference_released", "difference (as released)")),
-            *(Column(n, n.replace("_", " "), kind=Kind.FLAG, flag_text=("yes", "no")) for n in _JUDGED),
+            *(Column(n, label, kind=Kind.FLAG, flag_text=("yes", "no")) for n, label in _JUDGED),
             Column("comparable", "comparable", kind=Kind.FLAG),
             *_text(("reason", "reason"), ("published_source", "published source"))))
-PAPER_TIMING = TableSpec("paper_timing", "Timing beside the published tables",
-                         keys=(*_text(("dataset", "dataset")), *_METHOD, *_text(("phase", "phase"),
-                                                                                ("protocol", "protocol"))))
+PAPER_TIMING = TableSpec(
+    "paper_timing", "Timing beside the published tables",
+    keys=(*_text(("dataset", "dataset")), *_METHOD, *_text(("phase", "phase"), ("protocol", "protocol"))),
+    values=(*_cols(Kind.NUMBER, ("ours_s", "ours (mean, s)")), *_cols(Kind.COUNT, ("n_orderings", "orderings")),
+            *_text(("published", "published")), *_cols(Kind.NUMBER, ("published_s", "published (s)"),
+                                                        ("ratio", "ratio")),
+            *_text(("our_hardware", "our hardware"), ("published_hardware", "published hardware")),
+            Column("comparable", "comparable", kind=Kind.FLAG), *_text(("reason", "reason"))))
 ROUTING = TableSpec("routing", "Task-bank routing",
                     keys=(_DATASET, *_METHOD, _ORDERING, *_text(("protocol", "protocol"), ("route_by", "route by"))))
 MULTI_SELECTION = TableSpec("multi_selection", "MultiDataset method selection", keys=_text(("model", "model")))
