@@ -139,8 +139,8 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items += _spec_items(specs.PER_METHOD, per_method(runs), per_method_markdown, per_method_latex, footer)
 
     cl_ncl, (fr, ranks) = stats.cl_vs_ncl(runs), stats.friedman(runs)
-    items += [Item("tables/cl_vs_ncl.csv", _csv(cl_ncl)), Item("tables/friedman.csv", _csv(fr)),
-              Item("tables/friedman_ranks.csv", _csv(ranks))]
+    items += [*_spec_items(specs.CL_VS_NCL, cl_ncl), *_spec_items(specs.FRIEDMAN, fr),
+              *_spec_items(specs.FRIEDMAN_RANKS, ranks)]
 
     items += _spec_items(specs.TIMING, timing_table(runs), timing_markdown, timing_latex, footer)
 

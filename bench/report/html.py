@@ -221,9 +221,13 @@ def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], coun
              *(cell(r[c], r[c], "num") for c in counts)] for r in frame.to_dict("records")]
 
 
+def _header(spec: specs.TableSpec, names: list[str]) -> list[str]:
+    """The spec's labels of `names`; "model" stands for the method (model · backbone (weights)) the page shows."""
+    return ["method" if n == "model" else spec.label(n) for n in names]
+
+
 def _long_header(spec: specs.TableSpec, keys: list[str], counts: list[str]) -> list[str]:
-    return [*("method" if k == "model" else spec.label(k) for k in keys), "mean ± std",
-            *(spec.label(c) for c in counts)]
+    return [*_header(spec, keys), "mean ± std", *_header(spec, counts)]
 
 
 def _table2_block(tables: dict) -> list[dict]:
@@ -260,7 +264,7 @@ def _p(text: str) -> str:
 
 
 def statistics(tables: dict, figures: list[dict]) -> dict | None:
-    w, f = _table(tables, "tables/cl_vs_ncl.csv"), _table(tables, "tables/friedman.csv")
+    w, f = _table(tables, specs.CL_VS_NCL.csv), _table(tables, specs.FRIEDMAN.csv)
     if w is None and f is None:
         return None
     blocks = [para("Blocks are dataset × ordering; a method's seeds are averaged within a block first, so seeds "
@@ -272,9 +276,9 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                  cell(_p(r["p"]), r["p"], "num"), cell(_p(r["p_holm"]), r["p_holm"], "num"),
                  cell(f"{r['test']}, {r['n_blocks']} blocks, {r['correction']} over the level's methods"),
                  cell(r["note"])] for r in w.to_dict("records")]
-        blocks.append(table("Is CL better than NCL? Paired per method, ROC-AUC_CL", "cl_vs_ncl.csv",
-                            ["level", "method", "blocks", "NCL mean", "CL mean", "median CL − NCL", "p",
-                             "p (Holm)", "test", "note"], rows))
+        blocks.append(table(specs.CL_VS_NCL.title, _file(specs.CL_VS_NCL), _header(
+            specs.CL_VS_NCL, ["level", "model", "n_blocks", "ncl_mean", "cl_mean", "median_difference", "p", "p_holm",
+                              "test", "note"]), rows))
     if f is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
                  cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
@@ -283,15 +287,17 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                       f"{r['post_hoc']} at α = {r['alpha']}"),
                  cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
                                             if r["left_out"] else "") if x))] for r in f.to_dict("records")]
-        blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
-                            ["level", "protocol", "blocks", "methods", "χ²", "p", "critical difference", "test",
-                             "note"], rows))
-    ranks = _table(tables, "tables/friedman_ranks.csv")
+        blocks.append(table(specs.FRIEDMAN.title, _file(specs.FRIEDMAN), _header(
+            specs.FRIEDMAN, ["level", "protocol", "n_blocks", "n_methods", "statistic", "p", "critical_difference",
+                             "test", "note"]), rows))
+    ranks = _table(tables, specs.FRIEDMAN_RANKS.csv)
     if ranks is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(_method_name(r)), num(r, "mean_rank", 2),
                  cell(r["n_blocks"], r["n_blocks"], "num")] for r in ranks.to_dict("records")]
         blocks.append(table("Average ranks of the Friedman tests (rank 1: the highest ROC-AUC_CL in a block)",
-                            "friedman_ranks.csv", ["level", "protocol", "method", "mean rank", "blocks"], rows))
+                            _file(specs.FRIEDMAN_RANKS),
+                            _header(specs.FRIEDMAN_RANKS, ["level", "protocol", "model", "mean_rank", "n_blocks"]),
+                            rows))
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
@@ -302,7 +308,7 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
 
 def cd_figures(tables: dict, directory: Path) -> list[dict]:
     """Draw one critical-difference diagram per Friedman test that was run; the report's figure entries."""
-    f, ranks = _table(tables, "tables/friedman.csv"), _table(tables, "tables/friedman_ranks.csv")
+    f, ranks = _table(tables, specs.FRIEDMAN.csv), _table(tables, specs.FRIEDMAN_RANKS.csv)
     out = []
     if f is None or ranks is None:
         return out
@@ -618,10 +624,10 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
     note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
-                 _file(specs.TABULAR_TABLE2), ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
-                                        "chance level", "against chance", "interval", "long-block interval",
-                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix",
-                                        "non-finite scores replaced (seed:count)"],
+                 _file(specs.TABULAR_TABLE2),
+                 ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]", "chance level",
+                  "against chance", "interval", "long-block interval", "conclusion changes with the block", "seeds",
+                  "seed values", "FM matrix", "non-finite scores replaced (seed:count)"],
                  rows, note=note)
 
 

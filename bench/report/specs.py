@@ -179,8 +179,30 @@ TABULAR_TABLE2 = TableSpec("tabular_table2", "Tabular Table 2",
 VALIDATION = TableSpec("validation", "Validation", keys=(_DATASET, _ORDERING, *_text(("model", "model"))))
 TABULAR_HEATMAPS = TableSpec("tabular_heatmaps", "Tabular heatmap values", keys=HEATMAPS.keys)
 
+# the paired tests (bench/report/stats.py): labels as the page shows them
+_TEST = (*_text(("test", "test"), ("correction", "correction")),)
+CL_VS_NCL = TableSpec(
+    "cl_vs_ncl", "Is CL better than NCL? Paired per method, ROC-AUC_CL",
+    keys=(*_text(("level", "level")), _METRIC, *_METHOD),
+    values=(*_cols(Kind.COUNT, ("n_blocks", "blocks")),
+            *_cols(Kind.NUMBER, ("ncl_mean", "NCL mean"), ("cl_mean", "CL mean"),
+                   ("median_difference", "median CL − NCL"), ("statistic", "statistic"), ("p", "p"),
+                   ("p_holm", "p (Holm)")),
+            *_TEST, *_text(("note", "note"))))
+FRIEDMAN = TableSpec(
+    "friedman", "Which method is best? Friedman test over the blocks, Nemenyi post-hoc",
+    keys=(*_CELL, _METRIC),
+    values=(*_cols(Kind.COUNT, ("n_blocks", "blocks"), ("n_methods", "methods")),
+            *_cols(Kind.NUMBER, ("statistic", "χ²"), ("p", "p")), *_TEST, *_text(("post_hoc", "post-hoc")),
+            *_cols(Kind.NUMBER, ("alpha", "α"), ("critical_difference", "critical difference")),
+            *_text(("left_out", "left out"), ("note", "note"))))
+FRIEDMAN_RANKS = TableSpec(
+    "friedman_ranks", "Average ranks of the Friedman tests", keys=(*_CELL, _METRIC, *_METHOD),
+    values=(*_cols(Kind.NUMBER, ("mean_rank", "mean rank")), *_cols(Kind.COUNT, ("n_blocks", "blocks"))))
+
 NAMES = ("RUNS", "MISSING", "TABLE2", "PER_METHOD", "TIMING", "PAPER_COMPARISON", "PAPER_TIMING", "ROUTING",
-         "MULTI_SELECTION", "HEATMAPS", "TABULAR_TABLE2", "VALIDATION", "TABULAR_HEATMAPS")
+         "MULTI_SELECTION", "HEATMAPS", "TABULAR_TABLE2", "VALIDATION", "TABULAR_HEATMAPS", "CL_VS_NCL", "FRIEDMAN",
+         "FRIEDMAN_RANKS")
 
 
 def all_specs() -> tuple[TableSpec, ...]:
