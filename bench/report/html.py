@@ -237,7 +237,7 @@ def _table2_block(tables: dict) -> list[dict]:
         return []
     keys, counts = ["dataset", "ordering", "metric", "level", "protocol"], ["n_runs", "n_methods"]
     return [table("Table 2, every method (seeds averaged within a method, then mean ± population std across "
-                  "methods)", f"{spec.name}.csv", _long_header(spec, keys, counts), _long_rows(spec, t2, keys, counts))]
+                  "methods)", _file(spec), _long_header(spec, keys, counts), _long_rows(spec, t2, keys, counts))]
 
 
 def _mean_std(r: dict) -> dict:
@@ -350,7 +350,7 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, fig
     pm = _table(tables, spec.csv)
     if pm is not None:
         keys, counts = ["dataset", "model", "ordering", "metric", "level", "protocol"], ["n_runs"]
-        blocks.append(table("Per method: mean ± population std over seeds", f"{spec.name}.csv",
+        blocks.append(table("Per method: mean ± population std over seeds", _file(spec),
                             _long_header(spec, keys, counts), _long_rows(spec, pm, keys, counts)))
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
@@ -563,8 +563,8 @@ def timing(tables: dict) -> dict | None:
     header = [specs.PAPER_TIMING.label(c) for c in names]
     rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in names] for r in pt.to_dict("records")]
     return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
-            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (`our_hardware`, each run's "
-                            "recorded device) and the paper's (`published_hardware`). The pipelines time different "
+            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (our hardware, each run's "
+                            "recorded device) and the paper's (published hardware). The pipelines time different "
                             "work (docs/reports.md), so a ratio gives a scale, not a verdict."),
                        table("Timing beside the published tables", _file(specs.PAPER_TIMING), header, rows),
                        _link_only(_file(specs.TIMING))]}

@@ -70,11 +70,15 @@ class TableSpec:
         return tuple(m.name for m in self.metrics)
 
     def frame(self, df: pd.DataFrame) -> pd.DataFrame:
-        """`df`'s columns in the declared order (a declared column the frame lacks is a programming error);
-        a frame with no rows or columns as it is."""
+        """`df`'s columns in the declared order; a frame with no columns as it is. A column declared and not
+        computed, or computed and not declared, is a programming error: said here, not dropped from the CSV."""
         if not self.values or df.columns.empty:
             return df
-        return df[[c.name for c in self.columns]]
+        names = [c.name for c in self.columns]
+        if set(names) != set(df.columns):
+            raise ValueError(f"{self.name}: declared columns {sorted(set(names) - set(df.columns))} not computed, "
+                             f"computed columns {sorted(set(df.columns) - set(names))} not declared (specs.py)")
+        return df[names]
 
     def csv_text(self, df: pd.DataFrame) -> str:
         df = self.frame(df)
@@ -180,7 +184,7 @@ VALIDATION = TableSpec("validation", "Validation", keys=(_DATASET, _ORDERING, *_
 TABULAR_HEATMAPS = TableSpec("tabular_heatmaps", "Tabular heatmap values", keys=HEATMAPS.keys)
 
 # the paired tests (bench/report/stats.py): labels as the page shows them
-_TEST = (*_text(("test", "test"), ("correction", "correction")),)
+_TEST = _text(("test", "test"), ("correction", "correction"))
 CL_VS_NCL = TableSpec(
     "cl_vs_ncl", "Is CL better than NCL? Paired per method, ROC-AUC_CL",
     keys=(*_text(("level", "level")), _METRIC, *_METHOD),

@@ -121,6 +121,15 @@ def test_yes_no_flags_are_booleans_in_the_frames_and_yes_no_text_in_the_csv(outp
     assert list(written["in_band"]) == ["yes", "no", ""] and list(written["comparable"]) == ["True", "False", "True"]
 
 
+def test_a_computed_column_the_spec_does_not_declare_is_an_error_not_a_dropped_column():
+    frame = pd.DataFrame({c.name: [1] for c in specs.TIMING.columns})
+    assert specs.TIMING.csv_text(frame).splitlines()[0] == ",".join(c.name for c in specs.TIMING.columns)
+    with pytest.raises(ValueError, match=r"timing: declared columns \[\] not computed, computed columns \['extra'\]"):
+        specs.TIMING.csv_text(frame.assign(extra=2))
+    with pytest.raises(ValueError, match=r"declared columns \['n_runs'\] not computed"):
+        specs.TIMING.csv_text(frame.drop(columns="n_runs"))
+
+
 def test_every_spec_keys_name_a_row_of_its_table():
     keys = specs.csv_keys()
     assert keys["tables/table2.csv"] == ["dataset", "ordering", "metric", "level", "protocol"]
