@@ -173,9 +173,20 @@ PAPER_TIMING = TableSpec(
                                                         ("ratio", "ratio")),
             *_text(("our_hardware", "our hardware"), ("published_hardware", "published hardware")),
             Column("comparable", "comparable", kind=Kind.FLAG), *_text(("reason", "reason"))))
-ROUTING = TableSpec("routing", "Task-bank routing",
-                    keys=(_DATASET, *_METHOD, _ORDERING, *_text(("protocol", "protocol"), ("route_by", "route by"))))
-MULTI_SELECTION = TableSpec("multi_selection", "MultiDataset method selection", keys=_text(("model", "model")))
+ROUTING = TableSpec(
+    "routing", "Task-bank routing",
+    keys=_text(("dataset", "Dataset"), ("model", "Model"), ("backbone", "Backbone"), ("weights", "Weights"),
+               ("ordering", "Ordering"), ("protocol", "Protocol"), ("route_by", "Routed by")),
+    values=(*_cols(Kind.NUMBER, ("routing_accuracy", "Routing accuracy"),
+                   ("final_own_share", "Own-bank share, last step")),
+            *_text(("worst_task", "Worst task, last step")),
+            *_cols(Kind.NUMBER, ("worst_task_own_share", "worst task's own-bank share")),
+            *_cols(Kind.COUNT, ("n_runs", "Runs"))))
+MULTI_SELECTION = TableSpec(
+    "multi_selection", "MultiDataset method selection", keys=_text(("model", "Model")),
+    values=(*_cols(Kind.NUMBER, ("score", "Mean ROC-AUC_CL")), *_cols(Kind.COUNT, ("n_cells", "Cells"),
+                                                                       ("n_runs", "Runs"), ("rank", "Rank")),
+            Column("selected", "Selected", kind=Kind.FLAG)))
 HEATMAPS = TableSpec("heatmaps", "Heatmap values", keys=_text(("figure", "figure"), ("i", "i"), ("j", "j")))
 TABULAR_TABLE2 = TableSpec("tabular_table2", "Tabular Table 2",
                            keys=(_DATASET, _ORDERING, *_text(("model", "model")), _METRIC,

@@ -44,7 +44,7 @@ def select_methods(single: pd.DataFrame, select_by: str = "image-cl", top: int =
     """Rank models by mean `select_by` ROC-AUC_CL over single-dataset cells (dataset × backbone × weights ×
     ordering, seeds averaged first); the `top` best are selected. Ties go to the alphabetically first model."""
     level, protocol = SELECT_BY[select_by]
-    columns = ["model", "score", "n_cells", "n_runs", "rank", "selected"]
+    columns = [c.name for c in specs.MULTI_SELECTION.columns]
     single = _complete(single)
     if single.empty:
         return pd.DataFrame(columns=columns)
@@ -188,7 +188,7 @@ def per_method_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str
 
 def selection_markdown(selection: pd.DataFrame, select_by: str, top: int, models_used: list[str]) -> str:
     level, protocol = SELECT_BY[select_by]
-    lines = ["## MultiDataset method selection", "",
+    lines = [f"## {specs.MULTI_SELECTION.title}", "",
              f"InCLAD's rule: rank methods by average single-dataset performance across datasets, backbones and "
              f"orderings; the MultiDataset rows pool the {top} best. Criterion here: {level}-level ROC-AUC_CL, "
              f"{protocol.upper()} protocol, averaged over (dataset × backbone × weights × ordering) cells, a cell's "
@@ -199,5 +199,6 @@ def selection_markdown(selection: pd.DataFrame, select_by: str, top: int, models
     else:
         rows = [[str(r["rank"]), label("model", r["model"]), f"{r['score']:.4f}", str(r["n_cells"]),
                  str(r["n_runs"]), "yes" if r["selected"] else ""] for r in selection.to_dict("records")]
-        lines += markdown_table(["Rank", "Model", "Mean ROC-AUC_CL", "Cells", "Runs", "Selected"], rows)
+        lines += markdown_table(_headers(specs.MULTI_SELECTION, ["rank", "model", "score", "n_cells", "n_runs",
+                                                                 "selected"]), rows)
     return "\n".join(lines) + "\n"

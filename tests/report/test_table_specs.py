@@ -80,7 +80,8 @@ def test_a_run_column_added_to_the_spec_is_a_page_column_with_its_label(outputs,
 
 def test_each_published_csv_has_its_specs_columns_in_order(outputs):
     aggregate(outputs, "synthetic", Options(bootstrap=0, figure_formats=()), **QUIET)
-    for spec in (specs.TABLE2, specs.PER_METHOD, specs.TIMING, specs.PAPER_COMPARISON, specs.PAPER_TIMING):
+    for spec in (specs.TABLE2, specs.PER_METHOD, specs.TIMING, specs.PAPER_COMPARISON, specs.PAPER_TIMING,
+                 specs.CL_VS_NCL, specs.FRIEDMAN, specs.FRIEDMAN_RANKS):
         header = _published(outputs, spec.csv).splitlines()[0].split(",")
         assert header == [c.name for c in spec.columns], spec.name
     # the page labels a column as the spec does
