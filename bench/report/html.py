@@ -609,6 +609,7 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
     how the interval was drawn (block length), then the long-block sensitivity interval."""
     from bench.report import tabular as tb
 
+    spec = specs.TABULAR_TABLE2
     random_ap = {(r["dataset"], r["ordering"], r["model"], r["protocol"]): r["value"]
                  for r in df.to_dict("records") if r["metric"] == "random_ap_cl"}
     rows = []
@@ -625,9 +626,10 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
     note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
                  _file(specs.TABULAR_TABLE2),
-                 ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]", "chance level",
-                  "against chance", "interval", "long-block interval", "conclusion changes with the block", "seeds",
-                  "seed values", "FM matrix", "non-finite scores replaced (seed:count)"],
+                 [*(c.label for c in spec.keys), "value [95 % CI]", "chance level", "against chance",
+                  spec.label("method"), "long-block interval",
+                  *(spec.label(n) for n in ("conclusion_changes", "n_seeds", "seed_values", "fm_matrix",
+                                            "scores_replaced"))],
                  rows, note=note)
 
 

@@ -188,9 +188,17 @@ MULTI_SELECTION = TableSpec(
                                                                        ("n_runs", "Runs"), ("rank", "Rank")),
             Column("selected", "Selected", kind=Kind.FLAG)))
 HEATMAPS = TableSpec("heatmaps", "Heatmap values", keys=_text(("figure", "figure"), ("i", "i"), ("j", "j")))
-TABULAR_TABLE2 = TableSpec("tabular_table2", "Tabular Table 2",
-                           keys=(_DATASET, _ORDERING, *_text(("model", "model")), _METRIC,
-                                 *_text(("protocol", "protocol"))))
+TABULAR_TABLE2 = TableSpec(
+    "tabular_table2", "Tabular Table 2",
+    keys=(_DATASET, _ORDERING, *_text(("model", "model")), _METRIC, *_text(("protocol", "protocol"))),
+    values=(*_cols(Kind.NUMBER, ("value", "value"), ("ci_low", "95 % CI low"), ("ci_high", "95 % CI high")),
+            *_text(("method", "interval")), *_cols(Kind.COUNT, ("block", "block (records)")),
+            *_cols(Kind.NUMBER, ("ci_low_long", "long-block CI low"), ("ci_high_long", "long-block CI high")),
+            *_cols(Kind.COUNT, ("block_long", "long block (records)")),
+            Column("conclusion_changes", "conclusion changes with the block", kind=Kind.FLAG),
+            *_text(("stratified_tasks", "stratified test sets")), *_cols(Kind.COUNT, ("n_seeds", "seeds")),
+            *_text(("seed_values", "seed values"), ("fm_matrix", "FM matrix"),
+                   ("scores_replaced", "non-finite scores replaced (seed:count)"))))
 VALIDATION = TableSpec("validation", "Validation", keys=(_DATASET, _ORDERING, *_text(("model", "model"))))
 TABULAR_HEATMAPS = TableSpec("tabular_heatmaps", "Tabular heatmap values", keys=HEATMAPS.keys)
 
