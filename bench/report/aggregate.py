@@ -13,6 +13,8 @@
   tables/tabular_heatmaps.csv, figures/heatmap_*_record.{png,pdf}   R heatmaps of the tabular runs
   tables/cl_vs_ncl.csv, tables/friedman.csv, tables/friedman_ranks.csv   paired tests (bench/report/stats.py)
   report/index.html                 one static page of all of it (bench/report/html.py; not in the manifest)
+Each table's name, columns, row keys and labels are declared once in bench/report/specs.py (a TableSpec), which
+the CSV writing here, `verify`, the markdown and LaTeX renderers and the page read.
 The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
