@@ -35,6 +35,8 @@ from bench.datasets import result_set as dataset_result_set
 from bench.errors import ConfigError
 from bench.tracks import TRACK_NAMES
 
+ALL_RESULT_SETS = "all"  # `aggregate --dataset all`: every result set, so no run may be labelled so
+
 # 3: the config JSON nests the track's inputs ("inputs"); 2: attributes track, levels, evaluation; 1: image runs
 # before those. Files of every schema here are read (RunConfig.from_json reads the flat configs of 1 and 2).
 SCHEMA_VERSION = 3
@@ -386,6 +388,7 @@ class RunConfig:
         check_file_name("--ordering", self.ordering)
         if self.label is not None:
             check_file_name("--label", self.label)
+            check_label(self.label, self.inputs.result_set(self.dataset))
         if self.model_version is not None:
             check_int("model_version", self.model_version, 1, 10**6)
         if self.preset is not None and (not isinstance(self.preset, str) or not self.preset.strip()):
@@ -487,6 +490,25 @@ def parse_overrides(items: list[str]) -> dict:
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def check_label(label: str, own: str) -> str:
+    """A run's label is its result set (outputs/<label>/runs): not `all` (aggregate's every result set) and not
+    another dataset's result set, whose tables the run would silently join; `own`, the run's own, is allowed."""
+    if label == ALL_RESULT_SETS or (label != own and label in result_sets(plugins_too=True)):
+        what = "aggregate's name for every result set" if label == ALL_RESULT_SETS else "another dataset's result set"
+        raise ConfigError(f"--label {label!r} is {what}: the run would be mixed into its tables; choose a name of "
+                          f"your own data")
+    return label
+
+
+def task_list(text: str, flag: str = "--tasks") -> list[str]:
+    """A comma-separated task order as typed: every entry a name (`a,,b` is a typo, not two tasks; an empty
+    list names no task rather than every one)."""
+    names = [t.strip() for t in str(text).split(",")]
+    if not all(names):
+        raise ConfigError(f"{flag} {text!r}: expected comma-separated task names, none of them empty (e.g. a,b,c)")
+    return names
 
 
 def option_name(name: str) -> str:

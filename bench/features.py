@@ -3,9 +3,10 @@
 Weights: `none` (seeded random init, for tests and the demo), `imagenet` (torchvision's ImageNet weights, as
 timm's `*.tv_in1k` (IMAGENET1K_V1) and `*.tv2_in1k` (IMAGENET1K_V2) files staged by `make weights` into
 data/weights/), or a path to a state-dict file. A staged file counts as ImageNet only by content: `make weights`
-checks each download against the digest torchvision publishes in its file name (`resnet18-f37072fd.pth`: the first
-hex digits of its SHA-256) and records the staged file's own SHA-256 beside it (`<file>.source.json`); a run checks
-the file against that record, so random weights saved under the staged name are refused. Which ImageNet
+keeps torchvision's downloaded `.pth` beside the staged file and checks its full SHA-256 against the published
+digest shipped here (`PUBLISHED_SHA256`); every run checks it again and checks that the staged file's tensors are
+the `.pth`'s, so random weights saved under the staged name, or a self-written record, are refused. A run's
+weights id says the check passed (`:published`); the paper comparison counts no other ImageNet run. Which ImageNet
 generation `imagenet` means is the detector preset's (ModelSpec.imagenet_weights): InCLAD's code asks torchvision
 for DEFAULT (every backbone detector's `inclad` preset), which is V2 for wide_resnet50_2 and V1 for resnet18; the
 `original` presets use their papers' V1. The hub is never contacted while running: missing weights fail in
@@ -14,9 +15,9 @@ milliseconds with the staging command.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from tqdm import tqdm
 
 from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
-from bench.io import atomic_path, file_sha256, write_text_atomic
+from bench.io import atomic_path, file_sha256
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights
@@ -37,6 +38,21 @@ IMAGENET_TAGS = {
 }
 # timm tag -> torchvision's weights enum member (its `.url` ends in the published digest prefix)
 TORCHVISION_WEIGHTS = {"tv_in1k": "IMAGENET1K_V1", "tv2_in1k": "IMAGENET1K_V2"}
+# Full SHA-256 of each file torchvision publishes that `make weights` stages, by file name. torchvision publishes
+# only the 8-hex prefix (the name's suffix, what torch.hub checks); the full digests are the ones independent public
+# records of the same download state, each starting with that prefix (read 2026-12-07 with the search tools):
+#   resnet18-f37072fd.pth (46,830,571 B): a lerobot setup script's RESNET18_SHA256, a pinned-file table
+#     (`RESNET18_WEIGHTS = PinnedFile(...)`), an encoder module's WEIGHTS_SHA256 and four more projects;
+#   wide_resnet50_2-95faca4d.pth (138,223,492 B): a PatchCore setup script's WR50_SHA256, a WRN50_2_SHA256 constant
+#     with the same size, a PowerShell hash table of torch.hub checkpoints, and several run records;
+#   wide_resnet50_2-9ba9bcbe.pth: an anomalib model page (MH-PatchCore, "IMAGENET1K_V2 ... SHA-256") and an
+#     unrelated project's third-party notices (torchvision 0.21.0, Wide_ResNet50_2_Weights.IMAGENET1K_V2).
+PUBLISHED_SHA256 = {
+    "resnet18-f37072fd.pth": "f37072fd47e89c5e827621c5baffa7500819f7896bbacec160b1a16c560e07ec",
+    "wide_resnet50_2-95faca4d.pth": "95faca4d11227dddf8633dbb5ff6c8a9003c1aa5b8945c73834b8007b10950b8",
+    "wide_resnet50_2-9ba9bcbe.pth": "9ba9bcbebc349d733a72eb7608143fd754e4689ac8d8ce2916ca0bdff6443950",
+}
+PUBLISHED_MARK = "published"  # the weights id's last field when the run checked its file against the published one
 FLOAT16_MAX = 65504.0
 # share of the job's memory the feature cache may fill before spilling: the rest holds the backbone's batches, the
 # model's state (PatchCore's bank, CFA's replay) and the evaluation's pixel scores
@@ -60,11 +76,6 @@ def staged_weights_path(backbone: str, tag: str = IMAGENET_TAG) -> Path:
     return weights_dir() / f"{backbone}.{tag}.safetensors"
 
 
-def source_record_path(path: Path) -> Path:
-    """Beside a staged file: where it came from and the digests checked (`resnet18.tv_in1k.source.json`)."""
-    return path.with_name(path.name.removesuffix(".safetensors") + ".source.json")
-
-
 def torchvision_url(backbone: str, tag: str) -> str:
     """torchvision's download address of `backbone`'s `tag` weights; its file name ends in the digest prefix."""
     from torchvision.models import get_model_weights
@@ -77,31 +88,85 @@ def published_prefix(url: str) -> str:
     return re.fullmatch(r".*-([0-9a-f]{6,})\.pth", url).group(1)
 
 
-def write_source_record(path: Path, url: str, source_sha256: str) -> None:
-    """Record that staged file `path` was made from `url`, whose download had SHA-256 `source_sha256`."""
-    record = {"url": url, "source_sha256": source_sha256, "sha256": file_sha256(path)}
-    write_text_atomic(source_record_path(path), json.dumps(record, indent=1) + "\n")
+def published_sha256(url: str) -> str:
+    """The full SHA-256 of the file torchvision publishes at `url` (PUBLISHED_SHA256)."""
+    name = url.rsplit("/", 1)[-1]
+    if name not in PUBLISHED_SHA256:  # a torchvision that names another file: the table must learn its digest
+        raise WeightsError(f"{name}: no published SHA-256 shipped for it (bench.features.PUBLISHED_SHA256)")
+    return PUBLISHED_SHA256[name]
+
+
+def kept_source_path(backbone: str, tag: str) -> Path:
+    """Where `make weights` keeps torchvision's download of `backbone`'s `tag` weights, beside the staged file
+    (data/weights/resnet18-f37072fd.pth): the evidence a run checks the staged file against."""
+    return weights_dir() / torchvision_url(backbone, tag).rsplit("/", 1)[-1]
+
+
+def weights_id(backbone: str, tag: str, path: Path) -> str:
+    """The run key's id of staged ImageNet weights that passed `check_torchvision_file`."""
+    return f"{backbone}.{tag}:{_weights_sha256(path)[:16]}:{PUBLISHED_MARK}"
+
+
+def is_published_id(text: str) -> bool:
+    """Whether a recorded weights id says its run checked the weights against torchvision's published file (a
+    file from before the check has no such field: not verified). Asset ids follow after ';'."""
+    return text.split(";", 1)[0].endswith(f":{PUBLISHED_MARK}")
+
+
+_VERDICTS: dict[tuple, str | None] = {}  # (file versions) -> None when the check passed, else why not
 
 
 def check_torchvision_file(path: Path, backbone: str, tag: str) -> None:
-    """WeightsError unless `path` is the file `make weights` staged from torchvision's published `tag` weights of
-    `backbone`: its source record names torchvision's address, the download matched the digest published there,
-    and the file's SHA-256 is the one recorded when it was written."""
-    record_path = source_record_path(path)
-    restage = "stage them with `make weights` (it checks them against torchvision's published digest)"
+    """WeightsError unless `path` holds torchvision's published `tag` weights of `backbone`: the `.pth` kept
+    beside it has the published full SHA-256 and the staged file's tensors are that file's, value for value.
+    Judged once per version of both files in this process (a grid resolves the same file for every run)."""
+    source = kept_source_path(backbone, tag)
+    restage = f"restage with `make weights` (it keeps {source.name} beside the staged file and checks it)"
+    if not source.is_file():
+        raise WeightsError(f"{path}: nothing shows these are torchvision's weights ({source} is missing): {restage}")
+    key = (_file_version(path), _file_version(source))
+    if key not in _VERDICTS:
+        _VERDICTS[key] = _published_mismatch(path, source)
+    if _VERDICTS[key]:
+        raise WeightsError(f"{_VERDICTS[key]}: {restage}")
+
+
+def _file_version(path: Path) -> tuple:
+    st = path.stat()
+    return str(path.resolve()), st.st_size, st.st_mtime_ns
+
+
+def _published_mismatch(path: Path, source: Path) -> str | None:
+    """Why `path` is not the published file `source` names (None: it is)."""
+    want = published_sha256(source.name)
+    got = _weights_sha256(source)
+    if got != want:
+        return f"{source}: SHA-256 {got[:16]}… is not torchvision's published {want[:16]}…"
+    theirs = _read_tensors(source)
+    ours = _read_tensors(path)
+    if set(ours) != set(theirs):
+        extra = sorted(set(ours) ^ set(theirs))
+        return f"{path}: not the tensors of {source.name} ({len(extra)} names differ, e.g. {extra[0]})"
+    differ = next((k for k in sorted(ours) if ours[k].dtype != theirs[k].dtype or ours[k].shape != theirs[k].shape
+                   or not torch.equal(ours[k], theirs[k])), None)
+    if differ is not None:
+        return f"{path}: tensor {differ} differs from {source.name}'s"
+    return None
+
+
+def _read_tensors(path: Path) -> dict:
+    """A weights file's tensors as stored (weights_only: a .pth is read without running its pickle's code)."""
     try:
-        record = json.loads(record_path.read_text())
-        url, source, sha = record["url"], record["source_sha256"], record["sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise WeightsError(f"{path}: nothing shows these are torchvision's weights ({record_path}: "
-                           f"{getattr(e, 'strerror', None) or 'not a source record'}): {restage}") from None
-    expected = torchvision_url(backbone, tag)
-    if url != expected or not str(source).startswith(published_prefix(expected)):
-        raise WeightsError(f"{record_path}: not torchvision's {backbone} {TORCHVISION_WEIGHTS[tag]} weights "
-                           f"(expected {expected}, whose SHA-256 starts {published_prefix(expected)}): {restage}")
-    if _weights_sha256(path) != sha:
-        raise WeightsError(f"{path}: SHA-256 {_weights_sha256(path)[:16]}… is not that of the file staged from "
-                           f"{expected} ({str(sha)[:16]}…): the file was replaced; {restage}")
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd = load_file(str(path))
+        else:
+            sd = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt or foreign file: say which and why, no traceback
+        raise WeightsError(f"{path}: cannot read weights ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+                           ) from None
+    return sd
 
 
 def staged_files() -> list[tuple[str, str]]:
@@ -113,7 +178,8 @@ def staged_files() -> list[tuple[str, str]]:
 
 def resolve_weights(backbone: str, weights: str, generation: str = "IMAGENET1K_V1") -> tuple[Path | None, str]:
     """(file to load or None, weights id for the run key). `generation`: which torchvision ImageNet weights
-    `imagenet` means (the detector preset's). Fails fast when a file is missing."""
+    `imagenet` means (the detector preset's); those are checked as torchvision's published file, and their id says
+    so (`:published`). A file of the user's loads as `file:<sha>`. Fails fast when a file is missing."""
     if backbone not in BACKBONES:
         raise choice_error("backbone", backbone, BACKBONES)
     if weights == "none":
@@ -128,7 +194,7 @@ def resolve_weights(backbone: str, weights: str, generation: str = "IMAGENET1K_V
                 f"data/weights/ here, or pass --weights none / --weights PATH"
             )
         check_torchvision_file(path, backbone, tag)
-        return path, f"{backbone}.{tag}:{_weights_sha256(path)[:16]}"
+        return path, weights_id(backbone, tag, path)
     path = Path(weights)
     if not path.is_file():
         raise WeightsError(f"{path}: weights file not found (expected imagenet, none, or a state-dict file)")
@@ -149,15 +215,7 @@ def _weights_sha256(path: Path) -> str:
 
 
 def _load_state_dict(path: Path) -> dict:
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return load_file(str(path))
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt or foreign file: say which and why, no traceback
-        raise WeightsError(f"{path}: cannot read weights ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
-                           ) from None
+    sd = _read_tensors(path)
     sd = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
     if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise WeightsError(f"{path}: not a state dict (expected a mapping of parameter names to tensors, "
@@ -197,33 +255,42 @@ def create_backbone(name: str, weights: str, layers: tuple[str, ...], seed: int 
 
 
 def stage_weights(files=None) -> list[Path]:
-    """Download torchvision's ImageNet weights (needs internet), checked against the digest torchvision publishes
-    in the file name, into data/weights/ as timm state dicts, each with its source record: every (backbone, tag)
-    of `staged_files()` unless `files` names some."""
+    """Download torchvision's ImageNet weights (needs internet) into data/weights/: each published `.pth`, kept
+    there once its full SHA-256 is the published one, and beside it the timm state dict runs load: every
+    (backbone, tag) of `staged_files()` unless `files` names some."""
     import timm
     from safetensors.torch import save_file
 
     out = []
-    weights_dir().mkdir(parents=True, exist_ok=True)
     for name, tag in files or staged_files():
-        url = torchvision_url(name, tag)
-        # torch.hub's cache, where timm downloads it too: a machine that staged before restages offline
-        download = Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[-1]
-        if not download.is_file():
-            download.parent.mkdir(parents=True, exist_ok=True)
-            torch.hub.download_url_to_file(url, str(download))
-        source = file_sha256(download)
-        if not source.startswith(published_prefix(url)):
-            raise WeightsError(f"{download}: SHA-256 {source[:16]}… is not the {published_prefix(url)}… "
-                               f"torchvision publishes for {url}: delete it and stage again")
+        source = _fetch_published(name, tag)
         model = timm.create_model(f"{name}.{tag}", pretrained=False)
-        model.load_state_dict(torch.load(download, map_location="cpu", weights_only=True))  # strict: every tensor
+        model.load_state_dict(torch.load(source, map_location="cpu", weights_only=True))  # strict: every tensor
         path = staged_weights_path(name, tag)
         with atomic_path(path) as tmp:
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-        write_source_record(path, url, source)
+        check_torchvision_file(path, name, tag)  # what every run will check: fail here, not on the cluster
         out.append(path)
     return out
+
+
+def _fetch_published(name: str, tag: str) -> Path:
+    """torchvision's `.pth` of `name`'s `tag` weights, kept in data/weights/ once its SHA-256 is the published one;
+    taken from torch.hub's cache when there (where timm downloads too: a machine that staged before stays offline)."""
+    url = torchvision_url(name, tag)
+    kept = kept_source_path(name, tag)
+    if not kept.is_file():
+        download = Path(torch.hub.get_dir()) / "checkpoints" / kept.name
+        if not download.is_file():
+            download.parent.mkdir(parents=True, exist_ok=True)
+            torch.hub.download_url_to_file(url, str(download))
+        with atomic_path(kept) as tmp:
+            shutil.copyfile(download, tmp)
+    got, want = _weights_sha256(kept), published_sha256(url)
+    if got != want:
+        raise WeightsError(f"{kept}: SHA-256 {got[:16]}… is not the {want[:16]}… torchvision publishes for {url}: "
+                           f"delete it (and torch.hub's copy) and stage again")
+    return kept
 
 
 class FeatureCache:

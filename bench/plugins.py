@@ -9,6 +9,8 @@ imported. Listing the names reads metadata only (no plugin is imported, so a bro
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from typing import Callable
 
@@ -19,6 +21,15 @@ DATASETS = "bench.datasets"
 GROUPS = (DETECTORS, DATASETS)  # scanned together: one pass over the installed distributions for both
 
 _WARNED: set[str] = set()
+IMPORT_TIMEOUT_ENV = "BENCH_PLUGIN_IMPORT_TIMEOUT"  # seconds a plugin's import may take (default below)
+IMPORT_TIMEOUT_S = 120.0  # a ceiling, not a measurement: a plugin importing torch on a loaded node takes ~5-30 s
+_RETURNED = "bench-plugin-probe: the import returned"
+# Imports the entry point's module in a fresh interpreter; says so once the import returned (raised or not: the
+# error itself is the in-process import's to report), then leaves at once (the plugin's threads do not hold it).
+_PROBE = ("import os, sys\nfrom importlib.metadata import EntryPoint\ntry:\n"
+          "    EntryPoint(sys.argv[1], sys.argv[2], sys.argv[3]).load()\nexcept BaseException:\n    pass\n"
+          f"sys.stdout.write({_RETURNED!r})\nsys.stdout.flush()\nos._exit(0)\n")
+_PROBED: set[tuple] = set()
 
 # (sys.path with each entry's mtime) -> {group: what entry_points found there}. Scanning every installed
 # distribution's metadata costs ~0.1-1 s, and the report code asks once per label (registry.specs() ->
@@ -90,7 +101,10 @@ def describe(entry, what: str) -> str:
 
 def load(entry, what: str) -> None:
     """Import one plugin's module; every way the import can fail (SystemExit and KeyboardInterrupt included) is one
-    BenchError naming the distribution and entry point (`describe`)."""
+    BenchError naming the distribution and entry point (`describe`). It is imported in a child process first
+    (`probe`), so one that ends the process (os._exit) or never returns costs a bounded time and an error, not the
+    command."""
+    probe(entry, what)
     try:
         entry.load()
     except (Exception, SystemExit, KeyboardInterrupt) as e:  # noqa: BLE001 - the user needs its name and the error
@@ -114,3 +128,40 @@ def load_into(entry, what: str, registered: dict, errors: dict, wrong: Callable[
             del registered[key]
         errors[entry.name] = problem
         raise BenchError(problem)
+
+
+def probe(entry, what: str) -> None:
+    """Import `entry` in a child process (once per process): BenchError when that import ended the process
+    without returning (os._exit, a signal) or did not return within the import timeout."""
+    group = getattr(entry, "group", None) or {"detector": DETECTORS, "dataset": DATASETS}.get(what, "")
+    key = (group, entry.name, entry.value, _path_key())  # another environment may hold another module of the name
+    if key in _PROBED:
+        return
+    limit = _import_timeout()
+    path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+    child = subprocess.Popen([sys.executable, "-c", _PROBE, entry.name, entry.value, group],
+                             env={**os.environ, "PYTHONPATH": path}, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        out, _ = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)  # the child and whatever it started
+        child.communicate()
+        raise BenchError(f"{describe(entry, what)} failed to load: its import did not return within {limit:g} s "
+                         f"(a hanging import; {IMPORT_TIMEOUT_ENV} sets the limit)") from None
+    if _RETURNED not in out:
+        raise BenchError(f"{describe(entry, what)} failed to load: its import ended the process (exit status "
+                         f"{child.returncode}) instead of returning")
+    _PROBED.add(key)
+
+
+def _import_timeout() -> float:
+    text = os.environ.get(IMPORT_TIMEOUT_ENV, "")
+    try:
+        value = float(text) if text else IMPORT_TIMEOUT_S
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise BenchError(f"{IMPORT_TIMEOUT_ENV}={text!r}: expected a number of seconds > 0")
+    return value
+

@@ -18,6 +18,7 @@ settings that belong to no detector (e.g. the tabular framework's filter thresho
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import pkgutil
 from dataclasses import dataclass, field
@@ -419,6 +420,27 @@ def _check_spec(spec: ModelSpec) -> None:
         default = list(param.default) if isinstance(param.default, list) else param.default
         param.check(spec.name, key, default)  # a default outside its own range: ConfigError naming it
     spec.resolve(spec.quick)
+    _check_factory(spec)
+
+
+def _check_factory(spec: ModelSpec) -> None:
+    """The factory accepts what a run will pass it (ModelSpec's doc): every declared parameter by name, and on the
+    image track the extractor and `image_size`. Otherwise the first run of the detector dies in a TypeError."""
+    try:
+        signature = inspect.signature(spec.factory)
+    except (TypeError, ValueError):  # a callable without an introspectable signature: nothing to check
+        return
+    given = dict.fromkeys(spec.params)
+    call = "factory(**hparams)"
+    args: tuple = ()
+    if spec.track == "image":
+        args, given, call = (None,), {"image_size": None, **given}, "factory(extractor, image_size=..., **hparams)"
+    try:
+        signature.bind(*args, **given)
+    except TypeError as e:
+        raise ConfigError(f"{spec.name}: its factory {getattr(spec.factory, '__qualname__', spec.factory)}"
+                          f"{signature} does not accept its declared parameters ({e}); a run calls {call} with "
+                          f"hparams {', '.join(spec.params) or '(none)'}") from None
 
 
 def _discover_built_ins() -> None:
@@ -476,13 +498,17 @@ def _load_plugins() -> None:
             _warn_once(f"{e}; left out")
 
 
-def names() -> tuple[str, ...]:
-    """The image detectors' names without importing any detector (no torch; the CLI's --model choices): the
-    modules of bench.models and the plugins' entry-point names, in specs()' order. A plugin's track is known only
-    once it is loaded, so a tabular plugin is listed too; `get` then refuses it, listing the valid names."""
-    package = importlib.import_module(DETECTOR_PACKAGES["image"])  # by name: the registry imports no track
+def names(track: str = "image") -> tuple[str, ...]:
+    """A track's detector names without importing any detector or plugin (no torch; the CLI's --model choices):
+    the modules of its detector package and the plugins' entry-point names, in specs()' order. A plugin's track is
+    known only once it is loaded, so a plugin of the other track is listed too; `get` then refuses it, listing
+    the valid names."""
+    if track not in TRACKS:
+        raise choice_error("track", track, TRACKS)
+    package = importlib.import_module(DETECTOR_PACKAGES[track])  # by name: the registry imports no track
     found = set(_module_names(package)) | set(_entry_points())
-    return tuple(m for m in INCLAD_MODELS if m in found) + tuple(sorted(found - set(INCLAD_MODELS)))
+    first = INCLAD_MODELS if track == "image" else ()
+    return tuple(m for m in first if m in found) + tuple(sorted(found - set(first)))
 
 
 def specs(track: str = "image") -> dict[str, ModelSpec]:

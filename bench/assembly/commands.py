@@ -64,7 +64,8 @@ def cmd_synthetic(args) -> int:
 def cmd_aggregate(args) -> int:
     from bench.assembly.report import aggregate
 
-    page = aggregate(Path(args.outputs), args.dataset)
+    skip = [k for k in (getattr(args, "skip", None) or "").split(",") if k]
+    page = aggregate(Path(args.outputs), args.dataset, resamples=getattr(args, "bootstrap", 1000), skip=skip)
     print(f"tables: {page.parent}\nreport: {page}")
     return 0
 
@@ -106,9 +107,14 @@ def register(sub) -> None:
     p.add_argument("--release", default="traffic-labelling", choices=["traffic-labelling", "improved"])
     p.add_argument("--litnet", action="store_true", help="the LITNET-2020-format trio instead of the week")
     p.set_defaults(func=cmd_synthetic)
-    p = inner.add_parser("aggregate", help="audit + per-run AP/AUC-ROC tables and the HTML page of a result set")
+    p = inner.add_parser("aggregate", help="audit, per-run AP/AUC-ROC, every analysis the runs allow, the paper's "
+                                           "numbers beside them, and the HTML page")
     p.add_argument("--dataset", required=True, help="a result set <corpus>-assembly with runs under --outputs")
     p.add_argument("--outputs", default="outputs")
+    p.add_argument("--bootstrap", type=int, default=1000, help="block-bootstrap resamples per interval (released "
+                                                               "1000; a demo-size corpus uses at most 200)")
+    p.add_argument("--skip", help="analyses to leave out, comma-separated (e.g. prevalence,crossed: they rerun "
+                                   "the detectors; names in docs/assembly.md)")
     p.set_defaults(func=cmd_aggregate)
 
 

@@ -96,10 +96,62 @@ def audit_section(index: int, group, folder: Path, result, error: str, base: Pat
     return {"id": f"audit{index}", "title": title, "blocks": blocks}
 
 
-def write_page(path: Path, dataset: str, df: pd.DataFrame, audits: list) -> Path:
+TABLE_NOTES = {
+    "margins": "Each margin a − b is paired (the same resampled blocks for both scorers); lo_b<L>/hi_b<L>: its "
+               "95 % interval with blocks of L records (the first L by the rule: longer than the slice's p90 attack "
+               "run; then 250 and longer than the longest run); changes_with_block: the conclusion (the interval "
+               "excludes 0) differs between block lengths.",
+    "values": "AP beside its chance level (prevalence: the slice's attack share) and (AP − p)/(1 − p); intervals "
+              "per block length.",
+}
+
+
+def _table_note(name: str) -> str:
+    return next((v for k, v in TABLE_NOTES.items() if name.endswith(k)), "")
+
+
+def _figure_blocks(figures) -> list[dict]:
+    return [{"kind": "figure", "png": f.png, "pdf": None, "caption": f.caption} for f in figures]
+
+
+def analysis_section(index: int, part, outcome, base: Path) -> dict:
+    """One analysis of one study: its notes, the reason it was skipped or its tables, and its figures."""
+    suffix = f" ({index + 1})" if index else ""
+    blocks = [para(n) for n in outcome.notes]
+    if outcome.skipped:
+        blocks.append(para(outcome.skipped.capitalize(), "note skipped"))
+    rel = part.folder.relative_to(base).as_posix()
+    for name, df in outcome.tables.items():
+        blocks.append(table(name.replace("_", " "), f"{name}.csv", [str(c) for c in df.columns], _frame_rows(df),
+                            _table_note(name), href=f"{rel}/{name}.csv"))
+    blocks += _figure_blocks(part.figures.get(outcome.key, []))
+    return {"id": f"an-{outcome.key}{index or ''}", "title": outcome.title + suffix, "blocks": blocks}
+
+
+def analyses_sections(parts: list, base: Path) -> list[dict]:
+    sections = []
+    for i, part in enumerate(parts):
+        st = part.study
+        head = [para(f"Corpus {st.corpus_spec.corpus_name} (manifest {st.corpus_sha256[:12]}), arms "
+                     f"{', '.join(st.arms)}, scorers {', '.join(sc.name for sc in st.scorers)} (each from its "
+                     f"lowest seed). {part.settings.note()}"),
+                para("Skipped analyses say why in one line; every table is a CSV under "
+                     f"{part.folder.relative_to(base).as_posix()}/ (markdown beside it).")]
+        if st.corpus_error:
+            head.append(para(f"The corpus could not be rebuilt: {st.corpus_error}", "note"))
+        head += _figure_blocks(part.figures.get("split", []))
+        sections.append({"id": f"analyses{i or ''}", "title": "Analyses: split membership" + (f" ({i + 1})" if i
+                                                                                               else ""),
+                         "blocks": head})
+        sections += [analysis_section(i, part, o, base) for o in part.outcomes]
+    return sections
+
+
+def write_page(path: Path, dataset: str, df: pd.DataFrame, audits: list, parts: list = ()) -> Path:
     sections = [overview(df), run_section(df)]
     sections += [audit_section(i, g, folder, result, error, path.parent)
                  for i, (g, folder, result, error) in enumerate(audits)]
+    sections += analyses_sections(list(parts), path.parent)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,

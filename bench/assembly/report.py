@@ -134,8 +134,79 @@ def run_markdown(df: pd.DataFrame) -> str:
     return "\n".join(head + markdown_table(cols, rows)) + "\n"
 
 
-def aggregate(outputs: Path, dataset: str) -> Path:
-    """Write outputs/<dataset>/report/{runs.csv, runs.md, audit/…, index.html}; the page's path."""
+@dataclass(frozen=True)
+class AnalysisPart:
+    """One study's analyses as the page shows them: settings, outcomes, where their tables went, and figures."""
+
+    study: object  # aggregate_analyses.Study
+    settings: object  # aggregate_analyses.Settings
+    outcomes: list
+    folder: Path
+    figures: dict  # outcome key -> [analysis_figures.Figure]
+
+
+def _audit_of(study, audits: list):
+    split = {"train": study.split.train, "validation": study.split.validation}
+    return next((r for g, _, r, _ in audits if g.corpus_sha256 == study.corpus_sha256 and g.split == split), None)
+
+
+def draw_figures(study, outcomes: list, out: Path, tag: str) -> dict:
+    """The split-membership picture, the cut sweep, branches against chance and the prevalence sweep, each where
+    its analysis ran; outcome key -> figures."""
+    from bench.assembly import analysis_figures as af
+
+    figdir = out / "figures"
+    tables = {k: v for o in outcomes for k, v in o.tables.items() if not v.empty}
+    figs: dict = {}
+
+    def add(key: str, stem: str, caption: str, draw) -> None:
+        path = draw(figdir, f"{stem}{tag}")
+        figs.setdefault(key, []).append(af.Figure(path.stem, caption, path.relative_to(out).as_posix()))
+
+    arms = study.pair() or study.arms
+    streams = {a: next(sc.streams[a] for sc in study.scorers if a in sc.streams) for a in arms}
+    n_rows = int(max(s.rows.max() for s in streams.values())) + 1
+    add("split", "split_membership", "Which segment each record falls in under each arm",
+        lambda d, st: af.split_membership(streams, n_rows, d, st))
+    if "cut_values" in tables:
+        add("cutsweep", "cut_sweep", "AP after each cut, per arm, beside the chance level",
+            lambda d, st: af.cut_sweep(tables["cut_values"], d, st))
+    if "branch_values" in tables:
+        add("branches", "branches", "Deployed score and its branches: AP with intervals against chance",
+            lambda d, st: af.branches_vs_chance(tables["branch_values"], d, st))
+    if "prevalence_levels" in tables:
+        add("prevalence", "prevalence_sweep", "Mean AP per prevalence level against the achieved chance level",
+            lambda d, st: af.prevalence_sweep(tables["prevalence_levels"], d, st))
+    return figs
+
+
+def analyse(files: list[Path], out: Path, audits: list, resamples: int, skip=()) -> list[AnalysisPart]:
+    """Every analysis each study's runs allow: tables under out/analyses/, figures under out/figures/."""
+    import shutil
+
+    from bench.assembly import aggregate_analyses as aa
+    from bench.assembly.paper_beside import comparison
+
+    for old in (out / "analyses", out / "figures"):  # a previous aggregate's tables of other runs must not linger
+        shutil.rmtree(old, ignore_errors=True)
+    studies = aa.load_studies(files)
+    parts = []
+    for i, study in enumerate(studies):
+        aa.attach_corpus(study)
+        settings = aa.settings_for(study.n, resamples, skip)
+        outcomes = aa.run_all(study, settings)
+        outcomes.append(comparison(study, outcomes, _audit_of(study, audits)))
+        tag = f"_{i + 1}" if len(studies) > 1 else ""
+        folder = out / "analyses" / tag.lstrip("_")
+        aa.write_tables(outcomes, folder)
+        parts.append(AnalysisPart(study, settings, outcomes, folder, draw_figures(study, outcomes, out, tag)))
+    return parts
+
+
+def aggregate(outputs: Path, dataset: str, resamples: int = 1000, skip=()) -> Path:
+    """Write outputs/<dataset>/report/{runs.csv, runs.md, audit/…, analyses/…, figures/…, index.html}; the page's
+    path. `resamples`: the bootstrap's (a demo-size corpus uses fewer; the page says how many); `skip`: analyses
+    to leave out (aggregate_analyses.TITLES' keys)."""
     runs_dir = Path(outputs) / dataset / "runs"
     files = sorted(runs_dir.glob("*.h5"))
     if not files:
@@ -156,6 +227,7 @@ def aggregate(outputs: Path, dataset: str) -> Path:
             continue
         audit_mod.write_audit(result, folder)
         audits.append((group, folder, result, ""))
+    parts = analyse(files, out, audits, resamples, skip)
     from bench.assembly.page import write_page
 
-    return write_page(out / PAGE, dataset, df, audits)
+    return write_page(out / PAGE, dataset, df, audits, parts)

@@ -132,9 +132,11 @@ class RunSpec:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def run_name(self, run_key: str) -> str:
-        arm = self.arm.replace(":", "-")
+        # `capture:<name>` arms and `tabular:<name>` detectors: no colon in a file name (it is a path separator on
+        # some file systems and breaks scp-style copies)
+        arm, detector = self.arm.replace(":", "-"), self.detector.replace(":", "-")
         preset = self.label.replace("+", "-")
-        return f"{self.corpus.corpus_name}_{arm}_{self.detector}_{preset}_s{self.seed}_{run_key[:12]}"
+        return f"{self.corpus.corpus_name}_{arm}_{detector}_{preset}_s{self.seed}_{run_key[:12]}"
 
     def as_dict(self) -> dict:
         return {"corpus": self.corpus.as_dict(), "arm": self.arm, "detector": self.detector, "preset": self.preset,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import shlex
+import re
 import sys
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.hpc import containers, executors, grid as grids, records as recs, status as st, trust
+from bench.hpc.submission import Submission, submit_runs
 from bench.hpc.memory import check_memory_requests
 
 DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
@@ -91,8 +92,22 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
     profile = grids.load_profile(profile_name)
     root = Path(args.root or last.get("root") or default_root(args.dataset)).resolve()
     selection = _selection(args, records if reuse else [])
-    planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
+    try:
+        planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
+    except ConfigError as e:
+        raise ConfigError(_as_grid_value(str(e), grid.path)) from None
     return grid, profile, root, selection, planned, plan_status(planned, records)
+
+
+def _as_grid_value(message: str, grid_path: Path) -> str:
+    """A run setting refused while the grid expands names its command-line flag (`--seed -5 is not allowed`),
+    which a `submit` user never gave: name the grid file and its key instead (`seeds: -5 is not allowed`)."""
+    flag = re.match(r"--([a-z][a-z0-9-]*)\b", message)
+    if flag is None:
+        return message
+    key = flag.group(1).replace("-", "_")
+    key = f"{key}s" if f"{key}s" in grids.AXES else key
+    return f"{grid_path}: {key}: {message[flag.end():].lstrip(' :')}"
 
 
 def _recorded(record: dict, key: str):
@@ -109,6 +124,9 @@ def _recorded(record: dict, key: str):
 
 def cmd_status(args) -> int:
     records = recs.load_records(args.outputs, args.dataset)
+    if not records and args.root is None and args.grid is None:  # nothing to report, no dataset to blame
+        raise BenchError(f"{recs.records_dir(args.outputs, args.dataset)}: no submission records; run `make submit "
+                         f"DATASET={args.dataset}` first (or give --root/--grid to list the runs a submit would send)")
     profile = (_recorded(records[-1], "profile") if records else None) or DEFAULT_PROFILE
     *_, statuses = _plan(args, records, profile, reuse=True)
     print(st.format_status(statuses))
@@ -167,12 +185,11 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
             "parallelism": args.parallelism, "root": str(root), "outputs": str(outputs),
             "jobs_dir": str(jobs_dir) if args.jobs_dir else None,
             "selection": selection.as_dict(), "argv": sys.argv}
-    submission = submit_runs(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset),
-                             logs=jobs_dir, name=f"bench-{grid.dataset}", cluster=cluster,
-                             profile=profile, root=root, outputs=outputs, meta=meta, container=args.container,
-                             container_runtime=args.container_runtime, python=args.python,
-                             parallelism=args.parallelism, max_array_size=args.max_array_size, dry_run=args.dry_run)
-    if submission is not None and cluster != "debug":
+    sub = Submission(todo, dataset=grid.dataset, records_at=(outputs, grid.dataset), logs=jobs_dir,
+                     name=f"bench-{grid.dataset}", cluster=cluster, profile=profile, root=root, outputs=outputs,
+                     meta=meta, container=args.container, container_runtime=args.container_runtime,
+                     python=args.python, parallelism=args.parallelism, max_array_size=args.max_array_size)
+    if submit_runs(sub, dry_run=args.dry_run) is not None and cluster != "debug":
         print(f"follow with `make status DATASET={grid.dataset}`; failed runs: `make resubmit DATASET={grid.dataset}`")
     return 0
 
@@ -198,116 +215,7 @@ def plan_status(planned: list, records: list[dict]) -> list:
     return st.collect(planned, entries, queue)
 
 
-def submit_runs(todo: list, *, dataset: str, records_at: tuple[Path, str], logs: Path, name: str, cluster: str,
-                profile: grids.Profile, root: Path, outputs: Path, meta: dict, container: str | Path | None = None,
-                container_runtime: str | None = None, python: str | None = None, parallelism: int | None = None,
-                max_array_size: int | None = None, dry_run: bool = False) -> tuple[list, Path | None] | None:
-    """Submit planned runs (grid.PlannedRun) the way `make submit` does: one job array per resource group on
-    SLURM (chunked below MaxArraySize), background processes (local) or this process (debug, run to the end
-    here). The submission record goes to `records.records_dir(*records_at)`: `records_at` = (outputs, key), the
-    key keeping the records of different run sets (a dataset's grid, its STE runs) apart. `meta` is stored in
-    the record, with the profile, cluster, container and python used. Returns (submitted, record path), or None
-    for a dry run (which prints the sbatch parameters and the runs and submits nothing)."""
-    from bench.features import weights_dir
-    from bench.results import provenance
-
-    workdir = grids.REPO
-    box = containers.resolve(str(container), container_runtime, workdir) if container else None
-    binds = [workdir, root, weights_dir(), outputs, *_data_roots(dataset, root)]
-    # submitit puts `python` into a shell line as it is (the container prefix comes quoted): quote a plain path,
-    # so a checkout under "my projects/" does not run "my"
-    python = box.python(binds, workdir, executors.JOB_ENV) if box else shlex.quote(python or
-                                                                                    executors.default_python())
-    slots = parallelism or profile.array_parallelism
-    # Absolute weights dir: jobs start in the repo root; the commit and dirty flag: a container has no git to ask.
-    prov = provenance()
-    env = {"BENCH_WEIGHTS_DIR": str(weights_dir().resolve()), "BENCH_GIT_COMMIT": prov["git_commit"],
-           "BENCH_GIT_DIRTY": str(prov["git_dirty"]), **(box.env() if box else {})}
-    groups = executors.group_by_resources(todo)
-    if cluster == "slurm" and profile.placeholders() and not dry_run:  # before scontrol, which may wait seconds
-        raise ConfigError(f"{profile.path}: replace the placeholder(s) {', '.join(profile.placeholders())} with "
-                          f"your site's values (see docs/cluster.md, Profiles)")
-    array_size = max_array_size or (executors.max_array_size() if cluster == "slurm" else 0)
-
-    if dry_run:
-        _print_plan(groups, cluster, profile, python, slots, array_size, name, env)
-        return None
-    trust.private_folder(logs, "pickled job files")  # a job unpickles its file there when it starts
-    submitted, debug_jobs, record = [], [], None
-    meta = {**meta, "profile": profile.name, "cluster": cluster, "container": box.image if box else None,
-            "container_runtime": box.runtime if box else None, "container_digest": box.digest if box else None,
-            "python": python}
-    try:
-        for resources, runs in groups.items():
-            executor = executors.make_executor(cluster, logs, python)  # fresh: no parameter leaks between groups
-            if cluster == "slurm":
-                params = executors.slurm_parameters(resources, profile, name=name, parallelism=slots, env=env)
-                for chunk in executors.chunks(runs, array_size):
-                    done = _sbatch(executor, chunk, params, workdir, resources)
-                    submitted += done
-                    # submitit sends a lone run as a plain job (id "123", logs 123_0_log.*), not as an array
-                    kind = "array" if "_" in done[0].job_id else "job"
-                    print(f"submitted {kind} {done[0].job_id.split('_')[0]}: {_runs(len(chunk))} "
-                          f"({resources.label()})")
-            elif cluster == "local":
-                done = executors.submit_local(executor, runs, parallelism or 1, resources, workdir, env)
-                submitted += done
-                pids = sorted({d.job_id for d in done})
-                print(f"started {len(pids)} local process(es) {', '.join(pids)}: {_runs(len(runs))}")
-            else:
-                for p in runs:
-                    job = executor.submit(executors.job_for(p, workdir))
-                    debug_jobs.append((p, job))
-                    submitted.append(executors.Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr))
-    finally:  # what went out is recorded even when a later array is refused: a second submit must skip it
-        record = recs.write_record(*records_at, meta, submitted) if submitted else None
-    for p, job in debug_jobs:
-        print(f"running {p.name} in this process (debug executor)")
-        job.result()
-    print(f"{_runs(len(submitted))} {'ran' if cluster == 'debug' else 'submitted'}; logs: {logs}/; record: {record}")
-    return submitted, record
-
-
-def _sbatch(executor, chunk, params, workdir, resources) -> list:
-    try:
-        return executors.submit_array(executor, chunk, params, workdir)
-    except Exception as e:  # sbatch's refusal (bad partition, too much memory...) as one line, not a traceback
-        lines = [x.strip() for x in str(e).splitlines() if "sbatch: error" in x] or str(e).strip().splitlines()
-        raise BenchError(f"sbatch refused an array of {_runs(len(chunk))} ({resources.label()}): "
-                         f"{lines[-1] if lines else type(e).__name__}") from None
-
-
-def _runs(n: int) -> str:
-    return f"{n} run{'s' if n != 1 else ''}"
-
-
-def _data_roots(dataset: str, root: Path) -> list[Path]:
-    """Directories a container must see besides `root`: the member datasets' roots of the multi stream."""
-    from bench.data.multi import split_roots
-
-    roots = split_roots(dataset, root)
-    return list(roots.values()) if isinstance(roots, dict) else []
-
-
 def _counts(statuses) -> str:
     n = {state: sum(s.state == state for s in statuses) for state in st.STATES}
     return (f"{n['complete']} complete, {n['running'] + n['pending']} queued or running (skipped); "
             f"{n['failed']} failed, {n['not submitted']} not submitted (to submit)")
-
-
-def _print_plan(groups, cluster, profile, python, parallelism, array_size, name, env) -> None:
-    print(f"dry run: cluster {cluster}, profile {profile.name}, python: {python}")
-    for resources, runs in groups.items():
-        if cluster == "slurm":
-            params = executors.slurm_parameters(resources, profile, name=name, parallelism=parallelism, env=env)
-            for i, chunk in enumerate(executors.chunks(runs, array_size)):
-                print(f"array {i + 1} ({resources.label()}, {_runs(len(chunk))}):")
-                print("  sbatch " + " ".join(executors.sbatch_flags(params, len(chunk))))
-                for line in params["setup"]:
-                    print(f"  setup: {line}")
-                for p in chunk:
-                    print(f"    {p.name}")
-        else:
-            print(f"{_runs(len(runs))} ({resources.label()}) on the {cluster} executor:")
-            for p in runs:
-                print(f"    {p.name}")

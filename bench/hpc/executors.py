@@ -24,7 +24,7 @@ from bench.config import RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.hpc import assembly_grid
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
-from bench.hpc.status import KEY_CHANGED
+from bench.hpc.status import KEY_CHANGED, chain_lease
 
 CLUSTERS = ("slurm", "local", "debug")
 DEFAULT_MAX_ARRAY_SIZE = 1000
@@ -41,6 +41,7 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> str:
         from bench.continual.runner import execute, prepare
+        from bench.devices import use_threads
 
         os.chdir(self.workdir)
         run = prepare(RunConfig.from_json(self.config_json), out=Path(self.out))
@@ -51,18 +52,35 @@ class RunJob(submitit.helpers.Checkpointable):
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         where = f"SLURM job {slurm}" + (f"_{task}" if task else "") if slurm else "no SLURM"
         print(f"run {run.out.stem} (key {run.run_key[:12]}) on {socket.gethostname()}, {where}", flush=True)
-        execute(run, progress=False, log=lambda msg: print(msg, flush=True))
+        with use_threads(parallel=run.config.track != "tabular"):  # the job's allocation: devices.choose_threads
+            execute(run, progress=False, log=lambda msg: print(msg, flush=True))
         return str(run.out)
 
 
 class RunSequence(submitit.helpers.Checkpointable):
-    """Several runs one after the other in one process (the local executor has no queue to throttle it)."""
+    """Several runs one after the other in one process (the local executor has no queue to throttle it). While it
+    lives it holds an exclusive lock on its `lease` file: `status` asks the lock, not a pid, whether the worker is
+    alive, so a killed wrapper process (the worker goes on) or a reused pid cannot mislead it."""
 
-    def __init__(self, jobs: list[RunJob]):
-        self.jobs = jobs
+    def __init__(self, jobs: list[RunJob], lease: str = ""):
+        self.jobs, self.lease = jobs, lease
 
     def __call__(self) -> list[str]:
-        return [job() for job in self.jobs]  # complete runs return at once, so a requeue skips them
+        fd = hold_lease(self.lease) if self.lease else None
+        try:
+            return [job() for job in self.jobs]  # complete runs return at once, so a requeue skips them
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the lease (the kernel does too when the process dies)
+
+
+def hold_lease(path: str) -> int:
+    """An fd holding the exclusive lock on `path` (created 0600, never through a symlink)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def default_python() -> str:
@@ -143,6 +161,7 @@ class Submitted:
     job_id: str
     log_out: Path
     log_err: Path
+    started: str = ""  # a local job's process start time (process_start), telling its pid from a reused one
 
 
 def make_executor(cluster: str, folder: Path, python: str):
@@ -170,14 +189,31 @@ def submit_array(executor, planned: list[PlannedRun], params: dict, workdir: Pat
     return [Submitted(p, j.job_id, j.paths.stdout, j.paths.stderr) for p, j in zip(planned, jobs)]
 
 
-def submit_local(executor, planned: list[PlannedRun], slots: int, resources: Resources, workdir: Path,
-                 env: dict) -> list[Submitted]:
-    """`slots` background processes on this machine, each running its share of the runs in sequence."""
-    executor.update_parameters(timeout_min=resources.time_min * max(1, -(-len(planned) // slots)),
-                               local_setup=setup_lines(Profile("local"), env, threads=str(resources.cpus)))
-    groups = [planned[i::slots] for i in range(min(slots, len(planned)))]
-    out = []
-    for group in groups:
-        job = executor.submit(RunSequence([job_for(p, workdir) for p in group]))
-        out += [Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr) for p in group]
-    return out
+def submit_local(executor, planned: list[PlannedRun], resources: Resources, workdir: Path, env: dict,
+                 lease: str) -> list[Submitted]:
+    """One background process on this machine running `planned` in sequence, holding `lease` while it lives."""
+    executor.update_parameters(timeout_min=resources.time_min * max(1, len(planned)),
+                               local_setup=[*setup_lines(Profile("local"), env, threads=str(resources.cpus)),
+                                            *chain_lease_lines(lease)])
+    job = executor.submit(RunSequence([job_for(p, workdir) for p in planned], lease))
+    start = process_start(job.job_id)
+    return [Submitted(p, job.job_id, job.paths.stdout, job.paths.stderr, start) for p in planned]
+
+
+def chain_lease_lines(lease: str) -> list[str]:
+    """Setup lines that make the wrapper shell hold `chain_lease(lease)` on fd 9, which submitit's controller
+    inherits: the job counts as alive from its first moment until the controller ends, whichever of the wrapper,
+    the controller or the worker is killed. Without the `flock` tool (util-linux) the job runs unguarded: only
+    the worker's own lease and the wrapper's pid then tell."""
+    path = shlex.quote(chain_lease(lease))
+    return [f"exec 9>>{path}", "{ command -v flock >/dev/null && flock -n 9 || true; }"]
+
+
+def process_start(pid: str) -> str:
+    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one
+    process; a later process given the same pid starts later. Empty when the process is gone."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]

@@ -14,6 +14,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import h5py
 
@@ -40,10 +41,16 @@ class RunStatus:
     log: str = ""
 
 
-def slurm_queue(user: str | None = None) -> dict[str, tuple[str, str]] | None:
-    """job id ("123" or "123_4") -> (state, reason) of the user's jobs, finished ones included while SLURM keeps
-    them; None when squeue cannot be run."""
-    cmd = ["squeue", "-h", "-r", "-u", user or getpass.getuser(), "--states=all", "-o", "%i|%T|%r"]
+class QueueJob(NamedTuple):
+    state: str
+    reason: str
+    name: str = ""
+
+
+def slurm_queue(user: str | None = None) -> dict[str, QueueJob] | None:
+    """job id ("123" or "123_4") -> (state, reason, job name) of the user's jobs, finished ones included while
+    SLURM keeps them; None when squeue cannot be run."""
+    cmd = ["squeue", "-h", "-r", "-u", user or getpass.getuser(), "--states=all", "-o", "%i|%T|%r|%j"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
@@ -52,19 +59,67 @@ def slurm_queue(user: str | None = None) -> dict[str, tuple[str, str]] | None:
         return None
     queue = {}
     for line in out.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3:
-            queue[parts[0]] = (parts[1], parts[2])
+        parts = line.strip().split("|", 3)  # the name last: it may hold a "|"
+        if len(parts) == 4:
+            queue[parts[0]] = QueueJob(*parts[1:])
     return queue
 
 
-def pid_alive(pid: str) -> bool:
-    """A local job's controller process is still there (zombies count as gone)."""
+def pid_alive(pid: str, started: str = "") -> bool:
+    """A local job's wrapper process is still there (zombies count as gone); with `started` (its start time as
+    recorded), only that process, not a later one given the same pid."""
     try:
         stat = Path(f"/proc/{int(pid)}/stat").read_text()
     except (OSError, ValueError):
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[0] != "Z" and (not started or fields[19] == started)
+
+
+def lease_held(path: str) -> bool:
+    """Another process holds the lock on a local job's lease file: its worker is alive (executors.RunSequence)."""
+    import fcntl
+
+    if not path:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def chain_lease(lease: str) -> str:
+    """The lock file a local job's wrapper shell and submitit's controller hold (its worker holds `lease`)."""
+    return lease.removesuffix(".lock") + ".chain.lock" if lease else ""
+
+
+def local_alive(entry: dict) -> bool:
+    """A local job lives while its worker holds its lease, its wrapper shell or controller the chain lease
+    (executors.chain_lease_lines), or its wrapper process (pid and start time as recorded) runs."""
+    lease = entry.get("lease", "")
+    return lease_held(lease) or lease_held(chain_lease(lease)) or bool(entry["job_id"]) and pid_alive(entry["job_id"],
+                                                                                        entry.get("started", ""))
+
+
+def found_in_queue(entry: dict, queue: dict | None) -> dict | None:
+    """An entry of an interrupted submission (no job id) completed from the queue: the job named as recorded,
+    at the run's array index (a lone run is a plain job). None when no such job is queued."""
+    from submitit.core.utils import JobPaths
+
+    for job_id, job in (queue or {}).items():
+        base, _, task = job_id.partition("_")
+        if job.name == entry.get("job_name") and (task or "0") == str(entry.get("array_index", 0)):
+            paths = JobPaths(Path(entry["logs"]), job_id)
+            return {**entry, "job_id": job_id, "array_job_id": base if task else "", "array_task_id": task,
+                    "log_out": str(paths.stdout), "log_err": str(paths.stderr)}
+    return None
 
 
 def result_attrs(path: Path) -> dict:
@@ -106,14 +161,19 @@ def classify(planned, entry: dict | None, queue: dict | None) -> RunStatus:
         if attrs:
             status.detail = f"a result file exists ({attrs.get('status')}, {progress}): run outside `make submit`?"
         return status
-    status.job_id, status.log = entry["job_id"], entry["log_err"]
     cluster = entry.get("cluster", "slurm")
+    if cluster == "slurm" and queue is None:
+        status.state, status.detail = "unknown", "squeue unavailable: cannot tell queued from lost jobs"
+        return status
+    if not entry["job_id"]:
+        entry = found_in_queue(entry, queue) if cluster == "slurm" else entry
+        if entry is None or not (entry["job_id"] or local_alive(entry)):
+            status.detail = "its submission was interrupted before the job was queued"
+            return status
+    status.job_id, status.log = entry["job_id"], entry["log_err"]
     job_state, reason = "", ""
     if cluster == "slurm":
-        if queue is None:
-            status.state, status.detail = "unknown", "squeue unavailable: cannot tell queued from lost jobs"
-            return status
-        job_state, reason = queue.get(entry["job_id"], ("", ""))
+        job_state, reason = QueueJob(*queue.get(entry["job_id"], ("", "")))[:2]
         if job_state in RUNNING:
             status.state, status.detail = "running", progress or "starting"
             return status
@@ -122,7 +182,7 @@ def classify(planned, entry: dict | None, queue: dict | None) -> RunStatus:
             status.detail = ", ".join(x for x in (reason if reason != "None" else "", progress and
                                                   f"{progress} done, will resume") if x)
             return status
-    elif cluster == "local" and pid_alive(entry["job_id"]):
+    elif cluster == "local" and local_alive(entry):
         started = attrs.get("status") == "running"
         status.state = "running" if started else "pending"
         status.detail = progress if started else f"queued behind other runs of local job {entry['job_id']}"

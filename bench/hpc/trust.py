@@ -3,8 +3,10 @@
 submitit's pickled job files are code: a job loads (unpickles) its file when its array task starts, so whoever can
 replace that file while the task is pending runs code as the job's user. The job folder is therefore created 0700
 and refused when anyone else could write to it or to a folder above it (which would let them rename it away and
-put their own in its place). A submission record lies in `outputs/`, which may be a group folder: the names it
-holds (profile, dataset) are plain names, looked up in their own folders, never paths.
+put their own in its place); a sticky folder such as /tmp is safe above it, never as the job folder itself, where
+another user could create the file a job will load before the submitter writes it. A submission record lies in
+`outputs/`, which may be a group folder: the names it holds (profile, dataset) are plain names, looked up in their
+own folders, never paths.
 """
 
 from __future__ import annotations
@@ -27,16 +29,20 @@ def plain_name(value, what: str, source: str) -> str:
     return value
 
 
-def writable_by_others(path: Path) -> Path | None:
+def writable_by_others(path: Path, holds_jobs: bool = True) -> Path | None:
     """The first folder from `path` (resolved) up to `/` that a user other than this one (or root) can change:
-    owned by another user, or group/other-writable without the sticky bit (a sticky folder such as /tmp lets
-    nobody rename another's entries). None when every one is safe."""
+    owned by another user, or group/other-writable. Above `path` the sticky bit makes a writable folder safe (in
+    /tmp nobody renames another's entries); `path` itself, where the job files go, must not be writable by others
+    even when sticky: there anyone may create the file a job will load before it exists (`holds_jobs=False`: `path`
+    is a folder above the job folder). None when all are safe."""
     me = os.geteuid()
-    for folder in [Path(path).resolve(), *Path(path).resolve().parents]:
+    target = Path(path).resolve()
+    for folder in [target, *target.parents]:
         info = folder.stat()
         if info.st_uid not in (me, 0):
             return folder
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        sticky_above = (folder != target or not holds_jobs) and info.st_mode & stat.S_ISVTX
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_above:
             return folder
     return None
 
@@ -46,7 +52,8 @@ def private_folder(path: Path, what: str) -> Path:
     replace what is put there (see the module doc)."""
     path = Path(path).resolve()
     existing = next(p for p in (path, *path.parents) if p.exists())
-    unsafe = writable_by_others(existing)  # checked before creating anything, so a refusal leaves nothing
+    # checked before creating anything, so a refusal leaves nothing; an existing parent is judged as a parent
+    unsafe = writable_by_others(existing, holds_jobs=existing == path)
     if unsafe is None:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         unsafe = writable_by_others(path)
@@ -59,3 +66,4 @@ def private_folder(path: Path, what: str) -> Path:
                           f"loads them (and run code as you): use a folder only you can write (chmod go-w "
                           f"{unsafe}, or --jobs-dir / JOBS_DIR=<private folder>; see docs/cluster.md, Shared outputs)")
     return path
+

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.config import ImageInputs, RunConfig
+from bench.config import ImageInputs, RunConfig, task_list
 from bench.data import read_index
 from bench.data.stream import resolve_tasks
-from bench.errors import ConfigError
 
 
 def build_run_config(dataset: str, root, model: str, *, ordering: str | None = None,
@@ -18,9 +17,7 @@ def build_run_config(dataset: str, root, model: str, *, ordering: str | None = N
     """A validated image RunConfig whose task order is resolved against the dataset at `root` (`~` expanded):
     what `bench run` and every grid point build. Settings are checked before the dataset is read."""
     if isinstance(tasks, str):
-        text, tasks = tasks, [t.strip() for t in tasks.split(",") if t.strip()]
-        if not tasks:
-            raise ConfigError(f"--tasks {text!r} names no task (expected a comma-separated list, e.g. a,b,c)")
+        tasks = task_list(tasks)
     root = Path(root).expanduser()
     config = RunConfig(dataset=dataset, root=str(root), model=model, tasks=[], protocol=protocol, seed=seed,
                        device=device, hparams=dict(hparams or {}), preset=preset, label=label,

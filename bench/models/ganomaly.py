@@ -9,8 +9,19 @@ Losses (`losses`):
   difference of the discriminator's last feature map on real and generated images) × 1, contextual × 50,
   latent = mean squared (z − ẑ) × 1; discriminator binary cross-entropy, re-initialised when its loss collapses
   below 1e-5.
-Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1]. DCGAN init (N(0, 0.02) convs,
-N(1, 0.02) BatchNorm scales).
+Adam lr 2e-4, β = (0.5, 0.999) for both; inputs scaled to [−1, 1].
+
+Initialisation (`init`): "pytorch" (`inclad`) = PyTorch's default for every layer. That is what InCLAD's released
+code trains from: its `weights_init` (InCLAD-benchmark `src/pyclad/models/ganomaly/architecture.py:48-49`)
+is called on the top-level generator and discriminator, not applied to their layers, and it matches only class
+names containing "Conv" or "BatchNorm", which "Generator" and "Discriminator" do not: the call changes nothing.
+"dcgan" (`original`, Akcay et al.'s code, which applies it to every layer) = N(0, 0.02) convolutions, N(1, 0.02)
+BatchNorm scales, zero BatchNorm shifts.
+
+First convolution (`first_padding`) of both encoders and the discriminator: padding 4 (`inclad`, InCLAD's
+`standard/networks.py` `Encoder`: 131 × 131 after it at 256 px) or 1 (`original`, DCGAN's: 128 × 128). The
+later strided convolutions bring both to the same final side for sizes with three or more halvings (4 × 4 at
+256 px, 7 × 7 at 224 px); the last convolution's kernel is the side actually reached, so z is always 1 × 1.
 
 Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
 test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
@@ -33,6 +44,7 @@ from bench.training.loop import descend, seeded
 
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (Akcay et al.'s released code)
 LOSSES = ("anomalib", "akcay")
+INITS = ("pytorch", "dcgan")  # see the module docstring
 
 
 def dcgan_depth(image_size: int) -> tuple[int, int]:
@@ -47,16 +59,27 @@ def dcgan_depth(image_size: int) -> tuple[int, int]:
     return k, side
 
 
-def dcgan_encoder(image_size: int, features: int, latent: int) -> nn.Sequential:
-    """Strided 4×4 convolutions halving the side down to f × f (channels doubling from `features`), then an f×f
-    convolution to `latent` × 1 × 1. The discriminator is the same with latent = 1."""
-    k, side = dcgan_depth(image_size)
-    layers: list[nn.Module] = [nn.Conv2d(3, features, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
+def encoder_side(image_size: int, first_padding: int) -> int:
+    """The side the encoder's strided 4×4 convolutions reach: the first with `first_padding`, the k − 1 later
+    ones with padding 1."""
+    k, _ = dcgan_depth(image_size)
+    side = (image_size + 2 * first_padding - 4) // 2 + 1
+    for _ in range(k - 1):
+        side = (side + 2 - 4) // 2 + 1
+    return side
+
+
+def dcgan_encoder(image_size: int, features: int, latent: int, first_padding: int = 1) -> nn.Sequential:
+    """Strided 4×4 convolutions halving the side (channels doubling from `features`), then a convolution over
+    the whole remaining side to `latent` × 1 × 1. The discriminator is the same with latent = 1."""
+    k, _ = dcgan_depth(image_size)
+    layers: list[nn.Module] = [nn.Conv2d(3, features, 4, 2, first_padding, bias=False),
+                               nn.LeakyReLU(0.2, inplace=True)]
     ch = features
     for _ in range(k - 1):
         layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2), nn.LeakyReLU(0.2, inplace=True)]
         ch *= 2
-    layers.append(nn.Conv2d(ch, latent, side, 1, 0, bias=False))
+    layers.append(nn.Conv2d(ch, latent, encoder_side(image_size, first_padding), 1, 0, bias=False))
     return nn.Sequential(*layers)
 
 
@@ -82,11 +105,11 @@ def dcgan_init(module: nn.Module) -> None:
 
 
 class Generator(nn.Module):
-    def __init__(self, image_size: int, features: int, latent: int):
+    def __init__(self, image_size: int, features: int, latent: int, first_padding: int = 1):
         super().__init__()
-        self.encoder1 = dcgan_encoder(image_size, features, latent)
+        self.encoder1 = dcgan_encoder(image_size, features, latent, first_padding)
         self.decoder = dcgan_decoder(image_size, features, latent)
-        self.encoder2 = dcgan_encoder(image_size, features, latent)
+        self.encoder2 = dcgan_encoder(image_size, features, latent, first_padding)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(x̂, z, ẑ) with z, ẑ [B, latent]."""
@@ -96,9 +119,9 @@ class Generator(nn.Module):
 
 
 class Discriminator(nn.Module):
-    def __init__(self, image_size: int, features: int):
+    def __init__(self, image_size: int, features: int, first_padding: int = 1):
         super().__init__()
-        enc = dcgan_encoder(image_size, features, 1)
+        enc = dcgan_encoder(image_size, features, 1, first_padding)
         self.features, self.classifier = enc[:-1], enc[-1]
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,14 +160,14 @@ class Ganomaly(GradientDetector):
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
-                 replay_size: int, replay_share: str, losses: str):
+                 replay_size: int, replay_share: str, losses: str, init: str, first_padding: int):
         dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size, replay_share=replay_share)
         self.n_features, self.latent = n_features, latent
         self.lr, self.betas = lr, (beta1, beta2)
         self.w_adv, self.w_con, self.w_enc = w_adv, w_con, w_enc
-        self.losses = losses
+        self.losses, self.init, self.first_padding = losses, init, first_padding
         self.generator_: Generator | None = None
         self.discriminator_: Discriminator | None = None
 
@@ -153,14 +176,16 @@ class Ganomaly(GradientDetector):
         return images01 * 2 - 1
 
     def build(self, seed: int) -> None:
-        """Seeded DCGAN-initialised networks, unless continuing."""
+        """Seeded networks (PyTorch's or DCGAN's initialisation, `init`), unless continuing."""
         if self.generator_ is not None:
             return
         with seeded(seed):
-            gen = Generator(self.image_size, self.n_features, self.latent)
-            gen.apply(dcgan_init)
-            disc = Discriminator(self.image_size, self.n_features)
-            disc.apply(dcgan_init)
+            gen = Generator(self.image_size, self.n_features, self.latent, self.first_padding)
+            if self.init == "dcgan":
+                gen.apply(dcgan_init)
+            disc = Discriminator(self.image_size, self.n_features, self.first_padding)
+            if self.init == "dcgan":
+                disc.apply(dcgan_init)
         self.generator_, self.discriminator_ = gen.to(self.device), disc.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
@@ -207,7 +232,8 @@ def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
     parameters, 43 GiB, at 1024 px), plus the activations of the larger of a training or a scoring batch."""
     f, latent = hparams["n_features"], hparams["latent"]
     with torch.device("meta"):  # shapes only: nothing is allocated
-        nets = (Generator(image_size, f, latent), Discriminator(image_size, f))
+        nets = (Generator(image_size, f, latent, hparams["first_padding"]),
+                Discriminator(image_size, f, hparams["first_padding"]))
     params = sum(p.numel() for net in nets for p in net.parameters())
     activations = pixel_memory(TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL, features=False,
                                scale=lambda hp: hp["n_features"] / 64)
@@ -218,8 +244,11 @@ register(ModelSpec(
     name="ganomaly", label="GANomaly", factory=Ganomaly, inputs="images", source="InCLAD Table 7",
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
-    version=2,  # 2: anomalib's losses by default (InCLAD's); version 1 ran Akcay et al.'s
-    presets={"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
+    # 2: anomalib's losses by default (InCLAD's); version 1 ran Akcay et al.'s. 3: PyTorch's default initialisation
+    # and a first-layer padding of 4 by default (InCLAD's code)
+    version=3,
+    presets={"inclad": {},
+             "original": {"losses": "akcay", "replay_share": "water", "init": "dcgan", "first_padding": 1}},
     default_preset="inclad",
     params={
         **training_params(epochs=15, batch_size=16),
@@ -229,6 +258,10 @@ register(ModelSpec(
         "beta1": Float(0.5, 0, 1, high_open=True, doc="Adam β1 (< 1)"),
         "beta2": Float(0.999, 0, 1, high_open=True, doc="Adam β2 (< 1)"),
         "losses": Choice("anomalib", LOSSES, doc="anomalib: InCLAD's (anomalib's) losses; akcay: Akcay et al.'s"),
+        "init": Choice("pytorch", INITS, doc="pytorch: PyTorch's default (what InCLAD's code trains from); dcgan: "
+                                             "N(0, 0.02) convolutions, N(1, 0.02) BatchNorm scales (Akcay et al.)"),
+        "first_padding": Int(4, 0, 8, doc="padding of the first convolution of both encoders and the "
+                                          "discriminator: 4 InCLAD's code, 1 DCGAN's (Akcay et al.)"),
         "w_adv": Float(1.0, 0, doc="adversarial loss weight"),
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),

@@ -8,13 +8,16 @@ mirrored with transposed convolutions, three stages producing layer 3's, layer 2
 depths as the official de_resnet). Loss: Σ_l mean over the batch of 1 − cos(flatten(E_l), flatten(D_l)) (the
 official code's per-sample flattened cosine). Map: Σ_l of the per-location 1 − cos over channels, upsampled
 (bilinear, corners aligned, as InCLAD's `post_process` and Deng & Li's `cal_anomaly_map`) to the input size, then a Gaussian blur (σ = `blur_sigma`, 0 = none); image score = map max. Adam
-lr 5e-3, β = (0.5, 0.999), 200 epochs, batch 16 (InCLAD Table 7). Initialisation as the official code (and
-InCLAD's copy of it): every Conv2d of the OCBE and the decoder Kaiming-normal (fan_out, ReLU), every BatchNorm
-weight 1 and bias 0; the transposed convolutions keep PyTorch's default, as there (they are not nn.Conv2d).
+lr 5e-3, β = (0.5, 0.999), 200 epochs, batch 16 (InCLAD Table 7). Initialisation: every Conv2d of the OCBE and the decoder Kaiming-normal (fan_out, ReLU), every BatchNorm
+weight 1 and bias 0, as both codes; the transposed convolutions (`deconv_init`): "kaiming" (`inclad`) the same
+Kaiming-normal, as InCLAD's decoder (InCLAD-benchmark `src/pyclad/models/rd4ad/standard/deresnet.py:174-179`:
+its loop matches nn.ConvTranspose2d too), "default" (`original`) PyTorch's default, as Deng & Li's de_resnet
+(whose loop matches nn.Conv2d only, which a transposed convolution is not): a spread about √3 smaller.
 
 Presets: `inclad` (default) = InCLAD's released code: Table 7's "smoothing kernel 1" is a kernel size and its
 code blurs only for a kernel > 1, so no blur; ImageNet weights are torchvision's DEFAULT (V2 for
-wide_resnet50_2). `original` = Deng & Li's code: σ = 4 blur, IMAGENET1K_V1 weights.
+wide_resnet50_2). `original` = Deng & Li's code: σ = 4 blur, IMAGENET1K_V1 weights, default-initialised
+transposed convolutions.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from bench.errors import ConfigError
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
 from bench.models.ops.blur import MAX_SIGMA, gaussian_blur
-from bench.registry import Float, Layers, ModelSpec, pixel_memory, register, trained_state
+from bench.registry import Choice, Float, Layers, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import seeded
 
 # backbone → (block kind, width per group, blocks per decoder stage deepest-first, OCE blocks): official RD4AD
+DECONV_INITS = ("kaiming", "default")  # see the module docstring
 ARCHITECTURES = {"resnet18": ("basic", 64, (2, 2, 2), 2), "wide_resnet50_2": ("bottleneck", 128, (3, 4, 6), 3)}
 
 
@@ -123,11 +127,12 @@ class Decoder(nn.Module):
         return outs[::-1]  # shallowest first, as the encoder's layers
 
 
-def official_init(module: nn.Module) -> None:
-    """The official RD4AD (torchvision resnet) initialisation of the OCBE and the decoder: Conv2d Kaiming-normal
-    (fan_out, ReLU), BatchNorm weight 1 / bias 0. nn.ConvTranspose2d is not an nn.Conv2d: left at PyTorch's
-    default, as in the official code."""
-    if isinstance(module, nn.Conv2d):
+def official_init(module: nn.Module, deconv_init: str = "kaiming") -> None:
+    """RD4AD's initialisation of the OCBE and the decoder: Conv2d Kaiming-normal (fan_out, ReLU), BatchNorm
+    weight 1 / bias 0; nn.ConvTranspose2d (not an nn.Conv2d) Kaiming-normal too under "kaiming" (InCLAD's
+    code), left at PyTorch's default under "default" (Deng & Li's)."""
+    deconv = isinstance(module, nn.ConvTranspose2d) and deconv_init == "kaiming"
+    if isinstance(module, nn.Conv2d) or deconv:
         nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
     elif isinstance(module, nn.BatchNorm2d):
         nn.init.ones_(module.weight)
@@ -135,12 +140,12 @@ def official_init(module: nn.Module) -> None:
 
 
 class ReverseDistillation(nn.Module):
-    def __init__(self, backbone: str, channels: list[int]):
+    def __init__(self, backbone: str, channels: list[int], deconv_init: str = "kaiming"):
         super().__init__()
         kind, width, depths, oce_blocks = ARCHITECTURES[backbone]
         self.bottleneck = Ocbe(channels, kind, width, oce_blocks)
         self.decoder = Decoder(2 * channels[2], channels, kind, width, depths)
-        self.apply(official_init)
+        self.apply(lambda m: official_init(m, deconv_init))
 
     def forward(self, feats: list[torch.Tensor]) -> list[torch.Tensor]:
         return self.decoder(self.bottleneck(feats))
@@ -161,7 +166,7 @@ class Rd4ad(GradientDetector):
     name = "rd4ad"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 replay_share: str, lr: float, beta1: float, beta2: float, blur_sigma: float):
+                 replay_share: str, lr: float, beta1: float, beta2: float, blur_sigma: float, deconv_init: str):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size, replay_share=replay_share)
         if extractor.backbone_name not in ARCHITECTURES:
@@ -176,12 +181,14 @@ class Rd4ad(GradientDetector):
                               f"224, 256), got {image_size}")
         self.layers = tuple(layers)
         self.lr, self.betas, self.blur_sigma = lr, (beta1, beta2), blur_sigma
+        self.deconv_init = deconv_init
         self.net_: ReverseDistillation | None = None
 
     def build(self, seed: int) -> None:
         if self.net_ is None:
             with seeded(seed):
-                net = ReverseDistillation(self.extractor.backbone_name, [s[0] for s in self.feature_shapes()])
+                net = ReverseDistillation(self.extractor.backbone_name, [s[0] for s in self.feature_shapes()],
+                                          self.deconv_init)
             self.net_ = net.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
@@ -205,9 +212,10 @@ register(ModelSpec(
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     # 2: channels-last training (float rounding differs from version 1); 3: the official initialisation, and
     # no blur by default (InCLAD's code; version 2 blurred with σ = 1, which neither InCLAD nor the paper did);
-    # 4: the map upsampled with align_corners=True, as InCLAD's and Deng & Li's code
-    version=4,
-    presets={"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
+    # 4: the map upsampled with align_corners=True, as InCLAD's and Deng & Li's code; 5: Kaiming-normal transposed
+    # convolutions by default (InCLAD's decoder)
+    version=5,
+    presets={"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water", "deconv_init": "default"}},
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},  # InCLAD builds the encoder with torchvision's DEFAULT weights
     params={
@@ -218,6 +226,8 @@ register(ModelSpec(
         "beta2": Float(0.999, 0, 1, high_open=True, doc="Adam β2 (< 1)"),
         "blur_sigma": Float(0.0, 0, MAX_SIGMA, doc="Gaussian blur σ of the map, 0 = none (InCLAD: Table 7's "
                                                    "kernel size 1 = no blur; the official code: 4)"),
+        "deconv_init": Choice("kaiming", DECONV_INITS, doc="transposed convolutions' start: Kaiming-normal fan_out "
+                                                           "(InCLAD's code) or PyTorch's default (Deng & Li's)"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (bottleneck and decoder activations and gradients),

@@ -12,6 +12,14 @@ size, image score = the max of that map. (The released code has no ½: a constan
 sees.) SGD lr 0.4, momentum 0.9, weight decay 1e-4, 100 epochs, batch 32 (InCLAD Table 7). ImageNet weights:
 torchvision's DEFAULT under `inclad`, as InCLAD's code path (V2 for wide_resnet50_2; the paper used resnet18,
 whose DEFAULT is V1), V1 under `original`.
+
+Student initialisation (`student_init`): "torchvision" (both presets) = torchvision's resnet initialisation,
+which InCLAD's released student (routing-cad-icdm `src/pyclad/models/stfpm/builder.py:59-64` builds it as a
+`TorchvisionFeatureExtractor` with `pretrained=False`, i.e. `src/pyclad/models/vision/backbones.py:57`
+`model_fn(weights=None)`) and Wang et al.'s (`main.py`, `resnet18(pretrained=False)`) both get: Kaiming-normal
+(fan_out, ReLU) convolutions, every BatchNorm weight 1 and bias 0. "timm" = timm's resnet default, which also
+zeroes each residual block's last BatchNorm weight (every block starts as the identity): measured, a different
+distribution of losses after training, not another draw (docs/models.md).
 """
 
 from __future__ import annotations
@@ -28,6 +36,15 @@ from bench.training.loop import seeded
 
 
 PRODUCT_AT = ("layer", "input")  # see the module docstring
+STUDENT_INITS = ("torchvision", "timm")  # see the module docstring
+
+
+def resnet_student(backbone: str, student_init: str, **kwargs) -> nn.Module:
+    """A randomly initialised timm resnet. timm draws its convolutions as torchvision does (Kaiming-normal, fan_out)
+    and differs only in zeroing each block's last BatchNorm weight, which "torchvision" switches off."""
+    import timm
+
+    return timm.create_model(backbone, pretrained=False, zero_init_last=student_init == "timm", **kwargs)
 
 
 def feature_distances(teacher: list[torch.Tensor], student: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -70,21 +87,20 @@ class Stfpm(GradientDetector):
     name = "stfpm"
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
-                 replay_share: str, lr: float, momentum: float, weight_decay: float, product_at: str):
+                 replay_share: str, lr: float, momentum: float, weight_decay: float, product_at: str,
+                 student_init: str):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size, replay_share=replay_share)
         self.layers = tuple(layers)
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
-        self.product_at = product_at
+        self.product_at, self.student_init = product_at, student_init
         self.student_: nn.Module | None = None
 
     def build(self, seed: int) -> None:
         if self.student_ is None:
-            import timm
-
             with seeded(seed):
-                student = timm.create_model(self.extractor.backbone_name, pretrained=False, features_only=True,
-                                            out_indices=tuple(LAYERS.index(layer) for layer in self.layers))
+                student = resnet_student(self.extractor.backbone_name, self.student_init, features_only=True,
+                                         out_indices=tuple(LAYERS.index(layer) for layer in self.layers))
             self.student_ = student.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
@@ -109,8 +125,9 @@ register(ModelSpec(
     name="stfpm", label="STFPM", factory=Stfpm, source="InCLAD Table 7", quick={"epochs": 8, "batch_size": 4},
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     # 2: channels-last training (float rounding differs from version 1); 3: the product map on the first layer's
-    # grid by default (InCLAD's code)
-    version=3,
+    # grid by default (InCLAD's code); 4: the student starts as torchvision's resnet (every BatchNorm weight 1), as
+    # InCLAD's and Wang et al.'s code
+    version=4,
     presets={"inclad": {}, "original": {"product_at": "input", "replay_share": "water"}},
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},
@@ -122,6 +139,9 @@ register(ModelSpec(
         "weight_decay": Float(1e-4, 0),
         "product_at": Choice("layer", PRODUCT_AT, doc="where the layers' distances are multiplied and the image "
                                                      "score taken: the first layer's grid (layer) or the input size"),
+        "student_init": Choice("torchvision", STUDENT_INITS, doc="the student's start: torchvision's resnet init "
+                                                                   "(InCLAD's and Wang et al.'s code) or timm's "
+                                                                   "(each block's last BatchNorm weight 0)"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (the student's activations and gradients),

@@ -13,7 +13,8 @@ judged by its value, not by a preset's name:
     its ordering (Tables 9-13, the released InCLAD-MD list; random orderings only against a permutation the user
     imported from the released manifests: data/paper/README.md);
   - each run on the ImageNet weights generation the registry's `inclad` preset loads for its detector (V1 or
-    torchvision's DEFAULT; detectors that read raw images have no backbone weights), at the paper's input size of
+    torchvision's DEFAULT; detectors that read raw images have no backbone weights), verified at run time as
+    torchvision's published file (its weights id says so: bench.features.is_published_id), at the paper's input size of
     its detector, with exactly the hyperparameter values `inclad` resolves to (a value a file predates counts as
     the parameter's default), float32 features, pixel evaluation `resized`, the registry's model version, one
     commit and a clean tree;
@@ -58,6 +59,9 @@ PAPER_HARDWARE = ("an HPC system with NVIDIA H100 80 GB and NVIDIA L40 GPUs (Int
 PRESET = "inclad"
 FEATURE_DTYPE = "float32"  # InCLAD's released code computes in float32 (float16 moves R cells: I13)
 PIXEL_EVAL = "resized"  # the released evaluation nearest-resizes masks to the map size
+# a staged-weights id without the published-file verdict (bench.features.is_published_id): a run from before the
+# check, or an id made by hand; either way nothing shows its weights were torchvision's file
+UNVERIFIED = "not verified: the run recorded no check against torchvision's file, e.g. it predates the check"
 # SHA-256 of each shipped file (line endings as LF): what the comparison reads must be what was transcribed
 SHIPPED_SHA256 = {
     "inclad_table2.csv": "a8ac6ef297e69e1a5729eb7d52f0eceda4e63b194b1b43aeec21ba57c2bb692a",
@@ -275,15 +279,19 @@ def _inclad_tag(model: str, backbone: str) -> str:
     return imagenet_tag(backbone, _spec(model).imagenet_generation(PRESET))
 
 
-def _weights_reason(config: RunConfig, weights_id: str) -> str | None:
+def _weights_reason(config: RunConfig, weights_id: str) -> Reason | None:
+    """Another generation, no ImageNet weights, a file of the user's, or staged weights the run did not check
+    against torchvision's published file (a file from before the check records no verdict: not verified)."""
+    from bench.features import is_published_id  # late, like _inclad_tag: torch
+
     image = config.image
     tag = _inclad_tag(config.model, image.backbone)
     if weights_id.startswith(f"{image.backbone}.{tag}:"):
-        return None
+        return None if is_published_id(weights_id) else _reason(Why.UNPUBLISHED_WEIGHTS, UNVERIFIED)
     if image.weights == "imagenet":
         other = weights_id.split(":")[0].partition(".")[2] or weights_id
-        return f"{config.model} on {other} ImageNet weights, inclad loads {tag}"
-    return f"weights={image.weights}" if image.weights == "none" else "weights from a file"
+        return _reason(Why.WEIGHTS, f"{config.model} on {other} ImageNet weights, inclad loads {tag}")
+    return _reason(Why.WEIGHTS, f"weights={image.weights}" if image.weights == "none" else "weights from a file")
 
 
 def _hparam_reason(config: RunConfig, spec) -> str | None:
@@ -330,6 +338,7 @@ class Why(Enum):
 
     STREAM = ("stream", "stream not the published one ({})", True)
     WEIGHTS = ("weights", "{}", True)
+    UNPUBLISHED_WEIGHTS = ("weights file", "weights not the published file ({})", True)
     DATASET = ("dataset", "dataset not the published release ({})", True)
     FEATURE_DTYPE = ("feature dtype", "feature dtype {}", True)
     IMAGE_SIZE = ("image size", "image size {}", True)
@@ -379,7 +388,7 @@ def run_reasons(config: RunConfig, weights_id: str, attrs: dict | None = None,
     if spec.inputs == "features":
         weights = _weights_reason(config, weights_id)
         if weights:
-            out.append(_reason(Why.WEIGHTS, weights))
+            out.append(weights)
         # None: a file from before the setting (float16 was the cache's default): not float32
         if image.feature_dtype != FEATURE_DTYPE:
             out.append(_reason(Why.FEATURE_DTYPE, f"{image.feature_dtype or 'not recorded'}"))

@@ -138,6 +138,7 @@ def _submit_ste(args, configs, root: Path, out: Path, methods: list[str]) -> boo
     running are skipped, failed and new ones submitted. Records go to <out>/submissions/, logs to <out>/logs/,
     apart from the dataset grid's. True when every run is complete (the table can be collected now)."""
     from bench.hpc import commands as hpc, grid as grids, records as recs
+    from bench.hpc.submission import Submission, submit_runs
     from bench.scenarios import ste
 
     out = out.resolve()
@@ -151,10 +152,11 @@ def _submit_ste(args, configs, root: Path, out: Path, methods: list[str]) -> boo
                 "grid": str(args.grid or grids.grid_path(args.dataset)), "parallelism": args.parallelism,
                 "root": str(root.resolve()),
                 "outputs": str(out), "methods": methods, "argv": sys.argv}
-        submission = hpc.submit_runs(todo, dataset=args.dataset, records_at=records_at, logs=out / "logs",
-                                     name=f"bench-ste-{args.dataset}", cluster=args.cluster, profile=profile,
-                                     root=root.resolve(), outputs=out, meta=meta, container=args.container,
-                                     parallelism=args.parallelism, dry_run=args.dry_run)
+        sub = Submission(todo, dataset=args.dataset, records_at=records_at, logs=out / "logs",
+                         name=f"bench-ste-{args.dataset}", cluster=args.cluster, profile=profile,
+                         root=root.resolve(), outputs=out, meta=meta, container=args.container,
+                         parallelism=args.parallelism)
+        submission = submit_runs(sub, dry_run=args.dry_run)
         if submission is None:
             return False
         if args.cluster == "debug":

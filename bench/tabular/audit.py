@@ -39,9 +39,32 @@ def pointwise_audit(spec) -> tuple[float, bool]:
         variants = [np.array([det.score(batch[i:i + 1])[0] for i in probe]),
                     np.asarray(det.score(np.concatenate([other, batch[probe]])))[-len(probe):],
                     np.asarray(det.score(batch[::-1]))[::-1][probe]]
-        change = np.max([np.abs(v - ref[probe]) for v in variants], axis=0)
-        _CACHE[key] = float(change.max()), all(pointwise_gap(v, ref[probe]) <= POINTWISE_RTOL for v in variants)
+        change = np.max([_change(v, ref[probe]) for v in variants], axis=0)
+        _CACHE[key] = float(change.max()), all(_gap(v, ref[probe]) <= POINTWISE_RTOL for v in variants)
     return _CACHE[key]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where two scores are the same non-finite value (NaN and NaN, +inf and +inf, -inf and -inf): a detector that
+    gives a record NaN wherever it is scored does not depend on the batch (what the `released` preset later makes
+    of a non-finite score is its business, not the audit's). NaN against a number, or inf against NaN, differs."""
+    return (np.isnan(a) & np.isnan(b)) | (np.isinf(a) & (a == b))
+
+
+def _change(alone, batch) -> np.ndarray:
+    """|alone − batch| per record, 0 where both are the same non-finite value, inf where only one is non-finite."""
+    alone, batch = np.asarray(alone, dtype=np.float64), np.asarray(batch, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(alone - batch)
+    return np.where(_same(alone, batch), 0.0, np.where(np.isnan(diff), np.inf, diff))
+
+
+def _gap(alone, batch) -> float:
+    """bench.metrics.pointwise_gap over the records whose scores are not the same non-finite value (any other
+    non-finite score still fails it)."""
+    alone, batch = np.asarray(alone, dtype=np.float64), np.asarray(batch, dtype=np.float64)
+    keep = ~_same(alone, batch)
+    return pointwise_gap(alone[keep], batch[keep])
 
 
 def require_pointwise(spec) -> None:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.config import TABULAR_DATASETS
+from bench.config import TABULAR_DATASETS, task_list
 from bench.errors import ConfigError
 
 # what --dataset names: one dataset (a multi-dataset scenario is --multi's); the built-ins, then any plugin's
@@ -277,6 +277,9 @@ def cmd_index(args) -> int:
     from bench.tabular.preprocess import build_index
     from bench.tabular.scenario import raw_table
 
+    if args.out.exists() and not args.out.is_dir():  # else the writer's failure reads like a full disk
+        raise ConfigError(f"--out {args.out}: exists and is not a folder (a record index is a folder; give a new "
+                          f"path or an earlier index's folder)")
     resolve_sizes(args, [args.candidate])
     cand = parse_candidate(args.candidate, args)
     meta = build_index(args.dataset, raw_table(args.dataset, args.root, args.seed),
@@ -293,39 +296,45 @@ def cmd_index(args) -> int:
 
 
 def cmd_ste(args) -> int:
+    from bench.devices import use_threads
     from bench.registry import get
     from bench.tabular.ste import ste_run
 
     spec = get(args.model, "tabular")
     hp = {**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")}
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
-                   max_steps=args.max_steps)
+    tasks = task_list(args.tasks) if args.tasks is not None else None
+    with use_threads(parallel=False):  # the tabular detectors: one thread unless an allocation or the user says more
+        path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
+                       max_steps=args.max_steps)
     print(f"results: {path}")
     return 0
 
 
 def cmd_run(args) -> int:
+    from bench.devices import use_threads
     from bench.results import summary_lines
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
     from bench.registry import get
     from bench.tabular.ste import index_meta
 
+    tasks = task_list(args.tasks) if args.tasks is not None else None  # a typo is named before the index is read
     spec = get(args.model, "tabular")
     meta = index_meta(args.index)
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else sorted(meta.get("tasks", {}))
+    tasks = tasks or sorted(meta.get("tasks", {}))
     config = RunConfig(dataset=meta.get("dataset", ""), root=str(args.index), model=args.model, tasks=tasks,
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
                        inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset, label=args.label,
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
-    path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
+    with use_threads(parallel=False):  # recorded by the run (cpu_threads), as every run's count is
+        path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
     print(f"results: {path}")
     print("\n".join(summary_lines(path)))
     return 0
 
 
 def cmd_scenarios(args) -> int:
+    from bench.devices import use_threads
     from bench.registry import get
     from bench.tabular.filtering import FilterSettings
     from bench.tabular.scenario import construct
@@ -347,8 +356,9 @@ def cmd_scenarios(args) -> int:
     if released.exists():  # runs made from it name its orderings: another release there would change what they mean
         raise ConfigError(f"{released}: this scenario folder already holds a release, and runs made from it name its "
                           f"orderings; build the new one into another --out (or move this folder away first)")
-    manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
-                         seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
+    with use_threads(parallel=False):
+        manifest = construct(dataset, out, root=args.root, roots=roots, candidates=candidates, models=models,
+                             seed=args.seed, hparams=hparams, prep=_prep(args), fs=fs)
     print(json.dumps({"selected": manifest["selected_candidate"], "tasks": manifest["tasks"],
                       "w": manifest["w_table"]}, indent=1))
     return 0

@@ -42,12 +42,13 @@ class LazyChoices:
 
 
 def registry_choices(track: str) -> LazyChoices:
-    """The registered detectors of `track` (bench.registry.specs): built-ins and plugins, in the registry's order."""
+    """The detectors of `track` (bench.registry.names): built-ins and plugins, in the registry's order, named without
+    importing a plugin: a command imports only the one it runs (`get`)."""
 
     def load():
-        from bench.registry import specs
+        from bench.registry import names
 
-        return specs(track)
+        return names(track)
 
     return LazyChoices(load, ("registry", track))
 

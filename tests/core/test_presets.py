@@ -44,7 +44,7 @@ def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made
              "--set", "latent=8"]
     # inclad's values beyond the hyperparameters: the released replay share, 8-bit resize and float32 cache
     alias = [*quick, "--preset", "original", "--set", "losses=anomalib", "--set", "replay_share=floor",
-             "--resize", "8bit", "--feature-dtype", "float32"]
+             "--set", "init=pytorch", "--set", "first_padding=4", "--resize", "8bit", "--feature-dtype", "float32"]
     for first, second, name in ((alias, quick, "a.h5"), (quick, alias, "b.h5")):
         out = tmp_path / name
         assert main([*RUN, "--root", str(tiny_root), *first, "--out", str(out)]) == 0
@@ -168,17 +168,23 @@ def test_imagenet_weights_resolve_through_the_preset(tmp_path, monkeypatch):
     """V1 (`tv_in1k`) for PatchCore's `original`; torchvision's DEFAULT for InCLAD's RD4AD and PatchCore: V2
     (`tv2_in1k`) on wide_resnet50_2, V1 on resnet18 (it has no V2); a missing V2 file names `make weights` at
     once."""
-    from bench.features import (published_prefix, resolve_weights, staged_files, staged_weights_path,
-                                torchvision_url, write_source_record)
+    import torch
+    from safetensors.torch import save_file
+
+    from bench import features
+    from bench.features import kept_source_path, resolve_weights, staged_files, staged_weights_path
+    from bench.io import file_sha256
     from bench.registry import get
 
     monkeypatch.setenv("BENCH_WEIGHTS_DIR", str(tmp_path))
     assert staged_files() == [("resnet18", "tv_in1k"), ("wide_resnet50_2", "tv2_in1k"),
                               ("wide_resnet50_2", "tv_in1k")]
-    for backbone, tag in staged_files():
-        staged_weights_path(backbone, tag).write_bytes(tag.encode())  # content only feeds the id's hash
-        url = torchvision_url(backbone, tag)  # and the record `make weights` writes after checking the download
-        write_source_record(staged_weights_path(backbone, tag), url, published_prefix(url).ljust(64, "0"))
+    for i, (backbone, tag) in enumerate(staged_files()):
+        tensors = {"w": torch.full((2,), float(i))}  # content only feeds the id's hash and the content check
+        save_file(tensors, str(staged_weights_path(backbone, tag)))
+        source = kept_source_path(backbone, tag)  # the .pth `make weights` keeps, its digest shipped as published
+        torch.save(tensors, source)
+        monkeypatch.setitem(features.PUBLISHED_SHA256, source.name, file_sha256(source))
     ids = {(m, p, b): resolve_weights(b, "imagenet", get(m).imagenet_generation(p))[1]
            for m, p in (("patchcore", None), ("patchcore", "original"), ("rd4ad", None), ("rd4ad", "original"))
            for b in ("resnet18", "wide_resnet50_2")}

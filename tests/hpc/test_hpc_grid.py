@@ -350,9 +350,25 @@ def test_the_job_folder_must_be_private(tmp_path):
     assert not (shared / "out").exists()
     shared.chmod(0o1777)  # sticky, as /tmp: nobody renames another's entries
     assert trust.private_folder(shared / "out" / "logs", "pickled job files").is_dir()
+    assert trust.private_folder(shared / "new", "pickled job files").is_dir()  # created 0700 in the sticky folder
     made.chmod(0o770)
     with pytest.raises(ConfigError, match="writable by its group"):
         trust.private_folder(made, "pickled job files")
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o1770, 0o3775, 0o1733])
+def test_a_sticky_folder_others_can_write_is_refused_as_the_job_folder(tmp_path, mode, capsys):
+    """Sticky protects entries from being renamed, not a name from being taken: in a sticky world- or
+    group-writable job folder (--jobs-dir /tmp) another user can create a job's pickle before it is written,
+    and the job then loads theirs. Refused, as `submit` says, with nothing submitted."""
+    from bench.hpc import trust
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    jobs.chmod(mode)
+    with pytest.raises(ConfigError, match=re.escape(f"{jobs}: writable by its group")):
+        trust.private_folder(jobs, "pickled job files")
+    assert not list(jobs.iterdir())
 
 
 def test_placeholders_are_refused_before_anything_is_submitted(grid_file, small_root, tmp_path, capsys):
@@ -459,8 +475,8 @@ def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
 def test_slurm_queue_parses_squeue_and_survives_its_absence(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     assert st.slurm_queue("me") is None
-    fake_command(tmp_path / "bin", "squeue", "echo '12_0|RUNNING|None'; echo '12_1|PENDING|Resources'")
-    assert st.slurm_queue("me") == {"12_0": ("RUNNING", "None"), "12_1": ("PENDING", "Resources")}
+    fake_command(tmp_path / "bin", "squeue", "echo '12_0|RUNNING|None|bench-a'; echo '12_1|PENDING|Resources|b|c'")
+    assert st.slurm_queue("me") == {"12_0": ("RUNNING", "None", "bench-a"), "12_1": ("PENDING", "Resources", "b|c")}
 
 
 def test_latest_submission_of_a_run_wins(planned_one, tmp_path):

@@ -205,3 +205,30 @@ def test_a_job_refused_after_a_dataset_edit_shows_failed_with_its_reason(slurm, 
     assert "the run key changed since submission" in line and f"log: {old['log_err']}" in status
     out = bench("resubmit", "--dataset", "synthetic", "--outputs", outputs)
     assert "1 run submitted" in out and entries(outputs)["cl"]["run_key"] != old["run_key"]
+
+
+def test_a_submit_hung_up_after_sbatch_leaves_a_record_status_and_resubmit_use(slurm, grid, tiny_root, tmp_path):
+    """Issue 46 §3 on the real SLURM: an ssh disconnect (SIGHUP) the moment sbatch returns left a queued job and no
+    record, so `status` said "not submitted" and `resubmit` queued a duplicate. The record holds the job; status
+    shows it pending; resubmit sends nothing. (tests/hpc/test_hangup.py covers every signal with a fake sbatch.)"""
+    import shlex
+
+    wrapper = tmp_path / "bin" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\n{shlex.quote(shutil.which("sbatch"))} "$@" || exit $?\nkill -HUP "$PPID"\n')
+    wrapper.chmod(0o755)
+    outputs = tmp_path / "out"
+    slurm.append(outputs)
+    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
+    with node_busy():  # the job stays pending while status and resubmit look at it
+        first = subprocess.run([sys.executable, "-m", "bench", *submit_args(grid, tiny_root, outputs)], cwd=REPO,
+                               env=env, capture_output=True, text=True)
+        assert first.returncode != 0, first.stdout  # the hang-up ended it
+        (record,) = records.load_records(outputs, "synthetic")
+        job = record["runs"][0]["job_id"]
+        assert job and record["state"] == "submitted"
+        status = bench("status", "--dataset", "synthetic", "--outputs", outputs)
+        line = next(x for x in status.splitlines() if record["runs"][0]["run_name"] in x)
+        assert line.startswith("pending") and f"job {job}" in line, status
+        assert "nothing to submit" in bench("resubmit", "--dataset", "synthetic", "--outputs", outputs)
+    assert len(records.load_records(outputs, "synthetic")) == 1

@@ -75,14 +75,17 @@ PRESETS = {
     "cfa": {"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,
                                        "ncl_bank": "after", "replay_share": "water"}},
     "stfpm": {"inclad": {}, "original": {"product_at": "input", "replay_share": "water"}},  # Wang et al.'s map
-    # Deng & Li's code: gaussian_filter σ = 4
-    "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water"}},
+    # Deng & Li's code: gaussian_filter σ = 4; its init loop matches nn.Conv2d only (transposed convs left default)
+    "rd4ad": {"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water", "deconv_init": "default"}},
+    # the paper's lr drop at 95 % of the iterations
     "efficientad": {"inclad": {}, "original": {"teacher": "required", "penalty": "required", "pdn_padding": True,
                                                "holdout_fraction": 0.1, "image_score": "map",
-                                               "replay_share": "water"}},
+                                               "replay_share": "water", "lr_drop": "step"}},
     "paste": {"inclad": {}, "original": {"replay_share": "water"}},
     "fastflow": {"inclad": {}, "original": {"replay_share": "water"}},
-    "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water"}},
+    # Akcay et al.'s code: DCGAN init applied layer by layer, DCGAN's first padding 1
+    "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water", "init": "dcgan",
+                                            "first_padding": 1}},
 }
 # InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights, and so do its CFA,
 # FastFlow, PatchCore and PaDiM (routing-cad-icdm src/pyclad/models/vision/backbones.py:72-75
@@ -104,13 +107,18 @@ INCLAD_CODE = {
     "cfa": {"layers": ["layer2", "layer3"], "blur_kernel": 3, "blur_sigma": 4.0, "ncl_bank": "before",
             "bank_mean": "batches", "replay_share": "floor"},
     "fastflow": {"global_affine": True, "replay_share": "floor"},  # routing-cad-icdm@6fc5a98 standard/flow.py:49-82
-    "stfpm": {"product_at": "layer", "replay_share": "floor"},  # routing-cad-icdm stfpm.py `_batch_score_maps`
-    "rd4ad": {"blur_sigma": 0.0, "replay_share": "floor"},
-    "paste": {"normalize_first": False, "replay_share": "floor"},  # the first student layer's loss un-normalised
+    # routing-cad-icdm stfpm.py `_batch_score_maps`; builder.py:59-64 → vision/backbones.py:57 torchvision student
+    "stfpm": {"product_at": "layer", "replay_share": "floor", "student_init": "torchvision"},
+    # InCLAD-benchmark src/pyclad/models/rd4ad/standard/deresnet.py:174-179: Kaiming for nn.ConvTranspose2d too
+    "rd4ad": {"blur_sigma": 0.0, "replay_share": "floor", "deconv_init": "kaiming"},
+    # the first student layer's loss un-normalised; standard/backbones.py:81-91 a torchvision student
+    "paste": {"normalize_first": False, "replay_share": "floor", "student_init": "torchvision"},
     # image_score: InCLAD-benchmark src/pyclad/models/efficientad/efficientad.py `score_data` (apply_padding=False)
     "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0,
-                    "image_score": "grid", "replay_share": "floor"},
-    "ganomaly": {"losses": "anomalib", "replay_share": "floor"},
+                    "image_score": "grid", "replay_share": "floor", "lr_drop": "epoch"},  # efficientad.py StepLR
+    # InCLAD-benchmark src/pyclad/models/ganomaly/architecture.py:48-49 (weights_init a no-op: PyTorch's default),
+    # standard/networks.py:24 (first convolution padding 4)
+    "ganomaly": {"losses": "anomalib", "replay_share": "floor", "init": "pytorch", "first_padding": 4},
 }
 
 

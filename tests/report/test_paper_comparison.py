@@ -180,9 +180,9 @@ def write(outputs: Path, model: str, backbone: str, protocol: str, *, dataset="b
                     inputs=ImageInputs(backbone=backbone, weights=weights, image_size=image_size or spec.image_size,
                                        feature_dtype=feature_dtype, pixel_eval=pixel_eval,
                                        mask_threshold=mask_threshold, **paper.expected_loading(spec)))
-    weights_id = weights_id or ("images" if backbone == NO_BACKBONE else
-                                f"{backbone}.{paper._inclad_tag(model, backbone)}:{'0' * 16}" if weights == "imagenet"
-                                else weights)
+    if weights_id is None:  # what the runner records: images, staged weights checked as published, or the file
+        weights_id = ("images" if backbone == NO_BACKBONE else weights if weights != "imagenet"
+                      else f"{backbone}.{paper._inclad_tag(model, backbone)}:{'0' * 16}:published")
     key = cfg.run_key("f" * 64, weights_id)
     attrs = {**PROVENANCE, "run_key": key, "run_name": cfg.run_name(key), "status": "complete", "steps_done": n,
              "n_tasks": n, "config": cfg.to_json(), "config_sha256": cfg.sha256(), "index_sha256": "f" * 64,

@@ -6,7 +6,9 @@ training images; hard-feature loss = mean of the squared student–teacher diffe
 quantile; optional penalty = mean squared student output on an image of the `penalty` folder; autoencoder loss =
 mean squared difference between the autoencoder and the teacher on a colour-augmented copy; student–autoencoder
 loss = mean squared difference between the autoencoder and the student's second half on that copy. Adam
-(lr 1e-4, wd 1e-5) over student + autoencoder, lr × 0.1 at 95 % of the steps.
+(lr 1e-4, wd 1e-5) over student + autoencoder, lr × 0.1 late in training (`lr_drop`): "epoch" (`inclad`) from
+epoch ⌊0.95 · epochs⌋ on, a per-epoch StepLR as InCLAD's released code (`drop_epoch`); "step" (`original`) once
+95 % of the steps are done, as the paper (its 66,500th of 70,000 iterations).
 
 Scoring: M_ST = channel mean of (teacher − student)², M_AE = channel mean of (autoencoder − student)²; each is
 mapped linearly so that its 0.9 quantile goes to 0 and its 0.995 quantile to 0.1, with quantiles fitted on a
@@ -48,6 +50,15 @@ from bench.training.loop import descend, seeded
 
 Q_LOW, Q_HIGH = 0.9, 0.995  # map normalisation quantiles (the paper)
 IMAGE_SCORES = ("grid", "map")  # see the module docstring
+LR_DROPS = ("epoch", "step")  # see the module docstring
+
+
+def drop_epoch(epochs: int, fraction: float) -> int:
+    """The epoch from which the learning rate is × 0.1 under lr_drop="epoch": InCLAD's released StepLR steps once
+    per epoch with step_size max(1, ⌊fraction · epochs⌋) (InCLAD-benchmark
+    `src/pyclad/models/efficientad/efficientad.py`, `EfficientADModule.configure_optimizers`), so ⌊0.95 · 50⌋ =
+    47 full-rate epochs, then 3 at the low rate."""
+    return max(1, int(epochs * fraction))
 TEACHER_CACHE_BYTES = 2 << 30  # clean-image teacher outputs of a training are kept when they fit
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
@@ -77,20 +88,18 @@ def normalise_map(m: torch.Tensor, q_low: torch.Tensor, q_high: torch.Tensor) ->
 
 def colour_augment(images: torch.Tensor) -> torch.Tensor:
     """The paper's autoencoder augmentation: one of brightness, contrast or saturation, factor in [0.8, 1.2],
-    on [0, 1] images (per image; global RNG)."""
-    out = torch.empty_like(images)
-    kinds = torch.randint(0, 3, (len(images),))
-    factors = 0.8 + 0.4 * torch.rand(len(images))
-    grey = (0.299 * images[:, 0] + 0.587 * images[:, 1] + 0.114 * images[:, 2])[:, None]
-    for i, (kind, f) in enumerate(zip(kinds.tolist(), factors.tolist())):
-        x = images[i]
-        if kind == 0:
-            out[i] = x * f
-        elif kind == 1:
-            out[i] = (x - grey[i].mean()) * f + grey[i].mean()
-        else:
-            out[i] = (x - grey[i]) * f + grey[i]
-    return out.clamp(0, 1)
+    on [0, 1] images, by torchvision's functions (its grey weights 0.2989 / 0.587 / 0.114), as InCLAD's
+    released `_choose_random_aug_image` (InCLAD-benchmark `src/pyclad/models/efficientad/architecture.py`) and
+    Batzner et al.'s code. Per image from the global RNG, in the released order: the factor, then the kind."""
+    from torchvision.transforms import functional as tvf
+
+    adjust = (tvf.adjust_brightness, tvf.adjust_contrast, tvf.adjust_saturation)
+    out = []
+    for x in images:
+        factor = float(torch.empty(1).uniform_(0.8, 1.2))
+        kind = int(torch.randint(0, 3, (1,)))
+        out.append(adjust[kind](x, factor).clamp(0, 1))
+    return torch.stack(out)
 
 
 def image_files(folder: Path, what: str) -> list[Path]:
@@ -148,7 +157,7 @@ class EfficientAd(GradientDetector):
     def __init__(self, source, *, image_size: int, teacher: str, penalty: str, out_channels: int,
                  pdn_padding: bool, epochs: int, batch_size: int, lr: float, weight_decay: float,
                  lr_step_fraction: float, hard_quantile: float, holdout_fraction: float, replay_size: int,
-                 replay_share: str, image_score: str):
+                 replay_share: str, image_score: str, lr_drop: str):
         check_required({"teacher": teacher, "penalty": penalty})
         if pdn_output_size(image_size, pdn_padding) < 1:  # the unpadded PDN's 4×4 kernels outgrow a small input
             smallest = next(s for s in range(image_size, 4097) if pdn_output_size(s, pdn_padding) >= 1)
@@ -161,7 +170,7 @@ class EfficientAd(GradientDetector):
         self.lr, self.weight_decay = lr, weight_decay
         self.lr_step_fraction, self.hard_quantile, self.holdout_fraction = lr_step_fraction, hard_quantile, \
             holdout_fraction
-        self.image_score = image_score
+        self.image_score, self.lr_drop = image_score, lr_drop
         self.teacher_: nn.Module | None = None
         self.student_: nn.Module | None = None
         self.ae_: nn.Module | None = None
@@ -261,9 +270,17 @@ class EfficientAd(GradientDetector):
         a = self.ae_(self.imagenet(aug))
         return loss + ((self.teacher_out(aug) - a) ** 2).mean() + ((a - s[b:, c:]) ** 2).mean()
 
+    def schedulers(self, optimizers) -> list:
+        """lr_drop="epoch": InCLAD's per-epoch StepLR (the loop steps it after every epoch and checkpoints it)."""
+        if self.lr_drop != "epoch":
+            return []
+        return [torch.optim.lr_scheduler.StepLR(optimizers[0], drop_epoch(self.epochs, self.lr_step_fraction), 0.1)]
+
     def train_step(self, batch, optimizers) -> float:
-        """One step; the learning rate drops ×0.1 once 95 % of the task's steps are done (counted by Adam's own
-        step counter, so a resumed training drops it at the same step)."""
+        """One step. lr_drop="step": the learning rate drops ×0.1 once 95 % of the task's steps are done (counted
+        by Adam's own step counter, so a resumed training drops it at the same step)."""
+        if self.lr_drop == "epoch":
+            return descend(self.loss(batch), optimizers)
         opt = optimizers[0]
         state = opt.state.get(opt.param_groups[0]["params"][0], {})
         done = int(state["step"]) if "step" in state else 0
@@ -358,10 +375,12 @@ register(ModelSpec(
     # 2: channels-last training (float rounding differs from version 1); 3: the default is InCLAD's code
     # (unpadded PDN, quantiles over all training images; version 2 used the paper's padding and a 10 % hold-out);
     # 4: the image score from the unpadded map at the PDN's resolution by default (InCLAD's score_data)
-    version=4,
+    # 5: the learning rate dropped per epoch from epoch ⌊0.95 · epochs⌋ by default (InCLAD's StepLR), torchvision's
+    # colour augmentation
+    version=5,
     presets={"inclad": {},
              "original": {"teacher": REQUIRED, "penalty": REQUIRED, "pdn_padding": True, "holdout_fraction": 0.1,
-                          "image_score": "map", "replay_share": "water"}},
+                          "image_score": "map", "replay_share": "water", "lr_drop": "step"}},
     default_preset="inclad",
     quick={"epochs": 3, "out_channels": 64},
     params={
@@ -374,7 +393,9 @@ register(ModelSpec(
                                        "(maps padded back by 4 px)"),
         "lr": Float(1e-4, 0, low_open=True),
         "weight_decay": Float(1e-5, 0),
-        "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the steps"),
+        "lr_step_fraction": Float(0.95, 0, 1, doc="lr × 0.1 after this fraction of the epochs or steps (lr_drop)"),
+        "lr_drop": Choice("epoch", LR_DROPS, doc="epoch: from epoch ⌊fraction · epochs⌋ on (InCLAD's StepLR); "
+                                                 "step: once that fraction of the steps is done (the paper)"),
         "hard_quantile": Float(0.999, 0, 1, doc="hard-feature loss: differences at or above this quantile"),
         "holdout_fraction": Float(0.0, 0, 1, high_open=True,
                                   doc="training normals held out to fit the map quantiles; 0 = fit them (and "

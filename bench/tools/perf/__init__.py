@@ -181,8 +181,8 @@ def figure_line(figures: dict) -> str:
 
 # Modules whose @benchmark functions join the registry (imported by `selected`, so `python -m bench perf` sees all).
 BENCHMARK_MODULES = tuple(f"bench.tools.perf.{name}"
-                          for name in ("spine", "models", "training", "backboneless", "cache", "tabular", "report",
-                                       "assembly", "assembly_analyses"))
+                          for name in ("spine", "models", "training", "backboneless", "cache", "tabular", "threads",
+                                       "report", "assembly", "assembly_analyses"))
 
 
 def selected(only: str | None) -> list[str]:

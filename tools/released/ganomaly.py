@@ -1,0 +1,108 @@
+"""GANomaly side by side: the suite's `inclad` GANomaly and InCLAD's released one (InCLAD-benchmark
+`src/pyclad/models/ganomaly/{architecture.py,loss.py,standard/networks.py}`).
+
+1. Starts: the released `weights_init` call leaves every weight as drawn (shown by drawing with and without it);
+   per layer the released and the suite's networks (own draws) have the same spreads and BatchNorm weights; the
+   first convolution's output side at 256 px.
+2. Same weights: the released generator and discriminator get the suite's (copied in registration order); on the
+   same images both give the same z, x̂, ẑ, discriminator probabilities and generator loss (released
+   `GeneratorLoss`, anomalib's), and in eval mode the same image scores (released: mean over the latent, the
+   suite: the sum, × latent size).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from harness import Report, arguments, copy_by_order, max_gap, suite_detector, tiny_task, use_released
+
+FEATURES, LATENT = 8, 100
+
+
+def released_arch(size: int, init: bool = True):
+    from pyclad.models.ganomaly.architecture import GANomalyArchitecture
+
+    if not init:  # the same construction with the weights_init calls skipped
+        original = GANomalyArchitecture.__dict__["weights_init"]  # the staticmethod itself
+        GANomalyArchitecture.weights_init = staticmethod(lambda module: None)
+        try:
+            return GANomalyArchitecture((size, size), 3, FEATURES, LATENT, 0, True)
+        finally:
+            GANomalyArchitecture.weights_init = original
+    return GANomalyArchitecture((size, size), 3, FEATURES, LATENT, 0, True)
+
+
+def layer_spreads(module: nn.Module) -> list[float]:
+    return [float(m.weight.detach().std()) for m in module.modules()
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d))]
+
+
+def starts(report: Report) -> None:
+    torch.manual_seed(0)
+    with_init = released_arch(256).state_dict()
+    torch.manual_seed(0)
+    without = released_arch(256, init=False).state_dict()
+    report.row("released weights_init changes a weight", "", "", max(max_gap(with_init[k], without[k])
+                                                                      for k in with_init))
+    torch.manual_seed(0)
+    arch = released_arch(256)
+    det = suite_detector("ganomaly", 256, seed=0, n_features=FEATURES, latent=LATENT)
+    x = torch.zeros(1, 3, 256, 256)
+    with torch.no_grad():
+        ours = det.generator_.encoder1[0](x).shape[-1]
+        theirs = list(arch.generator.encoder1.input_layers.children())[0](x).shape[-1]
+    report.row("first convolution's output side at 256 px", ours, theirs)
+    for name, net, mine in (("generator", arch.generator, det.generator_),
+                            ("discriminator", arch.discriminator, det.discriminator_)):
+        ratios = [a / b for a, b in zip(layer_spreads(mine), layer_spreads(net))]
+        report.note(f"{name}: conv spread suite / released per layer (own draws): {min(ratios):.3f} to "
+                    f"{max(ratios):.3f}")
+        ones = all(torch.equal(m.weight, torch.ones_like(m.weight)) for m in net.modules()
+                   if isinstance(m, nn.BatchNorm2d))
+        mine_ones = all(torch.equal(m.weight, torch.ones_like(m.weight)) for m in mine.modules()
+                        if isinstance(m, nn.BatchNorm2d))
+        report.row(f"{name}: every BatchNorm weight 1", mine_ones, ones)
+
+
+def same_weights(report: Report, test, size: int) -> None:
+    from bench.models.ganomaly import generator_loss
+    from pyclad.models.ganomaly.loss import GeneratorLoss
+
+    det = suite_detector("ganomaly", size, seed=0, n_features=FEATURES, latent=LATENT)
+    arch = released_arch(size)
+    copy_by_order(det.generator_.state_dict(), [arch.generator])
+    copy_by_order(det.discriminator_.state_dict(), [arch.discriminator])
+    x = det.scale(det.extractor(test, list(range(8))))
+    det.generator_.train(), det.discriminator_.train(), arch.train()
+    fake, z, z_hat = det.generator_(x)
+    r_fake, r_z, r_zhat = arch.generator(x)
+    report.row("x̂ (generated image)", "", "", max_gap(fake, r_fake))
+    report.row("z, ẑ", "", "", max(max_gap(z, r_z.flatten(1)), max_gap(z_hat, r_zhat.flatten(1))))
+    ours = float(generator_loss(det.discriminator_, x, fake, z, z_hat, 1.0, 50.0, 1.0, "anomalib").detach())
+    with torch.no_grad():
+        pred_real, _ = arch.discriminator(x)
+    pred_fake, _ = arch.discriminator(r_fake)
+    theirs = float(GeneratorLoss()(r_z, r_zhat, x, r_fake, pred_real, pred_fake).detach())
+    report.row("generator loss (anomalib's)", ours, theirs, abs(ours - theirs))
+    det.generator_.eval(), arch.eval()
+    with torch.no_grad():
+        pred = det.predict(test, list(range(len(test))))
+        maps, scores = arch(det.scale(det.extractor(test, list(range(len(test))))))
+    report.row("image scores (suite / latent size)", float(pred.scores.max() / LATENT), float(scores.max()),
+               max_gap(pred.scores / LATENT, scores))
+    report.row("pixel maps", "", "", max_gap(pred.maps, maps))
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    use_released(args.released, "InCLAD-benchmark")
+    _, test = tiny_task(args.size)
+    report = Report("ganomaly")
+    starts(report)
+    same_weights(report, test, args.size)
+    report.print()
+
+
+if __name__ == "__main__":
+    main()

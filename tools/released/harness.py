@@ -1,0 +1,172 @@
+"""Side by side with InCLAD's released classes: what every adapter in tools/released/ shares.
+
+The released code is never part of the suite: its files are fetched (for example with the reference search
+tool's read_file) into a folder outside the repository, laid out as `<folder>/<repository>/<path>`, and run in a
+scratch virtual environment that sees the suite's packages, e.g.
+
+    /work/main/.venv/bin/python -m venv --system-site-packages /tmp/released-venv
+    echo "$PWD/.venv/lib/python3.11/site-packages" > /tmp/released-venv/lib/python3.11/site-packages/suite.pth
+    /tmp/released-venv/bin/python -m pip install pytorch-lightning pydantic
+    /tmp/released-venv/bin/python tools/released/stfpm.py --released /tmp/released
+
+Both sides get the same images (the synthetic `tiny` benchmark, generated here) and, where the two networks have
+the same parameters, the same initial weights (copied from the suite's network into the released one). Modules
+the released code imports but the reference repositories do not hold (`pyclad.models.model`,
+`pyclad.models.vision.preprocessing`) are stood in for by empty placeholders: the adapters feed tensors
+directly and never reach them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's `bench`, not an installed copy
+
+# placeholders for modules absent from the reference repositories: importable, never called by the adapters
+PLACEHOLDERS = {
+    "pyclad/models/model.py": "class Model:\n    pass\n",
+    "pyclad/models/vision/preprocessing.py": "class ImagePreprocessor:\n"
+                                            "    def __init__(self, *args, **kwargs):\n"
+                                            "        raise RuntimeError('not in the reference repositories')\n",
+    # EfficientAD's architecture.py imports its autoencoder; the adapter runs only the augmentation
+    "pyclad/models/efficientad/standard.py": "class AutoEncoder:\n    pass\n",
+}
+
+
+def arguments(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--released", type=Path, required=True,
+                        help="folder holding the released files as <repository>/<path>")
+    parser.add_argument("--size", type=int, default=64, help="image size (px)")
+    parser.add_argument("--steps", type=int, default=5, help="training steps before the scores are compared")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds of the start-distribution comparison")
+    parser.add_argument("--dist-steps", type=int, default=19, help="steps per seed in that comparison")
+    return parser.parse_args()
+
+
+def use_released(folder: Path, repository: str) -> None:
+    """Import the released package from `folder/repository/src` (namespace packages: no __init__ needed),
+    with the placeholders beside it."""
+    src = folder / repository / "src"
+    if not (src / "pyclad").is_dir():
+        raise SystemExit(f"error: {src / 'pyclad'} not found: fetch the released files there first")
+    shim = Path(tempfile.mkdtemp(prefix="released-shim-"))
+    for rel, text in PLACEHOLDERS.items():
+        if not (src / rel).exists() and not (src / rel).with_suffix("").is_dir():
+            (shim / rel).parent.mkdir(parents=True, exist_ok=True)
+            (shim / rel).write_text(text)
+    sys.path[:0] = [str(src), str(shim)]
+
+
+def tiny_task(size: int, task: str = "chip"):
+    """(train, test) splits of one task of the synthetic `tiny` benchmark (seed 0), as the suite loads them."""
+    from bench.data import read_index
+    from bench.data.synthetic import generate
+    from bench.data.tasks import task_splits
+
+    root = generate(Path(tempfile.mkdtemp(prefix="released-tiny-")) / "tiny", preset="tiny", seed=0)
+    return task_splits(read_index("synthetic", root), root, task, size)
+
+
+def suite_detector(name: str, size: int, seed: int, layers=None, **overrides):
+    """The suite's detector under its `inclad` preset (random-init resnet18 backbone on the CPU), built."""
+    from bench import registry
+    from bench.features import FeatureExtractor, ImageSource
+
+    spec = registry.get(name)
+    hparams = spec.resolve(overrides, preset="inclad")
+    if spec.inputs == "images":
+        source = ImageSource(torch.device("cpu"), progress=False)
+    else:
+        wanted = layers or spec.layers_of(hparams) if spec.layers_of else layers or hparams["layers"]
+        source = FeatureExtractor("resnet18", "none", tuple(wanted), torch.device("cpu"), progress=False)
+    det = spec.factory(source, image_size=size, **hparams)
+    det.build(seed)
+    return det
+
+
+def max_gap(a, b) -> float:
+    """max |a − b| over two tensors or arrays."""
+    a = a.detach().double().cpu() if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a, np.float64))
+    b = b.detach().double().cpu() if isinstance(b, torch.Tensor) else torch.as_tensor(np.asarray(b, np.float64))
+    return float((a - b).abs().max())
+
+
+def state_gap(ours: dict, theirs: dict) -> tuple[float, str]:
+    """(max |Δ| over the floating tensors both state dicts hold, the key where it is largest)."""
+    worst, where = 0.0, ""
+    for key, value in ours.items():
+        if key in theirs and value.is_floating_point():
+            gap = max_gap(value, theirs[key])
+            if gap >= worst:
+                worst, where = gap, key
+    return worst, where
+
+
+def copy_into(target: torch.nn.Module, state: dict) -> None:
+    """Load `state` into `target`, refusing a partial match (names differ only by a prefix the caller strips)."""
+    missing, unexpected = target.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise SystemExit(f"error: weights do not match: missing {missing[:3]}, unexpected {unexpected[:3]}")
+
+
+def roc_auc(scores, labels) -> float:
+    from bench.metrics import roc_auc as auc
+
+    return float(auc(np.asarray(labels), np.asarray(scores, np.float64)))
+
+
+@dataclass
+class Report:
+    """The lines an adapter prints: one quantity per line, suite beside released."""
+
+    detector: str
+    lines: list[str] = field(default_factory=list)
+
+    def row(self, what: str, suite, released, gap: float | None = None) -> None:
+        tail = "" if gap is None else f"   max |Δ| {gap:.3g}"
+        self.lines.append(f"{what:<44} suite {_fmt(suite):>22}   released {_fmt(released):>22}{tail}")
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+    def print(self) -> None:
+        print(f"== {self.detector}: suite `inclad` beside the released class (torch {torch.__version__}, CPU)")
+        for line in self.lines:
+            print(line)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def mean_std(values) -> str:
+    v = np.asarray(values, np.float64)
+    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+
+
+def copy_by_order(state: dict, targets: list[torch.nn.Module]) -> None:
+    """Load `state` into `targets` (their state dicts concatenated) entry by entry in registration order: for two
+    implementations of one architecture whose modules are named differently. Every shape must match."""
+    slots = [(module, key) for module in targets for key in module.state_dict()]
+    values = list(state.values())
+    if len(values) != len(slots):
+        raise SystemExit(f"error: {len(values)} tensors for {len(slots)} slots: the architectures differ")
+    per_module: dict[int, dict] = {}
+    for (module, key), value in zip(slots, values):
+        mine = module.state_dict()[key]
+        if mine.shape != value.shape:
+            raise SystemExit(f"error: {key}: shape {tuple(value.shape)} for {tuple(mine.shape)}")
+        per_module.setdefault(id(module), {})[key] = value.detach().contiguous().clone()
+    for module in targets:
+        module.load_state_dict(per_module[id(module)])

@@ -1,0 +1,97 @@
+"""RD4AD side by side: the suite's `inclad` RD4AD and InCLAD's released one (InCLAD-benchmark
+`src/pyclad/models/rd4ad/{architecture.py,standard/resnet.py,standard/deresnet.py}`).
+
+1. Starts: the released decoder drawn by its own code beside the suite's, per transposed convolution (spread) and
+   per BatchNorm (weights): different draws, so compared as statistics.
+2. Same weights: the released encoder, OCBE and decoder get the suite's (copied in registration order); both
+   take one Adam step (lr 5e-3, β (0.5, 0.999), over OCBE + decoder as the released `configure_optimizers`) on
+   the same batch, then `--steps` more; printed: the first loss, the weights after one step, the image scores
+   and maps of the test images (released `post_process`, kernel 1 = no blur).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from harness import Report, arguments, copy_by_order, copy_into, max_gap, roc_auc, state_gap, suite_detector, \
+    tiny_task, use_released
+
+BATCH = 8
+
+
+def released_arch(size: int):
+    from pyclad.models.rd4ad.architecture import RD4ADArchitecture
+
+    return RD4ADArchitecture("resnet18", (size, size), pretrained_encoder=False, freeze_encoder=True,
+                             score_smoothing_kernel=1, score_smoothing_sigma=4.0)
+
+
+def starts(report: Report, size: int) -> None:
+    torch.manual_seed(0)
+    theirs = released_arch(size).decoder
+    ours = suite_detector("rd4ad", size, seed=0).net_.decoder
+    spread = [(m.weight.detach().std(), n) for n, m in theirs.named_modules() if isinstance(m, nn.ConvTranspose2d)]
+    mine = [m.weight.detach().std() for m in ours.modules() if isinstance(m, nn.ConvTranspose2d)]
+    for (s, name), t in zip(spread, mine):
+        report.row(f"transposed conv {name} spread", float(t), float(s), abs(float(t) - float(s)))
+    bn = [float(m.weight.detach().min()) == float(m.weight.detach().max()) == 1.0
+          for net in (theirs, ours) for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+    report.row("every decoder BatchNorm weight 1", all(bn[len(bn) // 2:]), all(bn[: len(bn) // 2]))
+
+
+def same_weights(report: Report, train, test, args) -> None:
+    det = suite_detector("rd4ad", args.size, seed=0)
+    det._lay_out_modules()
+    arch = released_arch(args.size)
+    copy_into(arch.encoder, {k: v.contiguous() for k, v in det.extractor.model.state_dict().items()})
+    copy_by_order(det.net_.state_dict(), [arch.bn, arch.decoder])
+    optimizer = torch.optim.Adam(list(arch.decoder.parameters()) + list(arch.bn.parameters()), lr=5e-3,
+                                 betas=(0.5, 0.999))
+    opts = det.optimizers()
+    rows = list(range(len(train)))
+    plan = [[(train, r) for r in rows[s:s + BATCH]] for s in range(0, len(rows), BATCH)]
+    for step in range(1 + args.steps):
+        batch = plan[step % len(plan)]
+        det.net_.train()
+        ours = det.train_step(batch, opts)
+        arch.train()
+        teacher, _, student = arch.forward_train(train.load_images([r for _, r in batch]))
+        loss = arch.cosine_loss(teacher, student)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        theirs = float(loss.detach())
+        if step == 0:
+            report.row("loss of the first step", ours, theirs, abs(ours - theirs))
+            released = {**arch.bn.state_dict(), **arch.decoder.state_dict()}
+            ours_state = dict(zip(released, det.net_.state_dict().values()))
+            gap, key = state_gap(ours_state, released)
+            report.row(f"OCBE + decoder after one step (worst: {key})", "", "", gap)
+            moved = sum(int(((v.double() - released[k].double()).abs() > 1e-4).sum()) for k, v in ours_state.items()
+                        if v.is_floating_point())
+            report.row("  weights differing by more than 1e-4", moved,
+                       sum(v.numel() for v in released.values() if v.is_floating_point()))
+    report.row(f"loss of step {1 + args.steps}", ours, theirs, abs(ours - theirs))
+    idx = list(range(len(test)))
+    pred = det.predict(test, idx)
+    arch.eval()
+    with torch.no_grad():
+        maps, scores = arch(test.load_images(idx))
+    report.row("image scores (max)", float(pred.scores.max()), float(scores.max()), max_gap(pred.scores, scores))
+    report.row("pixel maps, max |Δ| / max", "", "", max_gap(pred.maps, maps) / float(maps.max()))
+    report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    use_released(args.released, "InCLAD-benchmark")
+    train, test = tiny_task(args.size)
+    report = Report("rd4ad")
+    starts(report, args.size)
+    same_weights(report, train, test, args)
+    report.print()
+
+
+if __name__ == "__main__":
+    main()
