@@ -13,6 +13,8 @@
   tables/tabular_heatmaps.csv, figures/heatmap_*_record.{png,pdf}   R heatmaps of the tabular runs
   tables/cl_vs_ncl.csv, tables/friedman.csv, tables/friedman_ranks.csv   paired tests (bench/report/stats.py)
   report/index.html                 one static page of all of it (bench/report/html.py; not in the manifest)
+Each table's name, columns, row keys and labels are declared once in bench/report/specs.py (a TableSpec), which
+the CSV writing here, `verify`, the markdown and LaTeX renderers and the page read.
 The image tables and heatmaps are made from the image runs; tabular runs have no backbone or pixel level.
 `verify` recomputes all of it from the run files and reports every cell that differs from what was published.
 """
@@ -32,7 +34,7 @@ from bench.config import SEED_RANGE, check_int
 from bench.errors import BenchError
 from bench.io import file_sha256, locked, write_text_atomic
 from bench.report import heatmaps as hm
-from bench.report import html, paper, stats
+from bench.report import html, paper, specs, stats
 from bench.report.bootstrap import DRAWS, INTERVAL_METRICS, run_intervals
 from bench.report.collect import Collection, collect
 from bench.report.render import MULTI, label, provenance_lines
@@ -49,24 +51,6 @@ PUBLISH_LOCK = ".publish.lock"  # under outputs/<dataset>/: held while a publica
 # images is 0.8 GB
 MAX_BOOTSTRAP = 100_000
 MANIFEST_VERSION = 1
-# Columns that identify a row of each published CSV (verify names mismatching cells by them).
-CSV_KEYS = {
-    "tables/runs.csv": ["run_key"],
-    "tables/missing.csv": ["path"],
-    "tables/table2.csv": ["dataset", "ordering", "metric", "level", "protocol"],
-    "tables/per_method.csv": ["dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol"],
-    "tables/timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
-    "tables/paper_comparison.csv": ["dataset", "ordering", "metric", "level", "protocol"],
-    "tables/paper_timing.csv": ["dataset", "model", "backbone", "weights", "phase", "protocol"],
-    "tables/routing.csv": ["dataset", "model", "backbone", "weights", "ordering", "protocol", "route_by"],
-    "tables/multi_selection.csv": ["model"],
-    "tables/heatmaps.csv": ["figure", "i", "j"],
-    "tables/tabular_table2.csv": ["dataset", "ordering", "model", "metric", "protocol"],
-    "tables/validation.csv": ["dataset", "ordering", "model"],
-    "tables/tabular_heatmaps.csv": ["figure", "i", "j"],
-}
-
-
 @dataclass
 class Options:
     bootstrap: int = 1000  # resamples for the image ROC-AUC_CL interval in runs.csv; 0: none
@@ -97,6 +81,14 @@ class Item:
 
 def _csv(df: pd.DataFrame) -> str:
     return df.to_csv(index=False, lineterminator="\n")
+
+
+def _spec_items(spec: specs.TableSpec, frame: pd.DataFrame, markdown=None, latex=None,
+                footer: list[str] | None = None) -> list[Item]:
+    """A table's CSV (through its spec) and, where it has them, its markdown and LaTeX renderings."""
+    items = [Item(spec.csv, spec.csv_text(frame))]
+    items += [Item(f"tables/{spec.name}.md", markdown(frame, footer))] if markdown else []
+    return items + ([Item(f"tables/{spec.name}.tex", latex(frame, footer))] if latex else [])
 
 
 INTERVALS = "derived/intervals"  # where interval_deriver leaves a run's bootstrap intervals in its details entry
@@ -132,8 +124,8 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     tabular = c.runs[~image]
     runs = _with_intervals(c.runs[image], c.details, options)
     n_missing = len(c.missing)
-    items = [Item("tables/runs.csv", _csv(pd.concat([runs, tabular]) if len(tabular) else runs)),
-             Item("tables/missing.csv", _csv(c.missing))]
+    items = [*_spec_items(specs.RUNS, pd.concat([runs, tabular]) if len(tabular) else runs),
+             *_spec_items(specs.MISSING, c.missing)]
     if len(tabular):
         items += _tabular_items(tabular, c.details, options, n_missing)
     if not len(runs):
@@ -146,32 +138,29 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     multi_models = selection_record["models"] if selection_record else None
     items += multi_items + _table2_items(runs, selection_record, n_missing, pixel_note)
 
-    pm = per_method(runs)
-    items += [Item("tables/per_method.csv", _csv(pm)), Item("tables/per_method.md", per_method_markdown(pm, footer)),
-              Item("tables/per_method.tex", per_method_latex(pm, footer))]
+    items += _spec_items(specs.PER_METHOD, per_method(runs), per_method_markdown, per_method_latex, footer)
 
     cl_ncl, (fr, ranks) = stats.cl_vs_ncl(runs), stats.friedman(runs)
-    items += [Item("tables/cl_vs_ncl.csv", _csv(cl_ncl)), Item("tables/friedman.csv", _csv(fr)),
-              Item("tables/friedman_ranks.csv", _csv(ranks))]
+    items += [*_spec_items(specs.CL_VS_NCL, cl_ncl), *_spec_items(specs.FRIEDMAN, fr),
+              *_spec_items(specs.FRIEDMAN_RANKS, ranks)]
 
-    tm = timing_table(runs)
-    items += [Item("tables/timing.csv", _csv(tm)), Item("tables/timing.md", timing_markdown(tm, footer)),
-              Item("tables/timing.tex", timing_latex(tm, footer))]
+    items += _spec_items(specs.TIMING, timing_table(runs), timing_markdown, timing_latex, footer)
 
     paper_tables = paper.table_digests(options.own_paper_tables)  # an edited published table stops here
     pc = paper.comparison(runs, c.details, options.pool, options.own_paper_tables)
     pt = paper.timing_comparison(runs, c.details, options.own_paper_tables)
-    items += [Item("tables/paper_comparison.csv", _csv(pc)), Item("tables/paper_timing.csv", _csv(pt)),
+    items += [Item(specs.PAPER_COMPARISON.csv, specs.PAPER_COMPARISON.csv_text(pc)),
+              Item(specs.PAPER_TIMING.csv, specs.PAPER_TIMING.csv_text(pt)),
               Item("tables/paper_comparison.md", paper.to_markdown(pc, pt, footer))]
 
     rt = routing_table(runs, c.details)
     if len(rt):
         routed = runs[runs["routing_accuracy"].notna()]
-        items += [Item("tables/routing.csv", _csv(rt)),
+        items += [Item(specs.ROUTING.csv, specs.ROUTING.csv_text(rt)),
                   Item("tables/routing.md", routing_markdown(rt, provenance_lines(routed, n_missing)))]
 
     maps = hm.heatmaps(runs, c.details, multi_models, options.per_method_heatmaps)
-    items.append(Item("tables/heatmaps.csv", _csv(hm.heatmap_frame(maps))))
+    items.append(Item(specs.HEATMAPS.csv, specs.HEATMAPS.csv_text(hm.heatmap_frame(maps))))
     items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
     return items, {"multi_selection": selection_record, "paper_tables": paper_tables}
 
@@ -188,7 +177,7 @@ def _multi_selection(c: Collection, runs: pd.DataFrame, options: Options) -> tup
     record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
               "rule_applied": bool(len(selection))}
     sel_footer = [provenance_lines(source, 0)[0].replace("Rests on", "The ranking rests on")] if len(source) else []
-    return [Item("tables/multi_selection.csv", _csv(selection)),
+    return [Item(specs.MULTI_SELECTION.csv, specs.MULTI_SELECTION.csv_text(selection)),
             Item("tables/multi_selection.md",
                  selection_markdown(selection, options.select_by, options.select_top, multi_models)
                  + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))], record
@@ -205,9 +194,7 @@ def _table2_items(runs: pd.DataFrame, selection_record: dict | None, n_missing: 
         t2_footer.insert(0, f"MultiDataset rows pool {names}, selected by InCLAD's rule (multi_selection.md)."
                          if selection_record["rule_applied"] else f"MultiDataset rows pool every method present "
                          f"({names}): no single-dataset results to apply InCLAD's selection rule to.")
-    long = table2(runs, multi_models or [])
-    return [Item("tables/table2.csv", _csv(long)), Item("tables/table2.md", to_markdown(long, t2_footer)),
-            Item("tables/table2.tex", to_latex(long, t2_footer))]
+    return _spec_items(specs.TABLE2, table2(runs, multi_models or []), to_markdown, to_latex, t2_footer)
 
 
 def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missing: int) -> list[Item]:
@@ -218,13 +205,13 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
     long, val, tasks = tb.tabular_table2(cells), tb.validation_table(cells), tb.task_table(runs, details)
     maps = hm.heatmaps(runs, details, per_method=options.per_method_heatmaps, levels=tb.LEVELS,
                        protocols=[p for p, _ in tb.STRATEGIES])
-    return [Item("tables/tabular_table2.csv", _csv(long)),
+    return [Item(specs.TABULAR_TABLE2.csv, specs.TABULAR_TABLE2.csv_text(long)),
             Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details),
                                                                 tb.placement_table(cells), tasks)),
             Item("tables/tabular_tasks.csv", _csv(tasks)),
-            Item("tables/validation.csv", _csv(val)),
+            Item(specs.VALIDATION.csv, specs.VALIDATION.csv_text(val)),
             Item("tables/validation.md", tb.validation_markdown(val, footer)),
-            Item("tables/tabular_heatmaps.csv", _csv(hm.heatmap_frame(maps))),
+            Item(specs.TABULAR_HEATMAPS.csv, specs.TABULAR_HEATMAPS.csv_text(hm.heatmap_frame(maps))),
             *[Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]]
 
 
@@ -299,7 +286,7 @@ def _publish(out: Path, dataset: str, c: Collection, items: list[Item], record: 
 def _published_intervals(out: Path, previous: dict | None, options: Options) -> dict:
     """{file SHA-256: {metric: (low, high)}} of the previous runs.csv, when it was made with the same resamples,
     seed and way of drawing them (bootstrap.DRAWS) and is still the file the manifest records; else {}."""
-    name = "tables/runs.csv"
+    name = specs.RUNS.csv
     old = (previous or {}).get("options", {})
     if (not previous or (old.get("bootstrap"), old.get("bootstrap_seed")) != (options.bootstrap, options.bootstrap_seed)
             or previous.get("bootstrap_draws") != DRAWS
@@ -346,7 +333,7 @@ def _compare_csv(name: str, published: str, new: pd.DataFrame) -> list[str]:
         return [f"{name}: unreadable ({e})"]
     if list(old.columns) != list(new.columns):
         return [f"{name}: columns {list(old.columns)} published, {list(new.columns)} recomputed"]
-    keys = [k for k in CSV_KEYS.get(name, []) if k in new.columns] or list(new.columns)
+    keys = [k for k in specs.csv_keys().get(name, []) if k in new.columns] or list(new.columns)
     old_rows = {tuple(r[k] for k in keys): r for r in old.to_dict("records")}
     new_rows = {tuple(r[k] for k in keys): r for r in new.to_dict("records")}
     problems = []

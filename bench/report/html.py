@@ -29,7 +29,7 @@ from matplotlib import colormaps
 
 from bench.errors import BenchError
 from bench.io import write_text_atomic
-from bench.report import cdd, construction
+from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
 from bench.report.render import METHOD, label
@@ -111,7 +111,8 @@ def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
                      cell(str(key[3]) if pd.notna(key[3]) else ""), cell(str(key[4]) if pd.notna(key[4]) else ""),
                      cell(", ".join(sorted(g["ordering"].unique()))), cell(", ".join(sorted(g["protocol"].unique()))),
                      cell(", ".join(str(s) for s in sorted(g["seed"].unique()))), cell(str(len(g)), len(g), "num")])
-    blocks.append(table("What ran: dataset × method, with the orderings, protocols and seeds of its runs", "runs.csv",
+    blocks.append(table("What ran: dataset × method, with the orderings, protocols and seeds of its runs",
+                        _file(specs.RUNS),
                         ["dataset", "track", "model", "backbone", "weights", "orderings", "protocols", "seeds",
                          "runs"], rows))
     if len(missing):
@@ -119,11 +120,11 @@ def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
                   cell(f"{m['steps_done']}/{m['n_tasks']}"), cell(label("model", m["model"])), cell(m["protocol"]),
                   cell(m["ordering"]), cell(str(m["seed"])),
                   cell((str(m["error"]).strip().splitlines() or [""])[-1])] for m in missing.to_dict("records")]
-        blocks.append(table("Missing and failed runs (with their last error line)", "missing.csv",
+        blocks.append(table("Missing and failed runs (with their last error line)", _file(specs.MISSING),
                             ["file", "status", "steps", "model", "protocol", "ordering", "seed", "error"], mrows))
     else:
         blocks.append(para("No missing or failed runs."))
-    blocks.append(table("Provenance", "runs.csv", ["what", "values (runs)"], _provenance_rows(runs)))
+    blocks.append(table("Provenance", _file(specs.RUNS), ["what", "values (runs)"], _provenance_rows(runs)))
     return {"id": "overview", "title": f"Overview: {label('dataset', dataset) if dataset != 'all' else 'all datasets'}",
             "blocks": blocks}
 
@@ -170,8 +171,12 @@ def finding(r: dict) -> tuple[str, str, str]:
     return "outside", "outside the published band", f"{band}: outside the band, and {gap} exceeds {se}"
 
 
+# paper_comparison.csv's columns the page shows as they are (spec labels), before its composite ones
+COMPARED = ("dataset", "ordering", "metric", "level", "protocol", "ours", "ours_released")
+
+
 def comparison(tables: dict) -> dict | None:
-    pc = _table(tables, "tables/paper_comparison.csv")
+    pc = _table(tables, specs.PAPER_COMPARISON.csv)
     if pc is None:
         return None
     rows, notes = [], {}
@@ -193,20 +198,46 @@ def comparison(tables: dict) -> dict | None:
                    "one standard error, outside, or not comparable. BWT rows are judged as released (the form the "
                    "published BWT was computed in; their difference is ours as released − published). The reason "
                    "of each finding is on hover and in the numbered notes under the table."),
-              table("Table 2 beside the published one", "paper_comparison.csv",
-                    ["dataset", "ordering", "metric", "level", "protocol", "ours", "ours (BWT as released)",
-                     "published", "difference", "verdict"], rows)]
+              table("Table 2 beside the published one", _file(specs.PAPER_COMPARISON),
+                    [*(specs.PAPER_COMPARISON.label(n) for n in COMPARED), "published", "difference", "verdict"],
+                    rows)]
     blocks += [para(f"[{n}] {why}", "note") for why, n in notes.items()]
-    t2 = _table(tables, "tables/table2.csv")
-    if t2 is not None:
-        trows = [[cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
-                  cell(r["level"]), cell(r["protocol"]), _mean_std(r), cell(r["n_runs"], r["n_runs"], "num"),
-                  cell(r["n_methods"], r["n_methods"], "num")] for r in t2.to_dict("records")]
-        blocks.append(table("Table 2, every method (seeds averaged within a method, then mean ± population std "
-                            "across methods)", "table2.csv",
-                            ["dataset", "ordering", "metric", "level", "protocol", "mean ± std", "runs", "methods"],
-                            trows))
+    blocks += _table2_block(tables)
     return {"id": "table2", "title": "Table 2", "blocks": blocks}
+
+
+def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], counts: list[str]) -> list[list[dict]]:
+    """A long metric table's rows: its keys (datasets, models and orderings by their labels, a metric by its
+    spec label), mean ± std, then the count columns."""
+    def key_cell(r: dict, k: str) -> dict:
+        if k == "metric":
+            return cell(spec.label(r[k]) if r[k] in spec.metric_names() else r[k])
+        if k == "model":
+            return cell(_method_name(r))
+        return cell(label(k, r[k]) if k in ("dataset", "ordering") else r[k])
+
+    n = "n_methods" if "n_methods" in counts else counts[0]
+    return [[*(key_cell(r, k) for k in keys), _mean_std({**r, "n_methods": r[n]}),
+             *(cell(r[c], r[c], "num") for c in counts)] for r in frame.to_dict("records")]
+
+
+def _header(spec: specs.TableSpec, names: list[str]) -> list[str]:
+    """The spec's labels of `names`; "model" stands for the method (model · backbone (weights)) the page shows."""
+    return ["method" if n == "model" else spec.label(n) for n in names]
+
+
+def _long_header(spec: specs.TableSpec, keys: list[str], counts: list[str]) -> list[str]:
+    return [*_header(spec, keys), "mean ± std", *_header(spec, counts)]
+
+
+def _table2_block(tables: dict) -> list[dict]:
+    spec = specs.TABLE2
+    t2 = _table(tables, spec.csv)
+    if t2 is None:
+        return []
+    keys, counts = ["dataset", "ordering", "metric", "level", "protocol"], ["n_runs", "n_methods"]
+    return [table("Table 2, every method (seeds averaged within a method, then mean ± population std across "
+                  "methods)", _file(spec), _long_header(spec, keys, counts), _long_rows(spec, t2, keys, counts))]
 
 
 def _mean_std(r: dict) -> dict:
@@ -215,6 +246,11 @@ def _mean_std(r: dict) -> dict:
     text = _fmt(r["mean"]) + (f" ± {_fmt(r['std'])}" if _number(r.get("std")) is not None and
                               np.isfinite(_number(r["std"])) and r.get("n_methods", r.get("n", "1")) != "1" else "")
     return cell(text, r["mean"], "num")
+
+
+def _file(spec: specs.TableSpec) -> str:
+    """A published table's file name, as the page links it under ../tables/."""
+    return f"{spec.name}.csv"
 
 
 def _table(tables: dict, name: str) -> pd.DataFrame | None:
@@ -228,7 +264,7 @@ def _p(text: str) -> str:
 
 
 def statistics(tables: dict, figures: list[dict]) -> dict | None:
-    w, f = _table(tables, "tables/cl_vs_ncl.csv"), _table(tables, "tables/friedman.csv")
+    w, f = _table(tables, specs.CL_VS_NCL.csv), _table(tables, specs.FRIEDMAN.csv)
     if w is None and f is None:
         return None
     blocks = [para("Blocks are dataset × ordering; a method's seeds are averaged within a block first, so seeds "
@@ -240,9 +276,9 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                  cell(_p(r["p"]), r["p"], "num"), cell(_p(r["p_holm"]), r["p_holm"], "num"),
                  cell(f"{r['test']}, {r['n_blocks']} blocks, {r['correction']} over the level's methods"),
                  cell(r["note"])] for r in w.to_dict("records")]
-        blocks.append(table("Is CL better than NCL? Paired per method, ROC-AUC_CL", "cl_vs_ncl.csv",
-                            ["level", "method", "blocks", "NCL mean", "CL mean", "median CL − NCL", "p",
-                             "p (Holm)", "test", "note"], rows))
+        blocks.append(table(specs.CL_VS_NCL.title, _file(specs.CL_VS_NCL), _header(
+            specs.CL_VS_NCL, ["level", "model", "n_blocks", "ncl_mean", "cl_mean", "median_difference", "p", "p_holm",
+                              "test", "note"]), rows))
     if f is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
                  cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
@@ -251,15 +287,17 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                       f"{r['post_hoc']} at α = {r['alpha']}"),
                  cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
                                             if r["left_out"] else "") if x))] for r in f.to_dict("records")]
-        blocks.append(table("Which method is best? Friedman test over the blocks, Nemenyi post-hoc", "friedman.csv",
-                            ["level", "protocol", "blocks", "methods", "χ²", "p", "critical difference", "test",
-                             "note"], rows))
-    ranks = _table(tables, "tables/friedman_ranks.csv")
+        blocks.append(table(specs.FRIEDMAN.title, _file(specs.FRIEDMAN), _header(
+            specs.FRIEDMAN, ["level", "protocol", "n_blocks", "n_methods", "statistic", "p", "critical_difference",
+                             "test", "note"]), rows))
+    ranks = _table(tables, specs.FRIEDMAN_RANKS.csv)
     if ranks is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(_method_name(r)), num(r, "mean_rank", 2),
                  cell(r["n_blocks"], r["n_blocks"], "num")] for r in ranks.to_dict("records")]
         blocks.append(table("Average ranks of the Friedman tests (rank 1: the highest ROC-AUC_CL in a block)",
-                            "friedman_ranks.csv", ["level", "protocol", "method", "mean rank", "blocks"], rows))
+                            _file(specs.FRIEDMAN_RANKS),
+                            _header(specs.FRIEDMAN_RANKS, ["level", "protocol", "model", "mean_rank", "n_blocks"]),
+                            rows))
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
@@ -270,7 +308,7 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
 
 def cd_figures(tables: dict, directory: Path) -> list[dict]:
     """Draw one critical-difference diagram per Friedman test that was run; the report's figure entries."""
-    f, ranks = _table(tables, "tables/friedman.csv"), _table(tables, "tables/friedman_ranks.csv")
+    f, ranks = _table(tables, specs.FRIEDMAN.csv), _table(tables, specs.FRIEDMAN_RANKS.csv)
     out = []
     if f is None or ranks is None:
         return out
@@ -291,17 +329,11 @@ def cd_figures(tables: dict, directory: Path) -> list[dict]:
     return out
 
 
-RUN_COLUMNS = (("image_roc_auc_cl", "image ROC-AUC_CL [95 % CI]"), ("image_bwt", "image BWT [95 % CI]"),
-               ("image_bwt_released", "image BWT (as released) [95 % CI]"),
-               ("image_forgetting", "image FM [95 % CI]"),
-               ("pixel_roc_auc_cl", "pixel ROC-AUC_CL"), ("pixel_bwt", "pixel BWT"))
-
-
 def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, figs: OwnFigures) -> dict | None:
     """`drawn`: the heatmap files `aggregate` drew (per method with --per-method-heatmaps), linked beside each
     method's own: {(dataset, ordering, protocol, level, model, backbone, weights): [{"href", "format"}]}; where
     `aggregate` drew none, the method's heatmap is registered in `figs` (its paper figures under report/figures/)."""
-    rc = _table(tables, "tables/runs.csv")
+    rc = _table(tables, specs.RUNS.csv)
     if rc is None:
         return None
     rc = rc[rc["track"] == "image"]
@@ -309,18 +341,17 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, fig
         return None
     rows = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
              cell(r["protocol"]), cell(r["seed"]),
-             *[num(r, c, ci=(f"{c}_ci_low", f"{c}_ci_high")) for c, _ in RUN_COLUMNS]] for r in rc.to_dict("records")]
+             *[num(r, c.name, ci=(f"{c.name}_ci_low", f"{c.name}_ci_high")) for c in specs.RUN_SHOWN]]
+            for r in rc.to_dict("records")]
     blocks = [table("Every run: intervals are stratified bootstraps over its test images (the same resample of a "
-                    "test set at every step; seeds, training data and order are not resampled)", "runs.csv",
-                    ["dataset", "method", "ordering", "protocol", "seed", *[h for _, h in RUN_COLUMNS]], rows)]
-    pm = _table(tables, "tables/per_method.csv")
+                    "test set at every step; seeds, training data and order are not resampled)", _file(specs.RUNS),
+                    ["dataset", "method", "ordering", "protocol", "seed", *[c.label for c in specs.RUN_SHOWN]], rows)]
+    spec = specs.PER_METHOD
+    pm = _table(tables, spec.csv)
     if pm is not None:
-        prow = [[cell(label("dataset", r["dataset"])), cell(_method_name(r)), cell(label("ordering", r["ordering"])),
-                 cell(r["metric"]), cell(r["level"]), cell(r["protocol"]), _mean_std({**r, "n_methods": r["n_runs"]}),
-                 cell(r["n_runs"], r["n_runs"], "num")] for r in pm.to_dict("records")]
-        blocks.append(table("Per method: mean ± population std over seeds", "per_method.csv",
-                            ["dataset", "method", "ordering", "metric", "level", "protocol", "mean ± std", "seeds"],
-                            prow))
+        keys, counts = ["dataset", "model", "ordering", "metric", "level", "protocol"], ["n_runs"]
+        blocks.append(table("Per method: mean ± population std over seeds", _file(spec),
+                            _long_header(spec, keys, counts), _long_rows(spec, pm, keys, counts)))
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
@@ -523,19 +554,20 @@ def _svg(series: list[tuple], xlabel: str, ylabel: str, yrange) -> str:
 
 
 def timing(tables: dict) -> dict | None:
-    pt = _table(tables, "tables/paper_timing.csv")
+    pt = _table(tables, specs.PAPER_TIMING.csv)
     if pt is None:
         return {"id": "timing", "title": "Timing", "blocks": [para("No timing cell of ours has a published "
                                                                        "counterpart (InCLAD Tables 4–5)."),
-                                                                  _link_only("timing.csv")]}
-    header = list(pt.columns)
-    rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in header] for r in pt.to_dict("records")]
+                                                                  _link_only(_file(specs.TIMING))]}
+    names = list(pt.columns)
+    header = [specs.PAPER_TIMING.label(c) for c in names]
+    rows = [[num(r, c) if _number(r[c]) is not None else cell(r[c]) for c in names] for r in pt.to_dict("records")]
     return {"id": "timing", "title": "Timing beside InCLAD Tables 4–5",
-            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (`our_hardware`, each run's "
-                            "recorded device) and the paper's (`published_hardware`). The pipelines time different "
+            "blocks": [para("Ratios are ours / published; beside each, both machines: ours (our hardware, each run's "
+                            "recorded device) and the paper's (published hardware). The pipelines time different "
                             "work (docs/reports.md), so a ratio gives a scale, not a verdict."),
-                       table("Timing beside the published tables", "paper_timing.csv", header, rows),
-                       _link_only("timing.csv")]}
+                       table("Timing beside the published tables", _file(specs.PAPER_TIMING), header, rows),
+                       _link_only(_file(specs.TIMING))]}
 
 
 def _link_only(csv: str) -> dict:
@@ -577,6 +609,7 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
     how the interval was drawn (block length), then the long-block sensitivity interval."""
     from bench.report import tabular as tb
 
+    spec = specs.TABULAR_TABLE2
     random_ap = {(r["dataset"], r["ordering"], r["model"], r["protocol"]): r["value"]
                  for r in df.to_dict("records") if r["metric"] == "random_ap_cl"}
     rows = []
@@ -592,17 +625,18 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
     note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
-                 "tabular_table2.csv", ["dataset", "ordering", "model", "metric", "protocol", "value [95 % CI]",
-                                        "chance level", "against chance", "interval", "long-block interval",
-                                        "conclusion changes with the block", "seeds", "seed values", "FM matrix",
-                                        "non-finite scores replaced (seed:count)"],
+                 _file(specs.TABULAR_TABLE2),
+                 [*(c.label for c in spec.keys), "value [95 % CI]", "chance level", "against chance",
+                  spec.label("method"), "long-block interval",
+                  *(spec.label(n) for n in ("conclusion_changes", "n_seeds", "seed_values", "fm_matrix",
+                                            "scores_replaced"))],
                  rows, note=note)
 
 
 def tabular(tables: dict) -> dict | None:
     names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
-             ("tables/tabular_table2.csv", None),
-             ("tables/validation.csv", "Validation: gaps with their paired block-bootstrap intervals")]
+             (specs.TABULAR_TABLE2.csv, None),
+             (specs.VALIDATION.csv, "Validation: gaps with their paired block-bootstrap intervals")]
     from bench.report.tabular import CHANCE
 
     chance = CHANCE["npr_auc_cl"]
@@ -703,9 +737,9 @@ def scenario_construction(constructions: list[dict], frames: dict, own: dict) ->
     return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
 
 
-HEATMAP_VALUES = (("tables/heatmaps.csv", "the values behind every image-track heatmap (figure, i, j, value, runs "
+HEATMAP_VALUES = ((specs.HEATMAPS.csv, "the values behind every image-track heatmap (figure, i, j, value, runs "
                                          "behind the cell)"),
-                  ("tables/tabular_heatmaps.csv", "the same for the tabular runs' R matrices"))
+                  (specs.TABULAR_HEATMAPS.csv, "the same for the tabular runs' R matrices"))
 
 
 def heatmap_figures(items) -> dict | None:
@@ -773,7 +807,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         cons.append({**con, "name": construction._name(folder, out.parent)})
     sections += [s for s in (comparison(tables), statistics(tables, figures),
                              per_method(tables, runs, details, drawn, figs),
-                             timing(tables) if "tables/timing.csv" in tables else None, tabular(tables),
+                             timing(tables) if specs.TIMING.csv in tables else None, tabular(tables),
                              scenario_construction(cons, construction.frames(cons, out.parent), own),
                              heatmap_figures(items)) if s]
     if figs.curves:

@@ -45,7 +45,7 @@ import pandas as pd
 from bench.config import BACKBONES, IMAGE_LOADING_DEFAULTS, MASK_THRESHOLD, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
 from bench.registry import INCLAD_MODELS, INCLAD_MULTI_MODELS
-from bench.report import render
+from bench.report import render, specs
 from bench.report.choices import POOLS
 from bench.report.render import COLUMNS, METHOD, MULTI, label, markdown_table, sort_frame
 from bench.report.table2 import pool as pool_entries
@@ -510,16 +510,17 @@ def _paper_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _in_band(ours: float, mean: float, std: float):
+    """True/False; pd.NA: no value of ours to judge (the CSV writes "yes"/"no"/"": specs.PAPER_COMPARISON)."""
     if not np.isfinite(ours):
-        return ""
-    return "yes" if round(mean - std, 3) <= round(ours, 3) <= round(mean + std, 3) else "no"
+        return pd.NA
+    return bool(round(mean - std, 3) <= round(ours, 3) <= round(mean + std, 3))
 
 
 def _within_se(ours: float, mean: float, std: float, n: int):
     """|ours − published| within the published standard error std / √n (ours rounded as the paper rounds)."""
     if not np.isfinite(ours):
-        return ""
-    return "yes" if abs(round(ours, 3) - mean) <= std / math.sqrt(n) + 1e-9 else "no"
+        return pd.NA
+    return bool(abs(round(ours, 3) - mean) <= std / math.sqrt(n) + 1e-9)
 
 
 def pool_methods(runs: pd.DataFrame, column: str) -> float:
@@ -544,10 +545,9 @@ def _check_pool(pool: str) -> None:
         raise ConfigError(f"unknown pooling {pool!r} (valid: {', '.join(POOLS)})")
 
 
-COMPARISON_COLUMNS = ["dataset", "ordering", "metric", "level", "protocol", "pool", "ours", "ours_released",
-                      "ours_other_pool", "ours_other_pool_released", "n_methods", "n_runs", "published_mean",
-                      "published_std", "n_pooled", "difference", "difference_released", "in_band", "in_band_released",
-                      "within_se", "within_se_released", "comparable", "reason", "published_source"]
+COMPARISON_COLUMNS = [c.name for c in specs.PAPER_COMPARISON.columns]  # the CSV's, declared once
+# yes/no judgements, undecided where ours has no value: pandas "boolean" columns (text only in the CSV)
+JUDGED = tuple(c.name for c in specs.PAPER_COMPARISON.values if c.kind is specs.Kind.FLAG and c.name != "comparable")
 SHIPPED_SOURCE = "InCLAD Table 2 (data/paper/inclad_table2.csv, the shipped file: SHA-256 checked)"
 
 
@@ -601,8 +601,8 @@ def comparison(runs: pd.DataFrame, details: dict, pool: str = "entries", own_tab
                "ours_other_pool_released": value[other]["released"], "n_methods": r["n_methods"],
                "n_runs": r["n_runs"], "published_mean": pub["mean"] if pub else np.nan,
                "published_std": pub["std"] if pub else np.nan, "n_pooled": n if pub else 0,
-               "difference": np.nan, "difference_released": np.nan, "in_band": "", "in_band_released": "",
-               "within_se": "", "within_se_released": "", "comparable": not why, "reason": "; ".join(why),
+               "difference": np.nan, "difference_released": np.nan, **dict.fromkeys(JUDGED, pd.NA),
+               "comparable": not why, "reason": "; ".join(why),
                "published_source": source}
         if pub and not why:
             mean, std = pub["mean"], pub["std"]
@@ -612,7 +612,8 @@ def comparison(runs: pd.DataFrame, details: dict, pool: str = "entries", own_tab
                 row.update({f"difference{suffix}": ours - mean, f"in_band{suffix}": _in_band(ours, mean, std),
                             f"within_se{suffix}": _within_se(ours, mean, std, n)})
         rows.append(row)
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return frame.astype({**dict.fromkeys(JUDGED, "boolean"), "comparable": bool})
 
 
 # ------------------------------------------------------------------ timings beside Tables 4-5
@@ -627,8 +628,7 @@ def timing_comparison(runs: pd.DataFrame, details: dict, own_tables: bool = Fals
     """One row per published timing cell that has runs of ours (dataset × model × backbone × weights × phase ×
     protocol): our mean seconds, the published, ours / published, both machines (ours, then the paper's, beside
     the ratio), and why not comparable."""
-    columns = ["dataset", "model", "backbone", "weights", "phase", "protocol", "ours_s", "n_orderings",
-               "published", "published_s", "ratio", "our_hardware", "published_hardware", "comparable", "reason"]
+    columns = [c.name for c in specs.PAPER_TIMING.columns]
     pub = published_timing(own_tables)
     keys = ["dataset", "model", "backbone", "phase", "protocol"]
     published = {tuple(r[k] for k in keys): r for r in pub.to_dict("records")}
@@ -646,8 +646,8 @@ def timing_comparison(runs: pd.DataFrame, details: dict, own_tables: bool = Fals
                      "ours_s": r["mean_s"], "n_orderings": r["n_orderings"], "published": p["published"],
                      "published_s": p["mean_s"], "ratio": r["mean_s"] / p["mean_s"], "our_hardware": _hardware(sub),
                      "published_hardware": PAPER_HARDWARE, "comparable": not why, "reason": "; ".join(why)})
-    return sort_frame(pd.DataFrame(rows, columns=columns), ["dataset", "model"]) if rows else pd.DataFrame(
-        columns=columns)
+    frame = pd.DataFrame(rows, columns=columns).astype({"comparable": bool})
+    return sort_frame(frame, ["dataset", "model"]) if rows else frame
 
 
 # ------------------------------------------------------------------ rendering
@@ -674,9 +674,9 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     """How many cells were compared, fell in the published band and within one published standard error (BWT
     judged as released, the Eq. 2 count beside it); then every not-comparable reason."""
     compared = frame[frame["comparable"].astype(bool)]
-    inside = int((_judged(compared, "in_band") == "yes").sum())
-    eq2 = int((compared["in_band"] == "yes").sum())
-    within = int((_judged(compared, "within_se") == "yes").sum())
+    inside = int(_judged(compared, "in_band").fillna(False).astype(bool).sum())
+    eq2 = int(compared["in_band"].fillna(False).astype(bool).sum())
+    within = int(_judged(compared, "within_se").fillna(False).astype(bool).sum())
     reading = frame["pool"].iloc[0] if len(frame) else "entries"
     source = frame["published_source"].iloc[0] if len(frame) else SHIPPED_SOURCE
     lines = [f"{len(compared)} of {len(frame)} cells compared with {PAPER} Table 2 (pooled over {reading}); "
@@ -704,14 +704,19 @@ READINGS = [
 ]
 
 
+def _yes_no(value) -> str:
+    return "" if value is pd.NA or value is None else ("yes" if value else "no")
+
+
 def to_markdown(frame: pd.DataFrame, timing: pd.DataFrame, footer: list[str] | None = None) -> str:
     notes = footnotes(frame)
     rows = []
     for r in frame.to_dict("records"):
         bwt = r["metric"] == "bwt"
         if r["comparable"]:
-            status = (f"{r['in_band_released']} (Eq. 2: {r['in_band']})" if bwt else r["in_band"])
-            within = r["within_se_released"] if bwt else r["within_se"]
+            status = (f"{_yes_no(r['in_band_released'])} (Eq. 2: {_yes_no(r['in_band'])})" if bwt
+                      else _yes_no(r["in_band"]))
+            within = _yes_no(r["within_se_released"] if bwt else r["within_se"])
         else:
             status, within = f"not comparable [{notes[r['reason']]}]", ""
         pub = "–" if not np.isfinite(r["published_mean"]) else f"{r['published_mean']:.3f} ± {r['published_std']:.3f}"
@@ -726,8 +731,10 @@ def to_markdown(frame: pd.DataFrame, timing: pd.DataFrame, footer: list[str] | N
     reading = frame["pool"].iloc[0] if len(frame) else "entries"
     source = frame["published_source"].iloc[0] if len(frame) else SHIPPED_SOURCE
     other_reading = POOLS[1 - POOLS.index(reading)]
-    header = ["Dataset", "Ordering", "Metric", "Level", "Protocol", f"Ours ({reading})", f"Ours ({other_reading})",
-              "Published", "Ours − published", "In band", "Within 1 SE"]
+    spec = specs.PAPER_COMPARISON
+    header = [*(spec.label(c.name) for c in spec.keys), f"{spec.label('ours')} ({reading})",
+              f"{spec.label('ours')} ({other_reading})", "published", spec.label("difference"), spec.label("in_band"),
+              spec.label("within_se")]
     lines = ["## Our Table 2 beside InCLAD's", "", *summary_lines(frame)[:1], ""] + markdown_table(header, rows) + [
         "", f"Ours: the paper's methods only (the nine; MultiDataset: CFA, PaSTe, PaDiM), a method's seeds averaged "
             f"first, then pooled over {reading} (judged) and over {other_reading} (shown). Published: {source}. "
@@ -745,8 +752,9 @@ def to_markdown(frame: pd.DataFrame, timing: pd.DataFrame, footer: list[str] | N
                   r["phase"], "Naive" if r["protocol"] == "ncl" else "Continual", format_duration(r["ours_s"]),
                   r["published"], f"{r['ratio']:.2f}", r["our_hardware"],
                   "yes" if r["comparable"] else f"no: {r['reason']}"] for r in timing.to_dict("records")]
-        lines += markdown_table(["Dataset", "Model", "Backbone", "Weights", "Phase", "Protocol", "Ours (mean)",
-                                 "Published", "Ours / published", "Our hardware", "Comparable"], trows)
+        names = [*(c.name for c in specs.PAPER_TIMING.keys), "ours_s", "published", "ratio", "our_hardware",
+                 "comparable"]
+        lines += markdown_table([specs.PAPER_TIMING.label(n) for n in names], trows)
     else:
         lines.append("No run here has a published time (Table 4: WideResNet-50-2 detectors, Table 5: GANomaly and "
                      "EfficientAD, on MVTec, VisA, BTAD, MPDD, DAGM).")

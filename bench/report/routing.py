@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from bench.report import specs
 from bench.report.render import METHOD, label, markdown_table, sort_frame
 
 
@@ -52,9 +53,9 @@ def routing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str
              f"{r['routing_accuracy']:.3f}",
              f"{r['final_own_share']:.3f}", f"{r['worst_task']} ({r['worst_task_own_share']:.3f})", str(r["n_runs"])]
             for r in long.to_dict("records")]
-    header = ["Dataset", "Model", "Backbone", "Weights", "Ordering", "Protocol", "Routed by", "Routing accuracy",
-              "Own-bank share, last step", "Worst task, last step", "Runs"]
-    lines = ["## Task-bank routing", ""] + markdown_table(header, rows) + [
+    spec = specs.ROUTING  # the worst task's share is shown beside its name, under one header
+    header = [c.label for c in spec.columns if c.name != "worst_task_own_share"]
+    lines = [f"## {spec.title}", ""] + markdown_table(header, rows) + [
         "", "Routing accuracy: share of all test images, over every evaluation of the run, scored by their own "
             "task's bank. Own-bank share: mean over tasks after the last step. Seeds averaged. Routed by: the "
             "image-level aggregate whose lowest value picks the bank (image score = map max, InCLAD App. C.2/C.3; "

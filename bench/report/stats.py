@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bench.report import specs
 from bench.report.render import METHOD
 
 ALPHA = 0.05
@@ -96,9 +97,7 @@ def cl_vs_ncl(runs: pd.DataFrame, levels=("image", "pixel"), metric: str = LEVEL
         for r, a in zip(level_rows, adjusted):
             r["p_holm"] = float(a)
         rows += level_rows
-    columns = ["level", "metric", *METHOD, "n_blocks", "ncl_mean", "cl_mean", "median_difference", "statistic",
-               "p", "p_holm", "test", "correction", "note"]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=[c.name for c in specs.CL_VS_NCL.columns])
 
 
 def critical_difference(k: int, n: int, alpha: float = ALPHA) -> float:
@@ -148,11 +147,8 @@ def friedman(runs: pd.DataFrame, levels=("image", "pixel"), protocols=("ncl", "c
                 for method, r in zip(complete.columns, average_ranks(complete.to_numpy())):
                     ranks.append({"level": level, "protocol": protocol, "metric": metric,
                                   **dict(zip(METHOD, method)), "mean_rank": float(r), "n_blocks": n})
-    test_cols = ["level", "protocol", "metric", "n_blocks", "n_methods", "statistic", "p", "test", "correction",
-                 "post_hoc",
-                 "alpha", "critical_difference", "left_out", "note"]
-    rank_cols = ["level", "protocol", "metric", *METHOD, "mean_rank", "n_blocks"]
-    return pd.DataFrame(tests, columns=test_cols), pd.DataFrame(ranks, columns=rank_cols)
+    return (pd.DataFrame(tests, columns=[c.name for c in specs.FRIEDMAN.columns]),
+            pd.DataFrame(ranks, columns=[c.name for c in specs.FRIEDMAN_RANKS.columns]))
 
 
 def cliques(mean_ranks: list[float], cd: float) -> list[tuple[int, int]]:

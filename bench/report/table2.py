@@ -11,18 +11,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.report import specs
 from bench.report.choices import SELECT_BY
 from bench.report.render import (COLUMN_LABELS, COLUMNS, METHOD, MULTI, format_cell, grid_rows, label, latex_cell,
                                   latex_escape, latex_grid, markdown_table, sort_frame)
+from bench.report.specs import TableSpec
 
-# "bwt" is InCLAD Eq. 2; "bwt_released" the consecutive-difference average of InCLAD's released code (≈ 2/N × Eq. 2,
-# see docs/reports.md), shown beside it so the published Table 2 can be compared.
-METRICS = ("roc_auc_cl", "bwt", "bwt_released")
-METRIC_LABELS = {"roc_auc_cl": "ROC-AUC_CL ↑", "bwt": "BWT ↑", "bwt_released": "BWT (as released) ↑"}
-METRIC_LATEX = {"roc_auc_cl": r"ROC-AUC$_{\mathrm{CL}}$ $\uparrow$", "bwt": r"BWT $\uparrow$",
-                "bwt_released": r"BWT (as released) $\uparrow$"}
+# Each table's metrics, their labels and CSV columns are its spec's (bench/report/specs.py: TABLE2, PER_METHOD).
 # The criterion InCLAD leaves implicit (SELECT_BY, bench.report.choices): here, image-level ROC-AUC_CL of the
 # continual (CL) protocol by default — the MultiDataset stream stress-tests the strongest *continual* methods.
+
+
+def _headers(spec: TableSpec, names: list[str]) -> list[str]:
+    return [spec.label(n) for n in names]
 
 
 def _complete(runs: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +44,7 @@ def select_methods(single: pd.DataFrame, select_by: str = "image-cl", top: int =
     """Rank models by mean `select_by` ROC-AUC_CL over single-dataset cells (dataset × backbone × weights ×
     ordering, seeds averaged first); the `top` best are selected. Ties go to the alphabetically first model."""
     level, protocol = SELECT_BY[select_by]
-    columns = ["model", "score", "n_cells", "n_runs", "rank", "selected"]
+    columns = [c.name for c in specs.MULTI_SELECTION.columns]
     single = _complete(single)
     if single.empty:
         return pd.DataFrame(columns=columns)
@@ -64,6 +65,7 @@ def table2(runs: pd.DataFrame, multi_models: list[str] | None = None) -> pd.Data
     """Long Table 2: one row per dataset × ordering × metric × level × protocol (see `pool` for the columns).
 
     `multi_models`: the models the MultiDataset rows pool; default: `select_methods` on the same runs."""
+    spec = specs.TABLE2
     runs = _complete(runs)
     if multi_models is None and (runs["dataset"] == MULTI).any():
         selection = select_methods(runs)
@@ -72,30 +74,31 @@ def table2(runs: pd.DataFrame, multi_models: list[str] | None = None) -> pd.Data
     for (dataset, ordering), g in runs.groupby(["dataset", "ordering"], sort=True):
         if dataset == MULTI:
             g = g[g["model"].isin(multi_models)]
-        for metric in METRICS:
+        for metric in spec.metric_names():
             for level, protocol in COLUMNS:
                 sub = g[g["protocol"] == protocol]
                 # r_nan_cells: undefined R cells (one-class test sets) inside the pooled runs' matrices
                 rows.append({"dataset": dataset, "ordering": ordering, "metric": metric, "level": level,
                              "protocol": protocol, **pool(sub, f"{level}_{metric}"),
                              "r_nan_cells": int(sub[f"{level}_nan_cells"].fillna(0).sum()) if len(sub) else 0})
-    return _sorted(pd.DataFrame(rows), ["dataset", "ordering"])
+    return spec.frame(_sorted(pd.DataFrame(rows), ["dataset", "ordering"], spec))
 
 
 def per_method(runs: pd.DataFrame) -> pd.DataFrame:
     """The breakdown Table 2 hides: one row per dataset × model × backbone × weights × ordering × metric ×
     level × protocol, mean ± population std over seeds."""
+    spec = specs.PER_METHOD
     runs = _complete(runs)
     keys = ["dataset", *METHOD, "ordering"]
     protocols = runs["protocol"].to_numpy()
     columns = {f"{level}_{metric}": runs[f"{level}_{metric}"].to_numpy(dtype=float)
-               for metric in METRICS for level, _ in COLUMNS}
+               for metric in spec.metric_names() for level, _ in COLUMNS}
     rows = []
     # numpy on each group's positions: a campaign has hundreds of groups, and a frame filter per group × metric ×
     # column cost seconds
     for key, positions in sorted(runs.groupby(keys, sort=False).indices.items()):
         mine = {protocol: positions[protocols[positions] == protocol] for _, protocol in COLUMNS}
-        for metric in METRICS:
+        for metric in spec.metric_names():
             for level, protocol in COLUMNS:
                 values = columns[f"{level}_{metric}"][mine[protocol]]
                 finite = values[np.isfinite(values)]
@@ -104,13 +107,13 @@ def per_method(runs: pd.DataFrame) -> pd.DataFrame:
                              "mean": float(finite.mean()) if finite.size else np.nan,
                              "std": float(finite.std()) if finite.size else np.nan,
                              "n_runs": int(finite.size), "n_nan": int(values.size - finite.size)})
-    return _sorted(pd.DataFrame(rows), ["dataset", "model", "backbone", "weights", "ordering"])
+    return spec.frame(_sorted(pd.DataFrame(rows), ["dataset", "model", "backbone", "weights", "ordering"], spec))
 
 
-def _sorted(long: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _sorted(long: pd.DataFrame, keys: list[str], spec: TableSpec) -> pd.DataFrame:
     if long.empty:
         return long
-    metric_rank = {m: i for i, m in enumerate(METRICS)}
+    metric_rank = {m: i for i, m in enumerate(spec.metric_names())}
     column_rank = {c: i for i, c in enumerate(COLUMNS)}
     long = long.assign(_m=long["metric"].map(metric_rank),
                        _c=[column_rank[(lv, p)] for lv, p in zip(long["level"], long["protocol"])])
@@ -120,18 +123,18 @@ def _sorted(long: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def to_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     """Table 2 as markdown, then the parallel table of how many runs (methods) stand behind each cell."""
-    keys = ["dataset", "ordering", "metric"]
+    spec, keys = specs.TABLE2, ["dataset", "ordering", "metric"]
     rows, counts = [], []
     for key, cells in grid_rows(long, keys):
-        shown = [label("dataset", key[0]), label("ordering", key[1]), METRIC_LABELS[key[2]]]
+        shown = [label("dataset", key[0]), label("ordering", key[1]), spec.label(key[2])]
         recs = [cells.get(c) for c in COLUMNS]
         rows.append(shown + [format_cell(r["mean"], r["std"], r["n_methods"], r["n_nan"]) if r else "–"
                              for r in recs])
         counts.append(shown + [f"{r['n_runs']} ({r['n_methods']})" + (f" [{r['n_nan']} NaN]" if r["n_nan"] else "")
                                if r else "0" for r in recs])
-    header = ["Dataset", "Ordering", "Metric", *COLUMN_LABELS]
+    header = [*_headers(spec, keys), *COLUMN_LABELS]
     lo, hi = (int(long["n_runs"].min()), int(long["n_runs"].max())) if len(long) else (0, 0)
-    lines = ["## Table 2: ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
+    lines = [f"## {spec.title}", ""] + markdown_table(header, rows) + [
         "", "Cells: mean ± population std across methods (model × backbone × weights; a method's seeds are "
             f"averaged first), {lo if lo == hi else f'{lo}–{hi}'} complete run(s) per cell; `[k NaN]`: runs whose "
             "value is undefined (NaN), counted, not averaged.",
@@ -140,29 +143,28 @@ def to_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
 
 
 def to_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
-    rows = []
-    for key, cells in grid_rows(long, ["dataset", "ordering", "metric"]):
-        shown = [latex_escape(label("dataset", key[0])), latex_escape(label("ordering", key[1])), METRIC_LATEX[key[2]]]
+    spec, keys, rows = specs.TABLE2, ["dataset", "ordering", "metric"], []
+    for key, cells in grid_rows(long, keys):
+        shown = [latex_escape(label("dataset", key[0])), latex_escape(label("ordering", key[1])), spec.latex(key[2])]
         rows.append((shown, [latex_cell(r["mean"], r["std"], r["n_methods"], r["n_nan"]) if (r := cells.get(c))
                              else "--" for c in COLUMNS]))
     comments = ["% InCLAD Table 2: mean ± population std across methods; generated by `python -m bench aggregate`,",
                 "% checked by `make verify` (edit the result files, not this file). Runs per cell: table2.csv."]
     return "\n".join(comments + [f"% {line}" for line in footer or []]
-                     + latex_grid(["Dataset", "Ordering", "Metric"], rows)) + "\n"
+                     + latex_grid([spec.latex(k) for k in keys], rows)) + "\n"
 
 
 def per_method_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
-    show_weights = long["weights"].nunique() > 1 if len(long) else False
+    spec, show_weights = specs.PER_METHOD, long["weights"].nunique() > 1 if len(long) else False
     keys = ["dataset", "model", "backbone", "weights", "ordering", "metric"]
     rows = []
     for key, cells in grid_rows(long, keys):
         shown = [label("dataset", key[0]), label("model", key[1]), key[2]] + ([key[3]] if show_weights else []) + [
-            label("ordering", key[4]), METRIC_LABELS[key[5]]]
+            label("ordering", key[4]), spec.label(key[5])]
         rows.append(shown + [format_cell(r["mean"], r["std"], r["n_runs"], r["n_nan"]) + f" (n={r['n_runs']})"
                              if (r := cells.get(c)) else "–" for c in COLUMNS])
-    header = ["Dataset", "Model", "Backbone"] + (["Weights"] if show_weights else []) + ["Ordering", "Metric",
-                                                                                        *COLUMN_LABELS]
-    lines = ["## Per-method ROC-AUC_CL and BWT", ""] + markdown_table(header, rows) + [
+    header = _headers(spec, [k for k in keys if show_weights or k != "weights"]) + [*COLUMN_LABELS]
+    lines = [f"## {spec.title}", ""] + markdown_table(header, rows) + [
         "", "Cells: mean ± population std over seeds; n = complete runs behind the cell."]
     if not show_weights and len(long):
         lines.append(f"Weights: {long['weights'].iloc[0]}.")
@@ -170,15 +172,15 @@ def per_method_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> 
 
 
 def per_method_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
-    show_weights = long["weights"].nunique() > 1 if len(long) else False
-    rows = []
-    for key, cells in grid_rows(long, ["dataset", "model", "backbone", "weights", "ordering", "metric"]):
+    spec, show_weights = specs.PER_METHOD, long["weights"].nunique() > 1 if len(long) else False
+    keys, rows = ["dataset", "model", "backbone", "weights", "ordering", "metric"], []
+    for key, cells in grid_rows(long, keys):
         shown = [latex_escape(label("dataset", key[0])), latex_escape(label("model", key[1])), latex_escape(key[2])]
         shown += ([latex_escape(key[3])] if show_weights else []) + [latex_escape(label("ordering", key[4])),
-                                                                     METRIC_LATEX[key[5]]]
+                                                                     spec.latex(key[5])]
         rows.append((shown, [latex_cell(r["mean"], r["std"], r["n_runs"], r["n_nan"]) if (r := cells.get(c))
                              else "--" for c in COLUMNS]))
-    headers = ["Dataset", "Model", "Backbone"] + (["Weights"] if show_weights else []) + ["Ordering", "Metric"]
+    headers = [spec.latex(k) for k in keys if show_weights or k != "weights"]
     comments = ["% Per-method ROC-AUC_CL and BWT: mean ± population std over seeds; runs per cell: per_method.csv.",
                 "% Generated by `python -m bench aggregate`, checked by `make verify`."]
     return "\n".join(comments + [f"% {line}" for line in footer or []] + latex_grid(headers, rows)) + "\n"
@@ -186,7 +188,7 @@ def per_method_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str
 
 def selection_markdown(selection: pd.DataFrame, select_by: str, top: int, models_used: list[str]) -> str:
     level, protocol = SELECT_BY[select_by]
-    lines = ["## MultiDataset method selection", "",
+    lines = [f"## {specs.MULTI_SELECTION.title}", "",
              f"InCLAD's rule: rank methods by average single-dataset performance across datasets, backbones and "
              f"orderings; the MultiDataset rows pool the {top} best. Criterion here: {level}-level ROC-AUC_CL, "
              f"{protocol.upper()} protocol, averaged over (dataset × backbone × weights × ordering) cells, a cell's "
@@ -197,5 +199,6 @@ def selection_markdown(selection: pd.DataFrame, select_by: str, top: int, models
     else:
         rows = [[str(r["rank"]), label("model", r["model"]), f"{r['score']:.4f}", str(r["n_cells"]),
                  str(r["n_runs"]), "yes" if r["selected"] else ""] for r in selection.to_dict("records")]
-        lines += markdown_table(["Rank", "Model", "Mean ROC-AUC_CL", "Cells", "Runs", "Selected"], rows)
+        lines += markdown_table(_headers(specs.MULTI_SELECTION, ["rank", "model", "score", "n_cells", "n_runs",
+                                                                 "selected"]), rows)
     return "\n".join(lines) + "\n"

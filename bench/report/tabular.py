@@ -37,6 +37,7 @@ import pandas as pd
 from bench.errors import ProvenanceError
 from bench.metrics import continual_roc_auc, forgetting, forgetting_released
 from bench.results import replaced_scores
+from bench.report import specs
 from bench.report.intervals import BLOCK, placement_flips, r_samples, run_length_stats, stream_blocks
 from bench.report.render import markdown_table
 
@@ -59,9 +60,8 @@ FM_MATRIX = {"cross": "full matrix", "continual": "lower triangle"}  # what fm_r
 # ranking's AP is a chance level itself (no interval), and two strategies on one test set share it (no placement)
 CHANCE = {"roc_auc_cl": 0.5, "npr_auc_cl": 0.0, "ap_cl": None, "fm": 0.0, "fm_released": 0.0}
 PLACED = tuple(m for m in METRICS if m != "random_ap_cl")
-KEYS = ["dataset", "ordering", "model", "metric", "protocol"]
-COLUMNS = KEYS + ["value", "ci_low", "ci_high", "method", "block", "ci_low_long", "ci_high_long", "block_long",
-                  "conclusion_changes", "stratified_tasks", "n_seeds", "seed_values", "fm_matrix", "scores_replaced"]
+KEYS = [c.name for c in specs.TABULAR_TABLE2.keys]
+COLUMNS = [c.name for c in specs.TABULAR_TABLE2.columns]  # tabular_table2.csv's, declared once
 
 
 REPLACED_MARK = "(r)"  # a cell whose runs replaced non-finite scores (replaced_note lists how many)

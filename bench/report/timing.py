@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import NO_BACKBONE
+from bench.report import specs
 from bench.report.render import METHOD, label, latex_escape, markdown_table, sort_frame
 
 PHASES = (("train", "Train"), ("eval", "Eval"))
@@ -80,6 +81,12 @@ def _sections(long: pd.DataFrame):
     return [(title, what, part, show) for (title, what), part, show in halves if len(part)]
 
 
+def _header(show_backbone: bool, show_weights: bool) -> list[str]:
+    """The key columns' labels (specs.TIMING), without those a section leaves out."""
+    shown = {"backbone": show_backbone, "weights": show_weights, "protocol": False}  # protocols are the columns
+    return [c.label for c in specs.TIMING.keys if shown.get(c.name, True)]
+
+
 def timing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     show_weights = long["weights"].nunique() > 1 if len(long) else False
     lines = []
@@ -90,8 +97,7 @@ def timing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
                         + ([weights] if show_weights else []) + [dict(PHASES)[phase]]
                         + [format_timing(r["mean_s"], r["std_s"], r["n_orderings"]) if (r := cells.get(p)) else "–"
                            for p, _ in PROTOCOLS])
-        header = (["Dataset", "Model"] + (["Backbone"] if show_backbone else []) + (["Weights"] if show_weights else [])
-                  + ["Time", "Naive", "Continual"])
+        header = _header(show_backbone, show_weights) + [name for _, name in PROTOCOLS]
         lines += [f"## {title}", "", f"{what[0].upper()}{what[1:]}.", ""] + markdown_table(header, rows) + [""]
     lines += ["Wall time of a whole run (sum over steps; CUDA synchronised), mean (± population std) across "
               "orderings, a method's seeds averaged per ordering first; no ± when one ordering. Naive = NCL, "
@@ -109,9 +115,8 @@ def timing_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     for title, what, part, show_backbone in _sections(long):
         k = 3 + show_backbone + show_weights
         lines += [f"% {title}: {what}", r"\begin{tabular}{" + "l" * k + "cc}", r"\toprule",
-                  "Dataset & Model & " + ("Backbone & " if show_backbone else "")
-                  + ("Weights & " if show_weights else "")
-                  + r"Time & Naive & Continual \\", r"\midrule"]
+                  " & ".join(_header(show_backbone, show_weights) + [name for _, name in PROTOCOLS]) + r" \\",
+                  r"\midrule"]
         previous = None
         for (dataset, model, backbone, weights, phase), cells in _rows(part):
             if previous is not None and dataset != previous:

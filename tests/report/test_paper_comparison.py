@@ -234,17 +234,17 @@ def test_comparable_files_are_compared_in_and_out_of_the_published_band(tmp_path
     assert (frame["n_methods"] == 16).all() and (frame["n_pooled"] == 16).all()
     # published BTAD easy-to-hard: image CL 0.861 ± 0.148, pixel CL 0.925 ± 0.080
     image_cl, pixel_cl = cell(frame, "roc_auc_cl", "image", "cl"), cell(frame, "roc_auc_cl", "pixel", "cl")
-    assert image_cl["ours"] == pytest.approx(0.86) and image_cl["in_band"] == "yes"
+    assert image_cl["ours"] == pytest.approx(0.86) and image_cl["in_band"] is True
     assert image_cl["difference"] == pytest.approx(0.86 - 0.861)
-    assert pixel_cl["ours"] == pytest.approx(0.5) and pixel_cl["in_band"] == "no"
+    assert pixel_cl["ours"] == pytest.approx(0.5) and pixel_cl["in_band"] is False
     # image NCL 0.666 ± 0.094: ours 0.75 inside; BWT -0.289 ± 0.133: Eq. 2 -0.3 and as released -0.2, both inside
-    assert cell(frame, "roc_auc_cl", "image", "ncl")["in_band"] == "yes"
+    assert cell(frame, "roc_auc_cl", "image", "ncl")["in_band"] is True
     bwt = cell(frame, "bwt", "image", "ncl")
     assert (bwt["ours"], bwt["ours_released"]) == (pytest.approx(-0.3), pytest.approx(-0.2))
-    assert (bwt["in_band"], bwt["in_band_released"]) == ("yes", "yes")
+    assert (bwt["in_band"], bwt["in_band_released"]) == (True, True)
     # pixel NCL BWT -0.247 ± 0.039: Eq. 2 (-0.35) falls outside, the released average (-0.233) inside
     pixel = cell(frame, "bwt", "pixel", "ncl")
-    assert (pixel["in_band"], pixel["in_band_released"]) == ("no", "yes")
+    assert (pixel["in_band"], pixel["in_band_released"]) == (False, True)
     assert pixel["difference_released"] == pytest.approx(-0.7 / 3 + 0.247)
 
 
@@ -272,10 +272,10 @@ def test_the_within_standard_error_column_on_in_band_and_out_of_band_cells(tmp_p
     assert e["ours"] == pytest.approx((15 * 0.86 + 0.40) / 16) and e["n_pooled"] == 16
     assert m["ours"] == pytest.approx((8 * 0.86 + 0.40) / 9) and m["n_pooled"] == 9
     assert (e["ours_other_pool"], m["ours_other_pool"]) == (pytest.approx(m["ours"]), pytest.approx(e["ours"]))
-    assert (e["in_band"], e["within_se"]) == ("yes", "yes")
-    assert (m["in_band"], m["within_se"]) == ("yes", "no")
+    assert (e["in_band"], e["within_se"]) == (True, True)
+    assert (m["in_band"], m["within_se"]) == (True, False)
     ncl = cell(entries, "roc_auc_cl", "image", "ncl")
-    assert (ncl["in_band"], ncl["within_se"]) == ("yes", "no")
+    assert (ncl["in_band"], ncl["within_se"]) == (True, False)
     assert "1 within one published standard error" in paper.summary_lines(entries)[0]
     with pytest.raises(BenchError, match="unknown pooling 'median'"):
         compare(tmp_path, pool="median")
@@ -332,7 +332,7 @@ def test_an_imported_random_permutation_makes_random_cells_comparable(tmp_path, 
 def test_weights_none_files_say_why_they_are_not_comparable(tmp_path, inclad_presets):
     write_all(tmp_path, weights="none")
     frame = compare(tmp_path)
-    assert not frame["comparable"].any() and frame["difference"].isna().all() and (frame["in_band"] == "").all()
+    assert not frame["comparable"].any() and frame["difference"].isna().all() and frame["in_band"].isna().all()
     # per protocol 16 runs; the two backbone-less detectors read raw images and have no backbone weights
     assert set(frame["reason"]) == {"weights=none (14 of 16 runs)"}
     assert cell(frame, "roc_auc_cl", "image", "cl")["ours"] == pytest.approx(0.86)  # still shown
@@ -486,7 +486,7 @@ def test_multidataset_cells_pool_the_papers_three_methods_only(tmp_path, inclad_
     assert frame["comparable"].all() and (frame["n_methods"] == 6).all() and (frame["n_pooled"] == 6).all()
     # published MultiDataset easy-to-hard image CL: 0.792 ± 0.026
     image_cl = cell(frame, "roc_auc_cl", "image", "cl")
-    assert image_cl["ours"] == pytest.approx(0.86) and image_cl["in_band"] == "no"
+    assert image_cl["ours"] == pytest.approx(0.86) and image_cl["in_band"] is False
     assert paper.n_pooled("multi", "methods") == 3
 
 
