@@ -116,7 +116,22 @@ def _timestamps(text: np.ndarray, path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: {int(empty.sum())} record(s) without a Timestamp (first at data row "
                            f"{int(np.flatnonzero(empty)[0])}); the assembly orders records by time")
     stamp = parse_timestamps(raw.to_numpy(), path)
+    _refuse_swapped(stamp, raw, path)
     return stamp.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
+def _refuse_swapped(stamp: pd.Series, raw: pd.Series, path: Path) -> None:
+    """DatasetError for stamps that read day-first fall off the file name's date but month-first on it (month-first
+    texts in a day-first file would put records days away from their capture), as the tabular reader refuses."""
+    import pandas as pd
+
+    named = pd.Timestamp(capture_date(path))
+    swapped = ((stamp.dt.normalize() != named) & (stamp.dt.month == named.day) & (stamp.dt.day == named.month)
+               & (stamp.dt.year == named.year))
+    if swapped.any():
+        raise DatasetError(f"{path}: {int(swapped.sum())} Timestamp(s) read day-first fall on "
+                           f"{stamp[swapped].iloc[0]:%Y-%m-%d}, the file name's date {named:%Y-%m-%d} with day and "
+                           f"month swapped (e.g. {raw[swapped].iloc[0]!r}): write them day-first (d/m/Y)")
 
 
 register(Source("cicids2018", read_cicids2018, {}, Subsample.EVEN, LAYOUT, (FeatureSet.RELEASED, FeatureSet.SUITE)))

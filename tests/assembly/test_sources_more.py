@@ -118,6 +118,8 @@ def _edit(root, name, edit):
     (lambda f: f.__setitem__("Timestamp", ["14/02/2018 10:00:05"] * (len(f) - 1) + ["yesterday noon"]),
      "in no known format"),
     (lambda f: f.__setitem__("Timestamp", [""] + ["14/02/2018 10:00:05"] * (len(f) - 1)), "without a Timestamp"),
+    (lambda f: f.__setitem__("Timestamp", ["14/02/2018 10:00:05"] * (len(f) - 1) + ["02/14/2018 10:00:05"]),
+     "in no known format"),
     (lambda f: f.__setitem__("Label", ["Benign"] * (len(f) - 1) + ["Benignn"]), "unknown label"),
 ])
 def test_bad_files_are_refused_in_one_line_naming_the_file(root, edit, words):
@@ -134,3 +136,12 @@ def test_a_root_without_files_or_a_name_without_a_date(tmp_path):
     f.to_csv(tmp_path / "Wednesday_TrafficForML_CICFlowMeter.csv", index=False)
     with pytest.raises(DatasetError, match="Wednesday_TrafficForML_CICFlowMeter.csv: no capture date"):
         build_corpus("cicids2018", tmp_path)
+
+
+def test_month_first_stamps_in_a_day_first_file_are_refused(root):
+    name = "Friday-02-03-2018_TrafficForML_CICFlowMeter.csv"
+    path = _edit(root, name, lambda f: f.__setitem__("Timestamp", ["02/03/2018 09:00:00"] * (len(f) - 1)
+                                                     + ["03/02/2018 09:00:00"]))
+    with pytest.raises(DatasetError) as e:
+        build_corpus("cicids2018", root)
+    assert "day and month swapped" in str(e.value) and path.name in str(e.value) and "\n" not in str(e.value)
