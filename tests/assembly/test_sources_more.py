@@ -145,3 +145,23 @@ def test_month_first_stamps_in_a_day_first_file_are_refused(root):
     with pytest.raises(DatasetError) as e:
         build_corpus("cicids2018", root)
     assert "day and month swapped" in str(e.value) and path.name in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cic_unsw_nb15_has_no_source_and_says_so_in_one_line(root):
+    from bench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        build_corpus("cicunsw", root)
+    assert str(e.value) == "unknown corpus source 'cicunsw' (valid: cicids2017, cicids2018, litnet)"
+
+
+def test_the_command_line_runs_a_cicids2018_arm(root, tmp_path):
+    from bench.assembly.store import read_run
+    from bench.cli import main
+
+    out = tmp_path / "out"
+    rc = main(["assembly", "run", "--source", "cicids2018", "--root", str(root), "--arm", "day_round_robin",
+               "--detector", "iforest", "--quick", "--train", "0.5", "--validation", "0.2", "--outputs", str(out)])
+    (path,) = list((out / "cicids2018-assembly" / "runs").glob("*.h5"))
+    run = read_run(path)
+    assert rc == 0 and len(run.rows) == 15 and sorted(run.rows.tolist()) == list(range(15))
