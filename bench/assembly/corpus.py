@@ -24,7 +24,7 @@ from typing import Iterable
 
 import numpy as np
 
-from bench.assembly import cicids2017, litnet  # noqa: F401 (each registers its source)
+from bench.assembly import cicids2017, cicids2018, litnet  # noqa: F401 (each registers its source)
 from bench.assembly.records import Corpus
 from bench.assembly.sources import (ATTEMPTED, SOURCES, CaptureTable, FeatureSet, NonFinite, Source,  # noqa: F401
                                     Subsample, feature_set, register, source, subsample)
@@ -35,7 +35,8 @@ def build_corpus(name: str, root, *, scale: float = 1.0, rule: Subsample | None 
                  features: FeatureSet = FeatureSet.RELEASED, budgets: dict[str, int] | None = None,
                  corpus_name: str | None = None) -> Corpus:
     """The budgeted corpus of source `name` (SOURCES) read from `root`: budgets (default: the released ones, which
-    also name the captures used) times `scale`, cut by `rule` (default: the source's released rule)."""
+    also name the captures used; a source without any uses every capture whole) times `scale`, cut by `rule`
+    (default: the source's released rule)."""
     src = source(name)
     if features not in src.feature_sets:
         raise ConfigError(f"feature set {features.value!r} is not offered for {name} (valid: "
@@ -68,12 +69,13 @@ def assemble(tables: Iterable[CaptureTable], budgets: dict[str, int], *, scale: 
     by time, captures in date order; features selected and the non-finite policy applied."""
     if not scale > 0:
         raise ConfigError(f"--scale {scale}: expected a positive number")
-    cut_tables, seen = [], []
+    cut_tables, seen, every = [], [], not budgets  # no budgets (none published): every capture, its eligible count
     for t in tables:
         seen.append(t.name)
-        if t.name in budgets:
-            rows, stat = cut(t, scaled_budget(budgets[t.name], scale), rule)
-            cut_tables.append((_slim(t, rows), {"capture": t.name, "budget": budgets[t.name], **stat, **t.dropped}))
+        if every or t.name in budgets:
+            budget = budgets.get(t.name, t.n)
+            rows, stat = cut(t, scaled_budget(budget, scale), rule)
+            cut_tables.append((_slim(t, rows), {"capture": t.name, "budget": budget, **stat, **t.dropped}))
     missing = [c for c in budgets if c not in seen]
     if missing:
         raise DatasetError(f"{identity.get('root', '')}: no records of capture(s) {', '.join(missing)} (found: "

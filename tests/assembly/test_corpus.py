@@ -180,8 +180,8 @@ def test_rule_and_feature_set_names_parse_or_list_the_valid_ones():
 
 
 def test_unknown_source_and_missing_capture(week, tmp_path):
-    with pytest.raises(ConfigError, match="valid: cicids2017, litnet"):
-        build_corpus("cicids2018", week[1])
+    with pytest.raises(ConfigError, match="valid: cicids2017, cicids2018, litnet"):
+        build_corpus("nosuch", week[1])
     root = tmp_path / "one-day"
     (root / "TrafficLabelling").mkdir(parents=True)
     shutil.copy(day_file(week[1], "Monday"), root / "TrafficLabelling")
