@@ -73,7 +73,8 @@ def cmd_aggregate(args) -> int:
 def _add_run(sub) -> None:
     # names are checked by the registries when the run is planned (one line, exit 2): the CLI imports none of them
     p = sub.add_parser("run", help="one run: build the corpus, assemble an arm, split, score, write HDF5")
-    p.add_argument("--source", default="cicids2017", help="cicids2017 (default) or litnet")
+    p.add_argument("--source", default="cicids2017",
+                   help="a registered corpus source: cicids2017 (default), cicids2018, litnet")
     p.add_argument("--root", required=True, help="the capture files' folder")
     p.add_argument("--name", help="the corpus's name (default: the source's); results go to "
                                   "OUTPUTS/<name>-assembly/runs")

@@ -41,7 +41,7 @@ CHECKPOINT_EVERY = 200_000  # records between checkpoints of an online run
 class CorpusSpec:
     """How a corpus is built: `build_corpus(source, root, scale=, rule=, features=, budgets=, corpus_name=)`."""
 
-    source: str  # a registered source (bench.assembly.sources.SOURCES): cicids2017, litnet
+    source: str  # a registered source (bench.assembly.sources.SOURCES), e.g. cicids2017
     root: str
     scale: float = 1.0
     rule: str | None = None  # a Subsample value; None: the source's released rule

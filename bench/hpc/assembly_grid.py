@@ -50,7 +50,9 @@ def _corpus(data, path: Path):
     from bench.assembly.runs import CorpusSpec
 
     if not isinstance(data, dict) or "source" not in data:
-        raise ConfigError(f"{path}: corpus must be a mapping with at least a source (cicids2017, litnet)")
+        from bench.assembly.corpus import SOURCES
+
+        raise ConfigError(f"{path}: corpus must be a mapping with at least a source ({', '.join(sorted(SOURCES))})")
     check_keys(data, CORPUS_KEYS, path, "corpus")
     budgets = data.get("budgets")
     if budgets is not None and not (isinstance(budgets, dict) and all(isinstance(v, int) for v in budgets.values())):
