@@ -6,7 +6,8 @@ Monday–Friday) with a per-class rule, then sorts each day by timestamp (stable
 registered source (`SOURCES`: CICIDS2017 from its TrafficLabelling or improved CSV files, CSE-CIC-IDS2018 from its
 day files, LITNET-2020 from its per-attack-type files), with the budgets scaled by `scale` so the same construction
 runs on small data, and records what it did in `Corpus.manifest` (JSON-able): the inputs' SHA-256, per-capture
-eligible / kept / retention / prevalence, the prevalence bias the budget step introduces, the rule, the feature set and the non-finite counts.
+eligible / kept / retention / prevalence, the prevalence bias the budget step introduces, the rule, the feature set
+and the non-finite counts.
 
 Canonical order: captures in date order (their first timestamp), each capture's kept records sorted by timestamp
 with a stable sort of (kept attacks in file order, then kept benign records in file order), as released: rows of
