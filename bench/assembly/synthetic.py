@@ -5,8 +5,9 @@ columns and quirks of the real ones (`Flow ID`, ` Source IP`, … ` Timestamp` a
 with `Fwd Header Length` twice, ` Label`, cp1252 en dash in the web-attack label, `inf`/`NaN` rates in a few rows),
 or the same records in the improved release's format (`Release.IMPROVED`: `<day>.csv`, 91 columns, ISO
 timestamps, `Attempted Category`), the one the paper read. Its day structure follows the paper's corpus: a benign
-Monday, mid-week days whose attacks come early in the day, a dense Friday. Scale K sets the size exactly: every minute of a day holds K records of one class, laid out by `DAY_LAYOUT` (minutes of benign or
-attack traffic from 9:00, in file order), and each day holds 6/5 of its budget, the released budgets × K/1000
+Monday, mid-week days whose attacks come early in the day, a dense Friday. Scale K sets the size exactly: every
+minute of a day holds K records of one class, laid out by `DAY_LAYOUT` (minutes of benign or attack traffic from
+9:00, in file order), and each day holds 6/5 of its budget, the released budgets × K/1000
 (`budgets`; build with `scale=K/1000`). The released per-class rule then keeps the first 5/6 of each class (every
 class size is a multiple of 6K, every stride is 1), so the corpus, its 1600·K records and every split count of its
 arms follow from `DAY_LAYOUT` by hand (docs/assembly.md derives them; at K = 1000 they are the paper's:
