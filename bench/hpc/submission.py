@@ -219,13 +219,16 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
     tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
     batches = [b for resources, runs in groups.items() for b in kind.batches(launch, resources, runs, tag)]
     journal = recs.Journal.open(*sub.records_at, _meta(launch), [e for b in batches for e in _intent(b, sub)])
-    try:
-        for batch in batches:
-            with deferred_signals():  # a hang-up waits until what sbatch accepted is recorded
+    # a hang-up waits until what sbatch accepted is recorded and the record closed, and stops further batches
+    with deferred_signals() as caught:
+        try:
+            for batch in batches:
+                if caught:
+                    break
                 batch.sent = kind.send(launch, batch)
                 journal.sent(batch.sent)
-    finally:  # a batch refused, or one not reached when a signal came between batches, was not sent
-        record = journal.close(drop_unsent=True)
+        finally:  # a batch refused, or one not reached when a signal came, was not sent
+            record = journal.close(drop_unsent=True)
     submitted = [s for b in batches for s in b.sent]
     kind.finish(batches)
     print(f"{runs_text(len(submitted))} {kind.verb}; logs: {sub.logs}/; record: {record}")
@@ -248,15 +251,16 @@ def _intent(batch: Batch, sub: Submission) -> list[dict]:
 @contextmanager
 def deferred_signals(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
     """Hold SIGTERM, SIGHUP (an ssh disconnect) and SIGINT while the block runs, then deliver them: a job that
-    sbatch accepted is recorded before the process goes. Only the main thread can set handlers; elsewhere the
-    block runs unguarded (the "submitting" record still lets status find the jobs)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    sbatch accepted is recorded before the process goes. Yields the signals caught so far (the block may stop
+    early on one). Only the main thread can set handlers; elsewhere the block runs unguarded (the "submitting"
+    record still lets status find the jobs)."""
     caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
     old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in signals}
     try:
-        yield
+        yield caught
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
