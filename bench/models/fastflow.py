@@ -1,17 +1,20 @@
 """FastFlow (Yu et al., 2021): 2D normalizing flows on frozen backbone features.
 
 Backbone layers 1–3 (frozen; their features come from the run's cache, so training runs only the flows), each
-level through a trainable LayerNorm over [C, h, w] and its own flow of `flow_steps` steps. A step is a fixed
-(seeded) channel permutation followed by an affine coupling: the first half of the channels x₁ passes unchanged,
-the second becomes x₂·exp(s) + t with (s̃, t) = subnet(x₁) and s = clamp·tanh(0.1·s̃) (FrEIA's AllInOneBlock
+level through a trainable LayerNorm over [C, h, w] and its own flow of `flow_steps` steps. A step is an affine
+coupling and a fixed (seeded) channel permutation (`permute`, below): the first half of the channels x₁ passes
+unchanged, the second becomes x₂·exp(s) + t with (s̃, t) = subnet(x₁) and s = clamp·tanh(0.1·s̃) (FrEIA's AllInOneBlock
 soft clamp, which anomalib's FastFlow uses), so log|det J| = Σ s. Subnets alternate 3×3 and 1×1 convolutions
 (conv → ReLU → conv, hidden channels = hidden_ratio × input channels). Written here, no FrEIA dependency. After
 the coupling each step applies a learned per-channel global affine y·a + b with a = 0.1·softplus_β=0.5(ã),
 initialised to a = 1, b = 0, and log|det J| += h·w·Σ_c log a (`global_affine`, on under `inclad`: the released
 FastFlowStep, routing-cad-icdm@6fc5a98 `src/pyclad/models/fastflow/standard/flow.py:10-11, 42, 49-51, 59-60,
-76-82`, as FrEIA's AllInOneBlock; off: the suite's flow before version 3). The released step couples, scales, then
-permutes; here a step permutes first: over a stack of steps that moves one random permutation to the front, which
-the ½‖z‖² loss and the channel-mean map do not see.
+76-82`, as FrEIA's AllInOneBlock; off: the suite's flow before version 3). Where a step applies its permutation
+(`permute`): "after" (all presets) couples, scales, then permutes, as the released step (flow.py:71-78) and FrEIA's
+AllInOneBlock, so the first step couples the LayerNorm's channels in the backbone's own order (the first ⌈C/2⌉
+condition the rest); "before" permutes first (the suite's flow before version 4): over a stack of steps that
+moves one random permutation from the end, which neither the ½‖z‖² loss nor the channel-mean map sees, to the
+front, where it changes which channels the first coupling conditions on.
 Loss: mean over the batch of Σ_levels (½‖z‖² − log|det J|). Map: mean over levels of −exp(−½ mean_c z²),
 upsampled (bilinear) to the input size; image score = map max. Adam lr 1e-3, weight decay 0, 200 epochs, batch 8
 (InCLAD Table 7).
@@ -27,13 +30,14 @@ from torch import nn
 
 from bench.models.base import Prediction
 from bench.models.gradient import GradientDetector, training_params
-from bench.registry import Bool, Float, Int, Layers, ModelSpec, pixel_memory, register, trained_state
+from bench.registry import Bool, Choice, Float, Int, Layers, ModelSpec, pixel_memory, register, trained_state
 from bench.training.loop import seeded
 
 SUBNET_SCALE = 0.1  # FrEIA's AllInOneBlock scales the subnet output before the soft clamp
 GLOBAL_SCALE_FACTOR, GLOBAL_SCALE_BETA = 0.1, 0.5  # a = 0.1·softplus_β(ã), β = 0.5 (the released FastFlowStep)
 # ã such that a starts at 1: softplus_β(ã) = 10 ⇔ ã = 2·log(e⁵ − 1) (the released _global_affine_init_value(1.0))
 GLOBAL_SCALE_INIT = math.log(math.expm1(GLOBAL_SCALE_BETA / GLOBAL_SCALE_FACTOR)) / GLOBAL_SCALE_BETA
+PERMUTE = ("after", "before")  # where a step applies its channel permutation (see the module docstring)
 
 
 def subnet(in_channels: int, out_channels: int, kernel: int, hidden_ratio: float) -> nn.Module:
@@ -43,12 +47,17 @@ def subnet(in_channels: int, out_channels: int, kernel: int, hidden_ratio: float
 
 
 class CouplingStep(nn.Module):
-    """Permute channels (fixed), an affine coupling with a soft-clamped log-scale, then (`global_affine`) the
-    learned per-channel global affine."""
+    """An affine coupling with a soft-clamped log-scale, then (`global_affine`) the learned per-channel global
+    affine, with a fixed channel permutation before ("before") or after ("after", the released step) them. The
+    detector passes its `permute` hyperparameter; "before" is this class's default only so that a step built
+    without it keeps the layout it always had."""
 
     def __init__(self, channels: int, kernel: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
-                 global_affine: bool):
+                 global_affine: bool, permute: str = "before"):
         super().__init__()
+        if permute not in PERMUTE:
+            raise ValueError(f"fastflow permute={permute!r}: expected one of {', '.join(PERMUTE)}")
+        self.permute_after = permute == "after"
         self.keep = channels - channels // 2  # x₁: the channels that condition the transform of x₂
         self.clamp = clamp
         perm = torch.randperm(channels, generator=generator)
@@ -71,31 +80,35 @@ class CouplingStep(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(z, log|det J| per sample [B])."""
-        x = x.index_select(1, self.perm)  # not x[:, perm]: its backward is a slow accumulating scatter
+        if not self.permute_after:
+            x = x.index_select(1, self.perm)  # not x[:, perm]: its backward is a slow accumulating scatter
         x1, x2 = x[:, : self.keep], x[:, self.keep :]
         s, t = self._scale_shift(x1)
         y, log_det = torch.cat([x1, x2 * torch.exp(s) + t], 1), s.flatten(1).sum(1)
-        if self.global_scale is None:
-            return y, log_det
-        a = self._global()
-        return y * a + self.global_offset, log_det + y.shape[2] * y.shape[3] * torch.log(a).sum()
+        if self.global_scale is not None:
+            a = self._global()
+            y, log_det = y * a + self.global_offset, log_det + y.shape[2] * y.shape[3] * torch.log(a).sum()
+        return (y.index_select(1, self.perm) if self.permute_after else y), log_det
 
     def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        if self.permute_after:
+            z = z.index_select(1, self.inverse_perm)
         if self.global_scale is not None:
             z = (z - self.global_offset) / self._global()
         z1, z2 = z[:, : self.keep], z[:, self.keep :]
         s, t = self._scale_shift(z1)
-        return torch.cat([z1, (z2 - t) * torch.exp(-s)], 1).index_select(1, self.inverse_perm)
+        x = torch.cat([z1, (z2 - t) * torch.exp(-s)], 1)
+        return x if self.permute_after else x.index_select(1, self.inverse_perm)
 
 
 class Flow(nn.Module):
     """One level's flow: `steps` coupling steps, subnets alternating 3×3 (even steps) and 1×1 (odd steps)."""
 
     def __init__(self, channels: int, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
-                 global_affine: bool):
+                 global_affine: bool, permute: str = "before"):
         super().__init__()
         self.steps = nn.ModuleList(CouplingStep(channels, 3 if i % 2 == 0 else 1, hidden_ratio, clamp, generator,
-                                                global_affine) for i in range(steps))
+                                                global_affine, permute) for i in range(steps))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_det = torch.zeros(x.shape[0], device=x.device, dtype=x.dtype)
@@ -114,10 +127,10 @@ class FastFlowNet(nn.Module):
     """LayerNorm + flow per level."""
 
     def __init__(self, shapes, steps: int, hidden_ratio: float, clamp: float, generator: torch.Generator,
-                 global_affine: bool):
+                 global_affine: bool, permute: str = "before"):
         super().__init__()
         self.norms = nn.ModuleList(nn.LayerNorm(list(shape), elementwise_affine=True) for shape in shapes)
-        self.flows = nn.ModuleList(Flow(shape[0], steps, hidden_ratio, clamp, generator, global_affine)
+        self.flows = nn.ModuleList(Flow(shape[0], steps, hidden_ratio, clamp, generator, global_affine, permute)
                                    for shape in shapes)
 
     def forward(self, feats: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -140,13 +153,13 @@ class FastFlow(GradientDetector):
 
     def __init__(self, extractor, *, image_size: int, layers, epochs: int, batch_size: int, replay_size: int,
                  replay_share: str, lr: float, weight_decay: float, flow_steps: int, hidden_ratio: float,
-                 clamp: float, global_affine: bool):
+                 clamp: float, global_affine: bool, permute: str):
         super().__init__(extractor, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size, replay_share=replay_share)
         self.layers = tuple(layers)
         self.lr, self.weight_decay = lr, weight_decay
         self.flow_steps, self.hidden_ratio, self.clamp = flow_steps, hidden_ratio, clamp
-        self.global_affine = global_affine
+        self.global_affine, self.permute = global_affine, permute
         self.net_: FastFlowNet | None = None
 
     def build(self, seed: int) -> None:
@@ -154,7 +167,7 @@ class FastFlow(GradientDetector):
             with seeded(seed):
                 generator = torch.Generator().manual_seed(seed)
                 net = FastFlowNet(self.feature_shapes(), self.flow_steps, self.hidden_ratio, self.clamp, generator,
-                                  self.global_affine)
+                                  self.global_affine, self.permute)
             self.net_ = net.to(self.device)
 
     def modules(self) -> dict[str, nn.Module]:
@@ -175,8 +188,9 @@ register(ModelSpec(
     name="fastflow", label="FastFlow", factory=FastFlow, source="InCLAD Table 7", quick={"epochs": 5}, demo=True,
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     # 2: channels-last training (float rounding differs from version 1); 3: the released global affine step and
-    # DEFAULT weights under `inclad`
-    version=3,
+    # DEFAULT weights under `inclad`; 4: each step permutes after its coupling and global affine, as the released
+    # step (the first coupling splits the channels in the backbone's order)
+    version=4,
     presets={"inclad": {}, "original": {"replay_share": "water"}},  # the suite's replay shares
     default_preset="inclad",
     # the released code loads torchvision's DEFAULT weights (routing-cad-icdm src/pyclad/models/vision/
@@ -191,6 +205,9 @@ register(ModelSpec(
         "hidden_ratio": Float(1.0, 0, 16, low_open=True, doc="coupling subnet width / input channels"),
         "clamp": Float(2.0, 0, low_open=True, doc="soft clamp of the coupling log-scale"),
         "global_affine": Bool(True, doc="a learned per-channel affine after each coupling (the released step)"),
+        "permute": Choice("after", PERMUTE, doc="a step's channel permutation after its coupling and global affine "
+                                                "(the released step, FrEIA's) or before them (the suite's before "
+                                                "version 4)"),
     },
     # measured on CPU at the default settings (peak RSS of a one-batch fit at 64 and 160 px; docs/cluster.md):
     # bytes per pixel of a training image (the flow steps' activations and gradients),
