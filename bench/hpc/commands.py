@@ -21,9 +21,10 @@ def _csv(text: str) -> list:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
+    from bench.assembly.commands import result_sets as assembly_sets
     from bench.datasets import result_sets
 
-    p.add_argument("--dataset", required=True, choices=result_sets(plugins_too=True))
+    p.add_argument("--dataset", required=True, choices=result_sets(plugins_too=True) + assembly_sets())
     p.add_argument("--grid", type=Path, help="grid file (default jobs/<dataset>.yaml)")
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
     p.add_argument("--outputs", type=Path, default=Path(DEFAULT_OUTPUTS),

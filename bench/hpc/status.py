@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import h5py
 
+from bench.io import lock_held_elsewhere
+
 STATES = ("complete", "running", "pending", "failed", "not submitted", "unknown")
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
 PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED",
@@ -78,21 +80,7 @@ def pid_alive(pid: str, started: str = "") -> bool:
 
 def lease_held(path: str) -> bool:
     """Another process holds the lock on a local job's lease file: its worker is alive (executors.RunSequence)."""
-    import fcntl
-
-    if not path:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return bool(path) and lock_held_elsewhere(path)
 
 
 def chain_lease(lease: str) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bench import results
-from bench.datasets import ASSEMBLY_SETS
+from bench.datasets import is_assembly_set
 from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError, ProvenanceError
 from bench.io import file_sha256
@@ -65,7 +65,7 @@ class Collection:
 def result_dirs(outputs: Path, dataset: str) -> dict[str, Path]:
     """{dataset: outputs/<dataset>/runs} of every dataset with results; `dataset` picks one or "all"."""
     found = {p.parent.name: p for p in sorted(Path(outputs).glob("*/runs"))
-             if p.is_dir() and p.parent.name not in ASSEMBLY_SETS}  # those have a report of their own
+             if p.is_dir() and not is_assembly_set(p.parent.name)}  # those have a report of their own
     if dataset == "all":
         if not found:
             raise BenchError(f"{outputs}: no results (expected {outputs}/<dataset>/runs/*.h5)")

@@ -145,9 +145,20 @@ def test_heldout_metrics_of_one_class_are_nan_not_an_error():
 def test_aggregate_of_every_dataset_leaves_the_assembly_sets_to_their_own_report(tmp_path):
     """`aggregate --dataset all` collects the continual tracks' run folders only: an assembly set's run files are
     another format, and reading them as continual runs would refuse the whole aggregate."""
-    from bench.datasets import ASSEMBLY_SETS
+    from bench.assembly.commands import result_sets
     from bench.report.collect import result_dirs
 
-    for name in ("mvtec", ASSEMBLY_SETS[0]):
+    assert "cicids2018-assembly" in result_sets()  # derived from the registered corpus sources, not a hand list
+    for name in ("mvtec", *result_sets()):
         (tmp_path / name / "runs").mkdir(parents=True)
     assert list(result_dirs(tmp_path, "all")) == ["mvtec"]
+
+
+def test_no_continual_run_may_take_an_assembly_sets_name_as_its_label():
+    from bench.assembly.commands import result_sets
+    from bench.config import check_label
+    from bench.errors import ConfigError
+
+    for name in result_sets():
+        with pytest.raises(ConfigError, match="another dataset's result set"):
+            check_label(name, "mvtec")
