@@ -155,6 +155,34 @@ def mean_std(values) -> str:
     return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
 
 
+@dataclass
+class Step:
+    """One training step taken by both sides on the same batch: its number (0 = the first) and the two losses."""
+
+    index: int
+    suite: float
+    released: float
+
+
+def lockstep(det, suite_net: torch.nn.Module, train, steps: int, released_step, after=None,
+             batch: int = 8) -> Step:
+    """Train the suite's `det` (its `suite_net` in train mode) and the released side on the same batches of
+    `train` (in order, `batch` images each, cycling): `released_step(images)` takes one released step and returns
+    its loss; `after(step)`, if given, sees every step. Returns the last step."""
+    opts = det.optimizers()
+    rows = list(range(len(train)))
+    plan = [[(train, r) for r in rows[s:s + batch]] for s in range(0, len(rows), batch)]
+    for index in range(steps):
+        chosen = plan[index % len(plan)]
+        suite_net.train()
+        ours = det.train_step(chosen, opts)
+        theirs = released_step(train.load_images([r for _, r in chosen]))
+        step = Step(index, float(ours), float(theirs))
+        if after is not None:
+            after(step)
+    return step
+
+
 def copy_by_order(state: dict, targets: list[torch.nn.Module]) -> None:
     """Load `state` into `targets` (their state dicts concatenated) entry by entry in registration order: for two
     implementations of one architecture whose modules are named differently. Every shape must match."""
