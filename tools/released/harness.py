@@ -30,6 +30,17 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's `bench`, not an installed copy
 
+ALIGN_STAND_IN = """import torch
+import torch.nn.functional as F
+
+
+def align_feature_maps(features):
+    features = list(features.values()) if isinstance(features, dict) else list(features)
+    size = features[0].shape[-2:]
+    up = [F.interpolate(f, size=size, mode="bilinear", align_corners=False) for f in features[1:]]
+    return torch.cat([features[0], *up], dim=1)
+"""
+
 # placeholders for modules absent from the reference repositories: importable, never called by the adapters
 PLACEHOLDERS = {
     "pyclad/models/model.py": "class Model:\n    pass\n",
@@ -38,6 +49,14 @@ PLACEHOLDERS = {
                                             "        raise RuntimeError('not in the reference repositories')\n",
     # EfficientAD's architecture.py imports its autoencoder; the adapter runs only the augmentation
     "pyclad/models/efficientad/standard.py": "class AutoEncoder:\n    pass\n",
+    # PatchCore's and PaDiM's builders and configs: the adapters set the attributes __init__ would
+    "pyclad/models/patchcore/builder.py": "def build(config):\n    raise RuntimeError('not read')\n",
+    "pyclad/models/patchcore/config.py": "class PatchCoreConfig:\n    pass\n",
+    "pyclad/models/padim/builder.py": "def build(config):\n    raise RuntimeError('not read')\n",
+    "pyclad/models/padim/config.py": "class PaDiMConfig:\n    pass\n",
+    # PaDiM imports align_feature_maps from a module in neither repository: a stand-in doing what upstream
+    # pyCLAD's (models/vision/utilities/features.py) does, later layers upsampled bilinearly to the first's grid
+    "pyclad/models/vision/features.py": ALIGN_STAND_IN,
 }
 
 
@@ -89,7 +108,8 @@ def suite_detector(name: str, size: int, seed: int, layers=None, **overrides):
         wanted = layers or spec.layers_of(hparams) if spec.layers_of else layers or hparams["layers"]
         source = FeatureExtractor("resnet18", "none", tuple(wanted), torch.device("cpu"), progress=False)
     det = spec.factory(source, image_size=size, **hparams)
-    det.build(seed)
+    if hasattr(det, "build"):  # the trained detectors draw their networks here; the memory-bank ones have none
+        det.build(seed)
     return det
 
 
