@@ -1,0 +1,92 @@
+"""PaDiM side by side: the suite's `inclad` PaDiM and InCLAD's released one (routing-cad-icdm
+`src/pyclad/models/padim/padim.py`; the detector is not in InCLAD-benchmark's indexed files, only in this fork).
+
+Both sides see the same backbone features (the released `module` is the suite's feature extractor, fed row
+indices); the released `align_feature_maps` (pyclad.models.vision.features, in neither repository) is the
+harness's stand-in: later layers upsampled bilinearly to the first layer's grid and concatenated.
+1. Same channels: the released model is given the suite's random channel subset; printed: the per-location means
+   and precisions (inverse covariances), the image scores and the maps.
+2. Own channels: the released subset (numpy's default_rng) and the suite's (torch's randperm) are different
+   draws, so over `--seeds` seeds the mean image score and the ROC-AUC are compared as distributions.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from harness import Report, arguments, max_gap, mean_std, roc_auc, suite_detector, tiny_task, use_released
+from patchcore import RowsToFeatures
+
+
+def released_model(det, split, seed: int, size: int):
+    from pyclad.models.padim.padim import PaDiM
+
+    model = PaDiM.__new__(PaDiM)  # __init__ builds its own backbone: attributes set as it sets them
+    model.config = SimpleNamespace(batch_size=8, n_features=det.n_features, random_seed=seed, threshold=0.0,
+                                   threshold_quantile=0.99, covariance_regularization=det.eps, score_mode="max")
+    model._device, model.module = torch.device("cpu"), RowsToFeatures(det.extractor, split)
+    model._preprocessor = SimpleNamespace(
+        transform=lambda rows: torch.as_tensor(rows, dtype=torch.float32)[:, None],
+        spatial_size=lambda rows: (size, size))
+    model._selected_feature_indices = model._feature_mean = model._feature_precision = None
+    model._feature_map_size = model._total_feature_channels = None
+    model._threshold = None
+    return model
+
+
+def same_channels(report: Report, train, test, size: int) -> None:
+    det = suite_detector("padim", size, seed=0)
+    det.fit(train, 0)
+    model = released_model(det, train, 0, size)
+    model._selected_feature_indices = det.feature_idx_.numpy().astype(np.int64)
+    model.fit(np.arange(len(train)))
+    h, w = model._feature_map_size
+    report.row("per-location means [h·w, d]", tuple(det.mean_.shape), model._feature_mean.shape,
+               max_gap(det.mean_.reshape(model._feature_mean.shape), model._feature_mean))
+    ours = det.inv_cov_.reshape(model._feature_precision.shape)
+    report.row("precisions [h·w, d, d], max |Δ| / max", tuple(det.inv_cov_.shape), model._feature_precision.shape,
+               max_gap(ours, model._feature_precision) / float(np.abs(model._feature_precision).max()))
+    idx = np.arange(len(test))
+    pred = det.predict(test, idx.tolist())
+    model.module.split = test
+    scores, maps = model.score_data(idx), model.score_maps(idx)
+    report.row(f"image scores (max), grid {h}×{w}", float(pred.scores.max()), float(scores.max()),
+               max_gap(pred.scores, scores))
+    report.row("pixel maps, max |Δ| / max", "", "", max_gap(pred.maps, maps) / float(maps.max()))
+    report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores, test.labels))
+
+
+def own_channels(report: Report, train, test, size: int, seeds: int) -> None:
+    means, aucs = {"suite": [], "released": []}, {"suite": [], "released": []}
+    idx = np.arange(len(test))
+    for seed in range(seeds):
+        det = suite_detector("padim", size, seed=seed)
+        det.fit(train, seed)
+        pred = det.predict(test, idx.tolist())
+        model = released_model(det, train, seed, size)
+        model.fit(np.arange(len(train)))
+        model.module.split = test
+        scores = model.score_data(idx)
+        for side, s in (("suite", pred.scores), ("released", scores)):
+            means[side].append(float(np.mean(s)))
+            aucs[side].append(roc_auc(s, test.labels))
+    report.row(f"mean image score, own channels ({seeds} seeds)", mean_std(means["suite"]),
+               mean_std(means["released"]))
+    report.row("image ROC-AUC, own channels", mean_std(aucs["suite"]), mean_std(aucs["released"]))
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    use_released(args.released, "routing-cad-icdm")
+    train, test = tiny_task(args.size)
+    report = Report("padim")
+    same_channels(report, train, test, args.size)
+    own_channels(report, train, test, args.size, args.seeds)
+    report.print()
+
+
+if __name__ == "__main__":
+    main()
