@@ -185,10 +185,12 @@ class Step:
 
 
 def lockstep(det, suite_net: torch.nn.Module, train, steps: int, released_step, after=None,
-             batch: int = 8) -> Step:
+             batch: int = 8, load=None) -> Step:
     """Train the suite's `det` (its `suite_net` in train mode) and the released side on the same batches of
-    `train` (in order, `batch` images each, cycling): `released_step(images)` takes one released step and returns
-    its loss; `after(step)`, if given, sees every step. Returns the last step."""
+    `train` (in order, `batch` images each, cycling): `released_step(inputs)` takes one released step on
+    `load(rows)` (default: the loaded images) and returns its loss; `after(step)`, if given, sees every step.
+    Returns the last step."""
+    load = load or train.load_images
     opts = det.optimizers()
     rows = list(range(len(train)))
     plan = [[(train, r) for r in rows[s:s + batch]] for s in range(0, len(rows), batch)]
@@ -196,7 +198,7 @@ def lockstep(det, suite_net: torch.nn.Module, train, steps: int, released_step, 
         chosen = plan[index % len(plan)]
         suite_net.train()
         ours = det.train_step(chosen, opts)
-        theirs = released_step(train.load_images([r for _, r in chosen]))
+        theirs = released_step(load([r for _, r in chosen]))
         step = Step(index, float(ours), float(theirs))
         if after is not None:
             after(step)
