@@ -19,6 +19,7 @@ directly and never reach them.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ PLACEHOLDERS = {
     # PaDiM imports align_feature_maps from a module in neither repository: a stand-in doing what upstream
     # pyCLAD's (models/vision/utilities/features.py) does, later layers upsampled bilinearly to the first's grid
     "pyclad/models/vision/features.py": ALIGN_STAND_IN,
+    # the strategies' base classes (upstream pyCLAD's, not read): the adapters call learn/predict directly
+    "pyclad/strategies/strategy.py": "class ConceptAwareStrategy:\n    pass\n\n\n"
+                                     "class ConceptIncrementalStrategy:\n    pass\n",
 }
 
 
@@ -85,14 +89,48 @@ def use_released(folder: Path, repository: str) -> None:
     sys.path[:0] = [str(src), str(shim)]
 
 
+STREAM = ("chip", "disc", "grain")  # the 3-task stream of the R-matrix comparisons: the first three tiny tasks
+
+
+@functools.cache
+def _tiny_root() -> Path:
+    """The synthetic `tiny` benchmark (seed 0), generated once per process."""
+    from bench.data.synthetic import generate
+
+    return generate(Path(tempfile.mkdtemp(prefix="released-tiny-")) / "tiny", preset="tiny", seed=0)
+
+
 def tiny_task(size: int, task: str = "chip"):
     """(train, test) splits of one task of the synthetic `tiny` benchmark (seed 0), as the suite loads them."""
     from bench.data import read_index
-    from bench.data.synthetic import generate
     from bench.data.tasks import task_splits
 
-    root = generate(Path(tempfile.mkdtemp(prefix="released-tiny-")) / "tiny", preset="tiny", seed=0)
-    return task_splits(read_index("synthetic", root), root, task, size)
+    return task_splits(read_index("synthetic", _tiny_root()), _tiny_root(), task, size)
+
+
+def tiny_stream(size: int, tasks=STREAM) -> list:
+    """[(train, test)] of each task of the stream, in order."""
+    return [tiny_task(size, task) for task in tasks]
+
+
+def r_matrix(stream, learn, scores) -> np.ndarray:
+    """R[i, j]: image ROC-AUC on task j's test split after learning tasks 0..i in order; `learn(i, train)` learns
+    task i, `scores(test)` scores a test split's images."""
+    r = np.full((len(stream), len(stream)), np.nan)
+    for i, (train, _) in enumerate(stream):
+        learn(i, train)
+        for j, (_, test) in enumerate(stream):
+            r[i, j] = roc_auc(scores(test), test.labels)
+    return r
+
+
+def print_matrices(report: "Report", what: str, ours: np.ndarray, theirs: np.ndarray) -> None:
+    """The two R matrices row by row, and their largest cell difference."""
+    report.note(f"{what}: R[i, j] = image ROC-AUC on task j after tasks 0..i ({', '.join(STREAM)})")
+    for i in range(len(ours)):
+        report.note(f"  row {i}   suite {np.array2string(ours[i], precision=4)}   "
+                    f"released {np.array2string(theirs[i], precision=4)}")
+    report.row(f"{what}: R matrix", "", "", float(np.nanmax(np.abs(ours - theirs))))
 
 
 def suite_detector(name: str, size: int, seed: int, layers=None, **overrides):

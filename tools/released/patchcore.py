@@ -20,7 +20,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness import Report, arguments, max_gap, mean_std, roc_auc, suite_detector, tiny_task, use_released
+from harness import Report, arguments, max_gap, mean_std, print_matrices, r_matrix, roc_auc, suite_detector, \
+    tiny_stream, tiny_task, use_released
 
 SIGMA = 4.0
 
@@ -37,13 +38,18 @@ class RowsToFeatures(torch.nn.Module):
         return self.extractor(self.split, rows[:, 0].long().tolist())
 
 
-def released_model(det, split, ratio: float, seed: int, size: int):
+def released_model(det, split, ratio: float, seed: int, size: int, continual: bool = False):
     from pyclad.models.patchcore.patchcore import (ApproximateGreedyCoresetSampler, FeatureAggregator,
                                                    FeaturePreprocessor, PatchCore, PatchMaker, RescaleSegmentor)
+    from pyclad.models.patchcore.patchcore_cl import ContinualPatchCore
 
     cpu = torch.device("cpu")
-    model = PatchCore.__new__(PatchCore)  # __init__ builds its own backbone: attributes set as it sets them
-    model.config = SimpleNamespace(batch_size=8, n_neighbors=1, threshold=0.0, threshold_quantile=0.99)
+    cls = ContinualPatchCore if continual else PatchCore
+    model = cls.__new__(cls)  # __init__ builds its own backbone: attributes set as it sets them
+    model.config = SimpleNamespace(batch_size=8, n_neighbors=1, threshold=0.0, threshold_quantile=0.99,
+                                   coreset_starting_points=10, coreset_projection_dimension=det.projection_dim,
+                                   random_seed=seed)
+    model._task_memory_state = None
     model._device, model.module = cpu, RowsToFeatures(det.extractor, split)
     model._preprocessor = SimpleNamespace(transform=lambda rows: torch.as_tensor(rows, dtype=torch.float32)[:, None])
     model._patch_maker = PatchMaker(patchsize=3, stride=1)
@@ -104,6 +110,38 @@ def over_seeds(report: Report, train, test, size: int, seeds: int) -> None:
     report.row("image ROC-AUC, own draws", mean_std(aucs["suite"]), mean_std(aucs["released"]))
 
 
+def stream(report: Report, size: int, seed: int) -> None:
+    """PatchCore-CL over the 3-task stream: the suite's protocol (what its runner calls: learn, then predict on
+    every task) beside the released PatchCoreCLStrategy driving ContinualPatchCore (routing-cad-icdm
+    src/pyclad/strategies/vision/patchcore_cl.py, src/pyclad/models/patchcore/patchcore_cl.py)."""
+    from pyclad.strategies.vision.patchcore_cl import PatchCoreCLStrategy
+
+    tasks = tiny_stream(size)
+    det = suite_detector("patchcore", size, seed=seed)
+    protocol = det.continual(seed)
+    model = released_model(det, tasks[0][0], det.coreset_ratio, seed, size, continual=True)
+    strategy = PatchCoreCLStrategy(model, previous_ratio=det.previous_ratio)
+    sizes = {"suite": [], "released": []}
+
+    def learn_ours(i, train):
+        protocol.learn(train, i)
+        sizes["suite"].append([len(b) for b in protocol.banks_])
+
+    def learn_theirs(i, train):
+        model.module.split = train
+        strategy.learn(np.arange(len(train)))
+        sizes["released"].append([len(b) for b in strategy._task_banks])
+
+    def theirs(test):
+        model.module.split = test
+        return model.score_data(np.arange(len(test)))
+
+    ours_r = r_matrix(tasks, learn_ours, lambda test: protocol.predict(test, list(range(len(test)))).scores)
+    theirs_r = r_matrix(tasks, learn_theirs, theirs)
+    report.row("bank sizes after each task", str(sizes["suite"]), str(sizes["released"]))
+    print_matrices(report, f"PatchCore-CL, seed {seed}", ours_r, theirs_r)
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     use_released(args.released, "routing-cad-icdm")
@@ -111,6 +149,7 @@ def main() -> None:
     report = Report("patchcore")
     whole_bank(report, train, test, args.size)
     over_seeds(report, train, test, args.size, args.seeds)
+    stream(report, args.size, seed=0)
     report.print()
 
 
