@@ -72,6 +72,7 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="training steps before the scores are compared")
     parser.add_argument("--seeds", type=int, default=10, help="seeds of the start-distribution comparison")
     parser.add_argument("--dist-steps", type=int, default=19, help="steps per seed in that comparison")
+    parser.add_argument("--cl-steps", type=int, default=4, help="training steps per task of the 3-task stream")
     return parser.parse_args()
 
 
