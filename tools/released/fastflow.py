@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, arguments, lockstep, max_gap, mean_std, roc_auc, suite_detector, tiny_task, \
-    use_released
-from patchcore import RowsToFeatures
+from harness import Report, RowsToFeatures, compare_predictions, descend, lockstep, max_gap, mean_std, \
+    rows_tensor, run_sections, suite_detector
 
 
 class PermutedFeatures(RowsToFeatures):
@@ -31,10 +30,6 @@ class PermutedFeatures(RowsToFeatures):
 
     def forward(self, rows: torch.Tensor) -> list[torch.Tensor]:
         return [f[:, p] for f, p in zip(super().forward(rows), self.perms)]
-
-
-def rows_tensor(rows) -> torch.Tensor:
-    return torch.as_tensor(list(rows), dtype=torch.float32)[:, None]
 
 
 def released_arch(det, split, size: int):
@@ -87,11 +82,7 @@ def same_weights(report: Report, train, test, args) -> None:
                                  weight_decay=det.weight_decay)
 
     def released_step(rows):
-        loss = arch.fastflow_loss(*arch.forward_train(rows))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return float(loss.detach())
+        return descend(optimizer, arch.fastflow_loss(*arch.forward_train(rows)))
 
     def first(step):
         if step.index == 0:
@@ -107,12 +98,10 @@ def same_weights(report: Report, train, test, args) -> None:
     arch.feature_extractor.split = test
     with torch.no_grad():
         maps, scores = arch(rows_tensor(idx))
-    report.row("image scores (max)", float(pred.scores.max()), float(scores.max()), max_gap(pred.scores, scores))
-    report.row("pixel maps, max |Δ| / max |map|", "", "", max_gap(pred.maps, maps) / float(maps.abs().max()))
-    report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
+    compare_predictions(report, pred, scores.numpy(), maps.numpy(), test.labels)
 
 
-def own_draws(report: Report, train, args) -> None:
+def own_draws(report: Report, train, _test, args) -> None:
     losses = {"suite": [], "released": []}
     rows = list(range(8))
     for seed in range(args.seeds):
@@ -125,15 +114,5 @@ def own_draws(report: Report, train, args) -> None:
     report.row(f"first loss, own draws ({args.seeds} seeds)", mean_std(losses["suite"]), mean_std(losses["released"]))
 
 
-def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
-    use_released(args.released, "routing-cad-icdm")
-    train, test = tiny_task(args.size)
-    report = Report("fastflow")
-    same_weights(report, train, test, args)
-    own_draws(report, train, args)
-    report.print()
-
-
 if __name__ == "__main__":
-    main()
+    run_sections(__doc__, "fastflow", "routing-cad-icdm", same_weights, own_draws)

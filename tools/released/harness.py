@@ -152,6 +152,53 @@ def suite_detector(name: str, size: int, seed: int, layers=None, **overrides):
     return det
 
 
+class RowsToFeatures(torch.nn.Module):
+    """A released backbone module (images in, the layers' features out) standing in as the suite's feature
+    extractor: its input is a column of row indices of `split` (`rows_tensor`), so the released code runs on the
+    suite's features of those rows. Set `split` before each call on another split."""
+
+    def __init__(self, extractor, split):
+        super().__init__()
+        self.extractor, self.split = extractor, split
+
+    def forward(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        return self.extractor(self.split, rows[:, 0].long().tolist())
+
+
+def rows_tensor(rows) -> torch.Tensor:
+    """Row indices as the [N, 1] float tensor a released DataLoader / forward passes on to RowsToFeatures."""
+    return torch.as_tensor(list(rows), dtype=torch.float32)[:, None]
+
+
+def descend(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> float:
+    """One released optimiser step on `loss` (what Lightning's automatic optimisation does); returns the loss."""
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+
+def compare_predictions(report: "Report", pred, scores, maps, labels, scale: float = 1.0) -> None:
+    """The suite's Prediction beside the released image scores and maps (the suite's × `scale`)."""
+    report.row("image scores (max)", float(pred.scores.max() * scale), float(scores.max()),
+               max_gap(pred.scores * scale, scores))
+    report.row("pixel maps, max |Δ| / max |map|", "", "",
+               max_gap(pred.maps * scale, maps) / float(np.abs(np.asarray(maps)).max()))
+    report.row("image ROC-AUC", roc_auc(pred.scores, labels), roc_auc(np.asarray(scores), labels))
+
+
+def run_sections(doc: str, detector: str, repository: str, *sections) -> None:
+    """An adapter's main: parse the arguments, import the released package of `repository`, load task chip and
+    run each `section(report, train, test, args)` in order, then print the report."""
+    args = arguments(doc.splitlines()[0])
+    use_released(args.released, repository)
+    train, test = tiny_task(args.size)
+    report = Report(detector)
+    for section in sections:
+        section(report, train, test, args)
+    report.print()
+
+
 def max_gap(a, b) -> float:
     """max |a − b| over two tensors or arrays."""
     a = a.detach().double().cpu() if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a, np.float64))

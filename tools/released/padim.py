@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness import Report, arguments, max_gap, mean_std, roc_auc, suite_detector, tiny_task, use_released
-from patchcore import RowsToFeatures
+from harness import Report, RowsToFeatures, compare_predictions, max_gap, mean_std, roc_auc, run_sections, \
+    suite_detector
 
 
 def released_model(det, split, seed: int, size: int):
@@ -37,7 +37,8 @@ def released_model(det, split, seed: int, size: int):
     return model
 
 
-def same_channels(report: Report, train, test, size: int) -> None:
+def same_channels(report: Report, train, test, args) -> None:
+    size = args.size
     det = suite_detector("padim", size, seed=0)
     det.fit(train, 0)
     model = released_model(det, train, 0, size)
@@ -53,13 +54,12 @@ def same_channels(report: Report, train, test, size: int) -> None:
     pred = det.predict(test, idx.tolist())
     model.module.split = test
     scores, maps = model.score_data(idx), model.score_maps(idx)
-    report.row(f"image scores (max), grid {h}×{w}", float(pred.scores.max()), float(scores.max()),
-               max_gap(pred.scores, scores))
-    report.row("pixel maps, max |Δ| / max", "", "", max_gap(pred.maps, maps) / float(maps.max()))
-    report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores, test.labels))
+    report.note(f"grid {h}×{w}")
+    compare_predictions(report, pred, scores, maps, test.labels)
 
 
-def own_channels(report: Report, train, test, size: int, seeds: int) -> None:
+def own_channels(report: Report, train, test, args) -> None:
+    size, seeds = args.size, args.seeds
     means, aucs = {"suite": [], "released": []}, {"suite": [], "released": []}
     idx = np.arange(len(test))
     for seed in range(seeds):
@@ -78,15 +78,5 @@ def own_channels(report: Report, train, test, size: int, seeds: int) -> None:
     report.row("image ROC-AUC, own channels", mean_std(aucs["suite"]), mean_std(aucs["released"]))
 
 
-def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
-    use_released(args.released, "routing-cad-icdm")
-    train, test = tiny_task(args.size)
-    report = Report("padim")
-    same_channels(report, train, test, args.size)
-    own_channels(report, train, test, args.size, args.seeds)
-    report.print()
-
-
 if __name__ == "__main__":
-    main()
+    run_sections(__doc__, "padim", "routing-cad-icdm", same_channels, own_channels)

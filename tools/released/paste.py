@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, arguments, copy_by_order, lockstep, max_gap, roc_auc, state_gap, suite_detector, \
-    tiny_task, use_released
+from harness import Report, arguments, copy_by_order, descend, lockstep, max_gap, roc_auc, state_gap, \
+    suite_detector, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -38,10 +38,7 @@ def main() -> None:
     def released_step(images):
         arch.train()
         loss = arch.feature_loss(*arch.forward_train(images))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return float(loss.detach())
+        return descend(optimizer, loss)
 
     def first(step):
         if step.index == 0:

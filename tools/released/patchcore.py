@@ -20,22 +20,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness import Report, arguments, max_gap, mean_std, print_matrices, r_matrix, roc_auc, suite_detector, \
-    tiny_stream, tiny_task, use_released
+from harness import Report, RowsToFeatures, max_gap, mean_std, print_matrices, r_matrix, roc_auc, run_sections, \
+    suite_detector, tiny_stream
 
 SIGMA = 4.0
-
-
-class RowsToFeatures(torch.nn.Module):
-    """The released `module` (a backbone returning the layers' features) standing in as the suite's extractor:
-    its input is the batch of row indices the adapter passes as `data`."""
-
-    def __init__(self, extractor, split):
-        super().__init__()
-        self.extractor, self.split = extractor, split
-
-    def forward(self, rows: torch.Tensor) -> list[torch.Tensor]:
-        return self.extractor(self.split, rows[:, 0].long().tolist())
 
 
 def released_model(det, split, ratio: float, seed: int, size: int, continual: bool = False):
@@ -63,7 +51,8 @@ def released_model(det, split, ratio: float, seed: int, size: int, continual: bo
     return model
 
 
-def whole_bank(report: Report, train, test, size: int) -> None:
+def whole_bank(report: Report, train, test, args) -> None:
+    size = args.size
     det = suite_detector("patchcore", size, seed=0, coreset_ratio=1.0)
     model = released_model(det, train, 1.0, 0, size)
     rows = np.arange(len(train))
@@ -90,7 +79,8 @@ def sort_rows(bank: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(keys[np.lexsort(keys.T[::-1])])
 
 
-def over_seeds(report: Report, train, test, size: int, seeds: int) -> None:
+def over_seeds(report: Report, train, test, args) -> None:
+    size, seeds = args.size, args.seeds
     sizes, means, aucs = {"suite": [], "released": []}, {"suite": [], "released": []}, {"suite": [], "released": []}
     idx = list(range(len(test)))
     for seed in range(seeds):
@@ -110,12 +100,13 @@ def over_seeds(report: Report, train, test, size: int, seeds: int) -> None:
     report.row("image ROC-AUC, own draws", mean_std(aucs["suite"]), mean_std(aucs["released"]))
 
 
-def stream(report: Report, size: int, seed: int) -> None:
+def stream(report: Report, _train, _test, args, seed: int = 0) -> None:
     """PatchCore-CL over the 3-task stream: the suite's protocol (what its runner calls: learn, then predict on
     every task) beside the released PatchCoreCLStrategy driving ContinualPatchCore (routing-cad-icdm
     src/pyclad/strategies/vision/patchcore_cl.py, src/pyclad/models/patchcore/patchcore_cl.py)."""
     from pyclad.strategies.vision.patchcore_cl import PatchCoreCLStrategy
 
+    size = args.size
     tasks = tiny_stream(size)
     det = suite_detector("patchcore", size, seed=seed)
     protocol = det.continual(seed)
@@ -142,16 +133,5 @@ def stream(report: Report, size: int, seed: int) -> None:
     print_matrices(report, f"PatchCore-CL, seed {seed}", ours_r, theirs_r)
 
 
-def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
-    use_released(args.released, "routing-cad-icdm")
-    train, test = tiny_task(args.size)
-    report = Report("patchcore")
-    whole_bank(report, train, test, args.size)
-    over_seeds(report, train, test, args.size, args.seeds)
-    stream(report, args.size, seed=0)
-    report.print()
-
-
 if __name__ == "__main__":
-    main()
+    run_sections(__doc__, "patchcore", "routing-cad-icdm", whole_bank, over_seeds, stream)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness import Report, arguments, copy_by_order, copy_into, lockstep, max_gap, roc_auc, state_gap, \
-    suite_detector, tiny_task, use_released
+from harness import Report, arguments, copy_by_order, copy_into, descend, lockstep, max_gap, roc_auc, \
+    state_gap, suite_detector, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -62,10 +62,7 @@ def same_weights(report: Report, train, test, args) -> None:
         arch.train()
         teacher, _, student = arch.forward_train(images)
         loss = arch.cosine_loss(teacher, student)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return float(loss.detach())
+        return descend(optimizer, loss)
 
     def first(step):
         if step.index == 0:
