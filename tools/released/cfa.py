@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, RowsToFeatures, compare_predictions, descend, lockstep, max_gap, mean_std, \
+from harness import Report, RowsToFeatures, compare_on_test, descend, lockstep, max_gap, mean_std, \
     rows_tensor, run_sections, suite_detector
 from bench.models.cfa import Radius, soft_boundary_loss
 
@@ -83,13 +83,7 @@ def same_weights(report: Report, train, test, args) -> None:
                     batch=det.extractor.batch_size, load=rows_tensor)
     report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
     det.radius_, det.bank_ = det._radius.value.detach(), before
-    idx = list(range(len(test)))
-    pred = det.predict(test, idx)
-    arch.eval()
-    arch.feature_extractor.split = test
-    with torch.no_grad():
-        maps, scores = arch(rows_tensor(idx))
-    compare_predictions(report, pred, scores.numpy(), maps.numpy(), test.labels)
+    compare_on_test(report, det, arch, test)
 
 
 def theirs_cols(arch) -> int:

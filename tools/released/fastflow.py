@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, RowsToFeatures, compare_predictions, descend, lockstep, max_gap, mean_std, \
+from harness import Report, RowsToFeatures, compare_on_test, descend, lockstep, max_gap, mean_std, \
     rows_tensor, run_sections, suite_detector
 
 
@@ -92,13 +92,7 @@ def same_weights(report: Report, train, test, args) -> None:
     last = lockstep(det, det.net_, train, 1 + args.steps, released_step, first, batch=det.batch_size,
                     load=rows_tensor)
     report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
-    idx = list(range(len(test)))
-    pred = det.predict(test, idx)
-    arch.eval()
-    arch.feature_extractor.split = test
-    with torch.no_grad():
-        maps, scores = arch(rows_tensor(idx))
-    compare_predictions(report, pred, scores.numpy(), maps.numpy(), test.labels)
+    compare_on_test(report, det, arch, test)
 
 
 def own_draws(report: Report, train, _test, args) -> None:

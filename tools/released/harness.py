@@ -187,6 +187,18 @@ def compare_predictions(report: "Report", pred, scores, maps, labels, scale: flo
     report.row("image ROC-AUC", roc_auc(pred.scores, labels), roc_auc(np.asarray(scores), labels))
 
 
+def compare_on_test(report: "Report", det, arch: torch.nn.Module, test) -> None:
+    """Score `test` with the suite's detector and with a released network whose backbone is RowsToFeatures
+    (`arch.feature_extractor`; its forward in eval mode returns (maps, scores)), and compare."""
+    idx = list(range(len(test)))
+    pred = det.predict(test, idx)
+    arch.eval()
+    arch.feature_extractor.split = test
+    with torch.no_grad():
+        maps, scores = arch(rows_tensor(idx))
+    compare_predictions(report, pred, scores.numpy(), maps.numpy(), test.labels)
+
+
 def run_sections(doc: str, detector: str, repository: str, *sections) -> None:
     """An adapter's main: parse the arguments, import the released package of `repository`, load task chip and
     run each `section(report, train, test, args)` in order, then print the report."""
