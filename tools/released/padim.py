@@ -17,14 +17,17 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from harness import Report, RowsToFeatures, compare_predictions, max_gap, mean_std, roc_auc, run_sections, \
-    suite_detector
+from harness import Report, RowsToFeatures, compare_predictions, max_gap, mean_std, print_matrices, r_matrix, roc_auc, \
+    run_sections, suite_detector, tiny_stream
 
 
-def released_model(det, split, seed: int, size: int):
+def released_model(det, split, seed: int, size: int, continual: bool = False):
     from pyclad.models.padim.padim import PaDiM
+    from pyclad.models.padim.padim_cl import ContinualPaDiM
 
-    model = PaDiM.__new__(PaDiM)  # __init__ builds its own backbone: attributes set as it sets them
+    cls = ContinualPaDiM if continual else PaDiM
+    model = cls.__new__(cls)  # __init__ builds its own backbone: attributes set as it sets them
+    model._task_gaussians = []
     model.config = SimpleNamespace(batch_size=8, n_features=det.n_features, random_seed=seed, threshold=0.0,
                                    threshold_quantile=0.99, covariance_regularization=det.eps, score_mode="max")
     model._device, model.module = torch.device("cpu"), RowsToFeatures(det.extractor, split)
@@ -78,5 +81,38 @@ def own_channels(report: Report, train, test, args) -> None:
     report.row("image ROC-AUC, own channels", mean_std(aucs["suite"]), mean_std(aucs["released"]))
 
 
+def stream(report: Report, _train, _test, args, seed: int = 0) -> None:
+    """PaDiM-CL over the 3-task stream: the suite's protocol (learn, then predict on every task) beside the
+    released PaDiMCLStrategy driving ContinualPaDiM (routing-cad-icdm src/pyclad/strategies/vision/padim_cl.py,
+    src/pyclad/models/padim/padim_cl.py), the released model given the suite's channel subset (drawn at the
+    suite's first task) each time its continual run resets."""
+    from pyclad.strategies.vision.padim_cl import PaDiMCLStrategy
+
+    tasks = tiny_stream(args.size)
+    det = suite_detector("padim", args.size, seed=seed)
+    protocol = det.continual(seed)
+    ours = r_matrix(tasks, lambda i, train: protocol.learn(train, i),
+                    lambda test: protocol.predict(test, list(range(len(test)))).scores)
+    model = released_model(det, tasks[0][0], seed, args.size, continual=True)
+    reset = model.reset_continual_state
+
+    def reset_to_the_suite_channels():
+        reset()
+        model._selected_feature_indices = det.feature_idx_.numpy().astype(np.int64)
+
+    model.reset_continual_state = reset_to_the_suite_channels
+    strategy = PaDiMCLStrategy(model)
+
+    def learn(i, train):
+        model.module.split = train
+        strategy.learn(np.arange(len(train)))
+
+    def scores(test):
+        model.module.split = test
+        return model.score_data(np.arange(len(test)))
+
+    print_matrices(report, f"PaDiM-CL, seed {seed}, same channels", ours, r_matrix(tasks, learn, scores))
+
+
 if __name__ == "__main__":
-    run_sections(__doc__, "padim", "routing-cad-icdm", same_channels, own_channels)
+    run_sections(__doc__, "padim", "routing-cad-icdm", same_channels, own_channels, stream)
