@@ -172,3 +172,42 @@ def test_fastflow_subnets_alternate_three_and_one():
     assert kernels == [3, 1, 3, 1]
     first = flow.steps[0].subnet[0]
     assert isinstance(first, nn.Conv2d) and first.in_channels == 4 and first.out_channels == 4
+
+
+class _BankSizes:
+    """A stand-in PatchCore for PatchCoreTaskBanks: task t's native coreset has `sizes[t]` patches; compress
+    keeps the first b_t rows and records b_t."""
+
+    def __init__(self, sizes: list[int], previous_ratio: float):
+        self.sizes, self.previous_ratio, self.targets = sizes, previous_ratio, []
+
+    def native_coreset(self, split, seed: int) -> torch.Tensor:
+        return torch.zeros(self.sizes[split], 2)
+
+    def compress(self, bank: torch.Tensor, b_t: int, current: torch.Tensor, seed: int) -> torch.Tensor:
+        self.targets.append(b_t)
+        return bank[:b_t]
+
+
+@pytest.mark.parametrize("ratio", [0.25, 0.1, 1.0])
+@pytest.mark.parametrize("sizes", [[102, 102, 102, 102], [37, 5, 411, 9, 250], [1, 1, 1]])
+def test_patchcore_cl_previous_banks_shrink_to_the_released_budget(sizes, ratio):
+    """routing-cad-icdm `src/pyclad/strategies/vision/patchcore_cl.py` (PatchCoreCLStrategy.learn): every
+    previous bank larger than max(1, max(1, int(ρ·|C_t|)) // (t − 1)) is shrunk to that size, the current task's
+    bank kept whole (the side-by-side run: 102; 25, 102; 12, 12, 102 at ρ 0.25)."""
+    from bench.models.patchcore import PatchCoreTaskBanks
+
+    det = _BankSizes(sizes, ratio)
+    protocol = PatchCoreTaskBanks(det, seed=0)
+    released: list[int] = []
+    for t, n in enumerate(sizes):
+        protocol.learn(t, t)
+        if t:
+            budget = max(1, max(1, int(ratio * n)) // t)
+            kept = [min(len(b), budget) for b in expected]
+            released = [budget for b in expected if len(b) > budget]
+            expected = [torch.zeros(k, 2) for k in kept] + [torch.zeros(n, 2)]
+        else:
+            expected = [torch.zeros(n, 2)]
+        assert [len(b) for b in protocol.banks_] == [len(b) for b in expected]
+        assert det.targets[len(det.targets) - len(released):] == released
