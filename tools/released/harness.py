@@ -10,10 +10,12 @@ scratch virtual environment that sees the suite's packages, e.g.
     /tmp/released-venv/bin/python tools/released/stfpm.py --released /tmp/released
 
 Both sides get the same images (the synthetic `tiny` benchmark, generated here) and, where the two networks have
-the same parameters, the same initial weights (copied from the suite's network into the released one). Modules
-the released code imports but the reference repositories do not hold (`pyclad.models.model`,
-`pyclad.models.vision.preprocessing`) are stood in for by empty placeholders: the adapters feed tensors
-directly and never reach them.
+the same parameters, the same initial weights (copied from the suite's network into the released one); the
+feature-based detectors' released backbone is replaced by the suite's feature extractor (RowsToFeatures), so both
+sides see the same features. Modules the released code imports but the reference repositories do not hold or that
+were not read (PLACEHOLDERS: `pyclad.models.model`, `pyclad.models.vision.preprocessing`, builders, configs, the
+strategies' base classes) are empty placeholders the adapters never reach; PaDiM's `align_feature_maps` is a
+stand-in doing what upstream pyCLAD's does (ALIGN_STAND_IN).
 """
 
 from __future__ import annotations
