@@ -6,10 +6,15 @@ and log lost, "not submitted" instead of "failed"). Without a cluster: the fake 
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from bench.hpc import records
+from helpers import cli_stdout as cli
 from helpers import write_grid
 from test_hangup import bench, fake_slurm, small_root  # noqa: F401 (fixtures)
+from test_slurm_trust import grid, slurm  # noqa: F401 (fixtures)
 
 RESOURCES = {"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10}
 
@@ -78,3 +83,43 @@ def test_status_alone_leaves_the_records_as_they_are(fake_slurm, small_root, tmp
     status = bench(fake_slurm, "status", "--dataset", "synthetic", "--outputs", outputs)
     assert all(x.startswith("pending") for x in _run_lines(status)), status.stdout
     assert open(path).read() == before
+
+
+@pytest.mark.slurm
+@pytest.mark.slow(reason="a real SLURM: a job kept pending behind one holding the node")
+def test_on_a_real_slurm_resubmit_records_the_job_a_killed_submit_left(slurm, grid, tiny_root, tmp_path):
+    """sbatch accepts the job, then the submitting process is SIGKILLed (no handler can run): the record stays
+    "submitting". `resubmit` finds the job in squeue by its name, sends nothing, and writes the job's id into the
+    record; cancelled, the job is the run's failed job, whatever squeue still lists."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    from bench.hpc.grid import REPO
+    from test_slurm_trust import node_busy, submit_args
+
+    wrapper = tmp_path / "bin" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\n{shlex.quote(shutil.which("sbatch"))} "$@" || exit $?\nkill -KILL "$PPID"\n')
+    wrapper.chmod(0o755)
+    outputs = tmp_path / "out"
+    slurm.append(outputs)
+    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
+    with node_busy():  # the job stays pending while resubmit looks for it
+        first = subprocess.run([sys.executable, "-m", "bench", *submit_args(grid, tiny_root, outputs)], cwd=REPO,
+                               env=env, capture_output=True, text=True)
+        assert first.returncode != 0, first.stdout
+        (record,) = records.load_records(outputs, "synthetic")
+        assert record["state"] == "submitting" and not record["runs"][0]["job_id"]
+        name = record["runs"][0]["job_name"]
+        queued = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True,
+                                check=True).stdout.split()
+        assert len(queued) == 1, queued
+        assert "nothing to submit" in cli("resubmit", "--dataset", "synthetic", "--outputs", outputs)
+        (record,) = records.load_records(outputs, "synthetic")
+        assert record["state"] == "submitted" and record["runs"][0]["job_id"] == queued[0]
+        subprocess.run(["scancel", queued[0]], check=True)
+    status = cli("status", "--dataset", "synthetic", "--outputs", outputs)
+    line = next(x for x in status.splitlines() if record["runs"][0]["run_name"] in x)
+    assert line.startswith("failed") and f"job {queued[0]}" in line, status
