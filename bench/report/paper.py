@@ -232,16 +232,30 @@ def published_timing(own: bool = False) -> pd.DataFrame:
 # ------------------------------------------------------------------ why a run or a cell is not comparable
 
 # Each published release's (train, test) image count per concept: a run whose recorded counts (tasks_info) differ is
-# not on the published data, whatever its concepts are called. MVTec AD: Bergmann et al., CVPR 2019, Table 1 (3,629
-# training and 1,725 test images). BTAD: Mishra et al., 2021 (2,540 images; 1,799 training, 741 test, the totals
-# InCLAD §4 restates as 2,250 normal and 290 anomalous). VisA, MPDD and DAGM are not checked: no per-concept
-# counts are shipped for them.
+# not on the published data, whatever its concepts are called. Counts are what is checked, not a content digest: the
+# releases are archives whose digests are not published, so no known value could be shipped to compare with.
+# MVTec AD: Bergmann et al., CVPR 2019, Table 1 (3,629 training and 1,725 test images).
+# BTAD: Mishra et al., 2021 (2,540 images; 1,799 training, 741 test, the totals InCLAD §4 restates as 2,250 normal
+# and 290 anomalous).
+# VisA: the official 1-class split, split_csv/1cls.csv of amazon-science/spot-diff (commit 6dbf63c, the file the
+# reader reads; SHA-256 a48557e6...0332995), counted per object and split: 8,659 training and 2,162 test rows, the
+# README's 10,821 images and InCLAD Table 1's 55.50 % test anomalies (1,200 of 2,162).
+# MPDD: Jezek et al., ICUMT 2021, Table 1 (train/good; test = test/good + defective); totals 888 training and 458
+# test images (176 normal, 282 anomalous), as the InCLAD benchmark's dataset card (LukaszMarcjan/InCLAD-benchmark
+# docs/inclad-bench-dataset.md) restates them.
+# DAGM is not checked: its per-class counts of anomalous training images (which the reader drops) were not found in
+# a citable source; only the totals are published (7,004 normal training and 8,050 test images, InCLAD's card).
 PUBLISHED_COUNTS = {
     "mvtec": {"bottle": (209, 83), "cable": (224, 150), "capsule": (219, 132), "carpet": (280, 117),
               "grid": (264, 78), "hazelnut": (391, 110), "leather": (245, 124), "metal_nut": (220, 115),
               "pill": (267, 167), "screw": (320, 160), "tile": (230, 117), "toothbrush": (60, 42),
               "transistor": (213, 100), "wood": (247, 79), "zipper": (240, 151)},
     "btad": {"01": (400, 70), "02": (399, 230), "03": (1000, 441)},
+    "visa": {"candle": (900, 200), "capsules": (542, 160), "cashew": (450, 150), "chewinggum": (453, 150),
+             "fryum": (450, 150), "macaroni1": (900, 200), "macaroni2": (900, 200), "pcb1": (904, 200),
+             "pcb2": (901, 200), "pcb3": (905, 201), "pcb4": (904, 201), "pipe_fryum": (450, 150)},
+    "mpdd": {"bracket_black": (289, 79), "bracket_brown": (185, 77), "bracket_white": (110, 60),
+             "connector": (128, 44), "metal_plate": (54, 97), "tubes": (122, 101)},
 }
 
 
