@@ -259,12 +259,12 @@ def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
     """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings (RD4AD with
     half its quick epochs, to keep the suite short).
 
-    Measured spread (commit 33279b4, 2-core CI-class machine; BWT NCL / Replay). Two threads, seeds 0, 1, 2:
-    STFPM −0.401/−0.057, −0.255/−0.010, −0.083/−0.005; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089,
-    −0.724/−0.177; PaSTe +0.057/−0.042, −0.068/−0.193 (REPLAY_NOTHING_TO_RECOVER). One thread, seeds 0, 1:
-    STFPM −0.406/−0.036, −0.250/−0.010; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD (seed 0) −0.573/−0.115; PaSTe (seed 0)
-    +0.042/−0.052. So the assertion is the sign, which held with a margin of at least 0.078 in every measured case
-    of the three models it asserts; a threshold on either BWT would not."""
+    Measured spread (commit 33279b4, 2-core CI-class machine; BWT NCL / Replay). Two threads, seeds 0, 1, 2: STFPM
+    −0.401/−0.057, −0.255/−0.010, −0.083/−0.005; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089,
+    −0.724/−0.177; PaSTe +0.057/−0.042, −0.068/−0.193 (REPLAY_NOTHING_TO_RECOVER). One thread, seeds 0, 1: STFPM
+    −0.406/−0.036, −0.250/−0.010; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD (seed 0) −0.573/−0.115; PaSTe (seed
+    0) +0.042/−0.052. So the assertion is the sign, which held with a margin of at least 0.078 in every measured
+    case of the three models it asserts; a threshold on either BWT would not."""
     tasks = ["chip", "stripes", "disc"]
     bwt = {}
     for protocol in ("ncl", "cl"):
