@@ -67,7 +67,7 @@ def select_methods(single: pd.DataFrame, select_by: str = "image-cl", top: int =
     per_model = per_model.reset_index().sort_values(["score", "model"], ascending=[False, True], kind="stable")
     per_model["rank"] = np.arange(1, len(per_model) + 1)
     per_model["selected"] = per_model["rank"] <= top
-    return per_model[columns].reset_index(drop=True)
+    return specs.MULTI_SELECTION.frame(per_model.reset_index(drop=True))
 
 
 def table2(runs: pd.DataFrame, multi_models: list[str] | None = None) -> pd.DataFrame:
