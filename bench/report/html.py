@@ -32,6 +32,7 @@ from bench.io import write_text_atomic
 from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
+from bench.report.paper import COMPARISON_PLACED
 from bench.report.render import METHOD, label
 from bench.report.table2 import PER_METHOD_PLACED, T2_PLACED
 
@@ -113,13 +114,10 @@ def _method_name(row: dict) -> str:
 # ---------------------------------------------------------------- sections
 
 
-# The columns each page table places (or leaves to its CSV); any other column its spec declares is shown after them
+# The columns each page table places (or leaves to its CSV); any other column its spec declares is shown after them.
+# The comparison places what paper_comparison.md does (paper.COMPARISON_PLACED)
 MISSING_PLACED = ("path", "run_name", "run_key", "status", "steps_done", "n_tasks", "dataset", "model", "backbone",
                   "protocol", "ordering", "seed", "error")
-COMPARISON_PLACED = ("dataset", "ordering", "metric", "level", "protocol", "pool", "ours", "ours_released",
-                     "ours_other_pool", "ours_other_pool_released", "n_methods", "n_runs", "published_mean",
-                     "published_std", "n_pooled", "difference", "difference_released", "in_band", "in_band_released",
-                     "within_se", "within_se_released", "comparable", "reason", "published_source")
 CL_VS_NCL_PLACED = ("level", "metric", "model", "backbone", "weights", "n_blocks", "ncl_mean", "cl_mean",
                     "median_difference", "statistic", "p", "p_holm", "test", "correction", "note")
 FRIEDMAN_PLACED = ("level", "protocol", "metric", "n_blocks", "n_methods", "statistic", "p", "test", "correction",

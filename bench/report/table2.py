@@ -26,8 +26,8 @@ from bench.report.specs import TableSpec, cell_text
 # declares is shown after them (specs.TableSpec.unplaced), inside each cell of a pivot
 T2_PLACED = ("dataset", "ordering", "metric", "level", "protocol", "mean", "std", "n_runs", "n_methods", "n_nan",
              "r_nan_cells")
-PER_METHOD_PLACED = ("dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol", "mean", "std",
-                     "n_runs", "n_nan")
+PER_METHOD_PLACED = ("dataset", "model", "backbone", "weights", "ordering", "metric", "level", "protocol", "mean",
+                     "std", "n_runs", "n_nan")
 SELECTION_PLACED = ("rank", "model", "score", "n_cells", "n_runs", "selected")
 
 

@@ -10,8 +10,9 @@ flagged. A test set no longer than a block, and every test set of a run without 
 index without timestamps), gets the stratified bootstrap. Raw AP_CL and the AP_CL of a random ranking stand beside
 nPR-AUC_CL; each test set's prevalence is in the per-task table (`task_table`), never pooled over test sets.
 One resample per task is shared by every cell of its column and by every strategy and seed of the scenario
-(`r_samples` draws it from (bootstrap seed, task) alone), so the replicates of two strategies are paired. With several seeds a cell is the seed mean, every seed's value
-listed, and its interval the percentiles of the seed-mean of each resample.
+(`r_samples` draws it from (bootstrap seed, task) alone), so the replicates of two strategies are paired. With
+several seeds a cell is the seed mean, every seed's value listed, and its interval the percentiles of the seed-mean
+of each resample.
 
 `tabular_table2`: one row per scenario (dataset × ordering) × model × metric × strategy (Naive = ncl, Cumulative,
 MSTE, Replay = cl), with the interval, the method that made it and the long-block interval beside it.
@@ -287,12 +288,14 @@ def placement_table(cells: dict) -> pd.DataFrame:
     seed (`placement_flips`; a reversed or tied pair is a flip, and such a placement is not claimed)."""
     rows, names = [], dict(STRATEGIES)
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
-        here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES if (dataset, ordering, model, p) in cells}
+        here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES
+                if (dataset, ordering, model, p) in cells}
         seeds = [sorted(c["values"]) for c in here.values()]
         if len(here) < 2 or len(seeds[0]) < 2 or any(s != seeds[0] for s in seeds):
             continue  # one strategy or one seed: nothing can flip; unequal seed sets are not compared
         for metric in PLACED:
-            result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()} for p, c in here.items()})
+            result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()}
+                                      for p, c in here.items()})
             rows.append({"dataset": dataset, "ordering": ordering, "model": model, "metric": metric,
                          "n_seeds": len(seeds[0]), "stable": result["stable"],
                          "flips": "; ".join(f"{a} vs {b}" for a, b in result["flips"])})
@@ -484,11 +487,12 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
              gap(r, "feasibility_npr_auc_cl"), gap(r, "non_triviality_gap") + (f" ({r.non_triviality_best_reference})"
                                              if r.non_triviality_best_reference else ""),
              *[gap(r, name) for _, name in GAPS], gap(r, "forgetting_naive_fm"), gap(r, "forgetting_mste_fm"),
-             *[released_fm(r, p) for p in ("naive", "mste")], *(specs.cell_text(c, getattr(r, c.name)) for c in rest)]
+             *[released_fm(r, p) for p in ("naive", "mste")],
+             *(specs.cell_text(c, getattr(r, c.name)) for c in rest)]
             for r in table.itertuples(index=False)]
-    note = ("Measured gaps (×100, ROC-AUC_CL, nPR-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the required "
-            "levels depend on the dataset and the intended use. A difference of two strategies is paired: both are "
-            "evaluated on the same resamples of the same test records, so its interval is that of the difference, "
+    note = ("Measured gaps (×100, ROC-AUC_CL, nPR-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the "
+            "required levels depend on the dataset and the intended use. A difference of two strategies is paired: "
+            "both are evaluated on the same resamples of the same test records, so its interval is that of the difference, "
             "not two single intervals combined. The released FM is on the full matrix of a cross-evaluated run "
             "(the released preset's: every task evaluated after every step, as the released code does) and on the "
             "lower triangle of a continual one (said beside each value).")
