@@ -492,8 +492,8 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
             for r in table.itertuples(index=False)]
     note = ("Measured gaps (×100, ROC-AUC_CL, nPR-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the "
             "required levels depend on the dataset and the intended use. A difference of two strategies is paired: "
-            "both are evaluated on the same resamples of the same test records, so its interval is that of the difference, "
-            "not two single intervals combined. The released FM is on the full matrix of a cross-evaluated run "
-            "(the released preset's: every task evaluated after every step, as the released code does) and on the "
-            "lower triangle of a continual one (said beside each value).")
+            "both are evaluated on the same resamples of the same test records, so its interval is that of the "
+            "difference, not two single intervals combined. The released FM is on the full matrix of a "
+            "cross-evaluated run (the released preset's: every task evaluated after every step, as the released code "
+            "does) and on the lower triangle of a continual one (said beside each value).")
     return "\n".join(["# Scenario validation criteria", "", *markdown_table(header, rows), "", note, *footer]) + "\n"
