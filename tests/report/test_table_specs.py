@@ -281,3 +281,21 @@ def test_the_tabular_table2_published_layout_is_pinned():
     assert [line.split(" | ")[3] for line in md[4:10]] == [
         "ROC-AUC_CL", "nPR-AUC_CL", "AP_CL", "AP_CL of a random ranking", "FM (Chaudhry, last step)",
         "FM (CAD 675a9c9 formula, lower triangle)"]
+
+
+def test_a_column_added_to_the_assembly_runs_spec_shows_in_its_csv_markdown_and_page(monkeypatch):
+    from bench.assembly import page, report
+    from bench.assembly import specs as assembly_specs
+
+    row = {c.name: {specs.Kind.TEXT: "x", specs.Kind.NUMBER: 0.5, specs.Kind.COUNT: 3,
+                    specs.Kind.FLAG: False}[c.kind] for c in assembly_specs.RUNS.columns}
+    probed = _probed(assembly_specs.RUNS)
+    for module in (assembly_specs, report, page):
+        monkeypatch.setattr(module, "RUNS", probed)
+    df = probed.frame(pd.DataFrame([row]))
+    assert probed.csv_text(df).splitlines()[0].split(",").count(PROBE.name) == 1
+    md = report.run_markdown(df)
+    assert md.splitlines()[0] == f"# {assembly_specs.RUNS.title}" and f"| {PROBE.label} |" in md
+    assert "| held-out records |" in md and PROBE.name not in md
+    header = page.run_section(df)["blocks"][0]["header"]
+    assert header[-1] == PROBE.label and header[4] == assembly_specs.RUNS.label("test_records")
