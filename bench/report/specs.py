@@ -3,7 +3,11 @@ the one label each renderer shows it under, and (long metric tables) the metrics
 
 The aggregator writes a CSV through its spec (`TableSpec.csv_text`: column order, yes/no flags turned into text),
 `verify` names a mismatching row by the spec's keys, and the markdown, LaTeX and HTML renderers take headers and
-metric names from the same spec, so a new column or metric is one entry here. Table 2's metrics are declared
+metric names from the same spec, so a new column or metric is one entry here. Each renderer names the columns it
+lays out itself (its PLACED tuple); any other column the spec declares it shows after them under the column's label
+(`unplaced`: a column of a flat table, `extra_text` inside each cell of a pivot), so a column added here reaches
+every form in `formats` (tests/report/test_table_specs.py checks that for every spec). runs.csv is `variable`: its
+columns are the runs' own, each labelled by its name unless declared (RUN_SHOWN: those the page shows). Table 2's metrics are declared
 apart from the per-method table's: adding a metric to the breakdown leaves the published Table 2 layout as it is
 (tests/report/test_table_specs.py pins that layout).
 
