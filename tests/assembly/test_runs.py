@@ -122,6 +122,13 @@ def test_batch_run_records_its_batch(week_root, tmp_path):
     assert s.kind is Kind.BATCH and np.isnan(s.score[:i_tr]).all() and np.isfinite(s.score[i_tr:]).all()
     assert s.batch == batch_record(corpus.record_id[s.rows[i_tr:]]) and s.batch.size == 1600 - 1120
     assert store.run_attrs(run.out)["batch_dependent"]
+    # the analyses' in-memory scoring makes the same call (common.score_batch): the same scores and batch
+    from bench.assembly import arms, detectors
+    from bench.assembly.analyses.inmemory import score_arm
+
+    mem = score_arm(corpus, arms.make_arm(corpus, "day_round_robin"), detectors.get("ecod"), run.spec.split)
+    np.testing.assert_array_equal(mem.score, s.score)
+    assert mem.batch == s.batch
 
 
 def test_read_run_refuses_other_files_in_one_line(tmp_path):
