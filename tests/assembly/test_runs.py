@@ -143,6 +143,28 @@ def test_read_run_refuses_other_files_in_one_line(tmp_path):
         store.read_run(tmp_path / "y.h5")
 
 
+def test_a_small_run_file_declaring_huge_arrays_is_refused_before_reading(tmp_path):
+    """A few-KB assembly run file declaring 10^11 scores (chunked, compressed, nothing stored) would make read_run
+    allocate 745 GiB; the size guard the suite's result reader uses (results.sized_datasets) refuses it first."""
+    path = tmp_path / "crafted.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format=store.FORMAT, status="complete")
+        f.create_dataset("rows", data=np.arange(5))
+        f.create_dataset("y", data=np.zeros(5, np.int8))
+        f.create_dataset("score", shape=(10**11,), dtype="f8", chunks=(2**20,), compression="gzip")
+    assert path.stat().st_size < 100_000
+    with pytest.raises(DatasetError, match="dataset score declares shape \\(100000000000,\\)") as e:
+        store.read_run(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    # a checkpoint declaring as much is not this run's to resume: started over, unread
+    ckpt = tmp_path / "crafted.h5.ckpt"
+    with h5py.File(ckpt, "w") as f:
+        f.attrs.update(run_key="k", position=5)
+        f.create_dataset("score", shape=(10**11,), dtype="f8", chunks=(2**20,), compression="gzip")
+        f.create_dataset("state/x", data=np.zeros(1))
+    assert store.read_checkpoint(ckpt, "k", None, np.zeros(5), {}) == 0 and not ckpt.exists()
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(detector="nope"), "unknown assembly detector 'nope'"),
     (dict(arm="shuffled"), "unknown arm 'shuffled'"),
