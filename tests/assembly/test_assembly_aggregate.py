@@ -97,6 +97,37 @@ def test_make_aggregate_routes_an_assembly_set_here(aggregated, capsys):
     assert str(page) in capsys.readouterr().out and page.read_text() == before  # the same page from the same runs
 
 
+def test_the_refitting_analyses_share_one_rescorer_per_batch_scorer(aggregated, monkeypatch):
+    """Shared records and the batch ladder take their rescorers from one `rescorers(study)`: the same tables as
+    with rescorers of their own, and the model the shared analysis fitted last is not fitted again by the ladder."""
+    from bench.assembly import aggregate_analyses as aa
+    from bench.assembly.analyses.common import FittedRescore
+
+    base, _, _ = aggregated
+    study = aa.load_studies(sorted((base / "outputs" / SET / "runs").glob("*.h5")))[0]
+    aa.attach_corpus(study)
+    st = aa.settings_for(study.n, 20)
+    fits, model = [], FittedRescore.model
+
+    def counting(self, arm, train_end=None):
+        end = self.streams[arm].bounds[0] if train_end is None else int(train_end)
+        if (arm, end) not in self._models:
+            fits.append((self.spec.name, arm, end))
+        return model(self, arm, train_end)
+    monkeypatch.setattr(FittedRescore, "model", counting)
+    own = [aa.shared_analysis(study, st), aa.ladder_analysis(study, st, [])]
+    alone = len(fits)
+    fits.clear()
+    refit = aa.rescorers(study)
+    assert sorted(refit) == ["ecod", "iforest"]
+    together = [aa.shared_analysis(study, st, refit), aa.ladder_analysis(study, st, [], refit)]
+    for a, b in zip(own, together):
+        assert a.tables.keys() == b.tables.keys()
+        for name in a.tables:
+            pd.testing.assert_frame_equal(a.tables[name], b.tables[name])
+    assert len(fits) < alone
+
+
 def test_no_runs_is_one_line_exit_2(tmp_path, capsys):
     assert main(["aggregate", "--dataset", SET, "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
