@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
-from bench.datasets import built_in, is_known, names, result_sets
+from bench.datasets import built_in, is_assembly_set, is_known, names, result_sets
 from bench.datasets import result_set as dataset_result_set
 from bench.errors import ConfigError
 from bench.tracks import TRACK_NAMES
@@ -495,7 +495,8 @@ def parse_overrides(items: list[str]) -> dict:
 def check_label(label: str, own: str) -> str:
     """A run's label is its result set (outputs/<label>/runs): not `all` (aggregate's every result set) and not
     another dataset's result set, whose tables the run would silently join; `own`, the run's own, is allowed."""
-    if label == ALL_RESULT_SETS or (label != own and label in result_sets(plugins_too=True)):
+    if label == ALL_RESULT_SETS or (label != own and (label in result_sets(plugins_too=True)
+                                                      or is_assembly_set(label))):
         what = "aggregate's name for every result set" if label == ALL_RESULT_SETS else "another dataset's result set"
         raise ConfigError(f"--label {label!r} is {what}: the run would be mixed into its tables; choose a name of "
                           f"your own data")

@@ -224,18 +224,22 @@ def of_result_set(result: str) -> tuple[str, str]:
     raise choice_error("result set", result, result_sets(plugins_too=True))
 
 
-# The stream-assembly study's result sets (bench.assembly, grids jobs/<name>.yaml with `track: assembly`): not a
-# continual track's, so bench.report does not aggregate them (bench.cli routes their `aggregate` to the study).
-ASSEMBLY_SETS = ("synthetic-assembly", "cicids2017-assembly", "litnet-assembly")
+# The stream-assembly study's result sets are <corpus>-assembly (bench.assembly.commands.result_sets lists them from
+# its corpus sources; grids jobs/<name>.yaml with `track: assembly`): not a continual track's, so bench.report does
+# not aggregate them and no continual run may take such a label (bench.cli routes their `aggregate` to the study).
+ASSEMBLY_SUFFIX = "-assembly"
+
+
+def is_assembly_set(name) -> bool:
+    return isinstance(name, str) and name.endswith(ASSEMBLY_SUFFIX)
 
 
 def result_sets(plugins_too: bool = False) -> tuple[str, ...]:
     """Every built-in result set of the continual tracks: the image datasets, then the tabular ones (prefixed where
-    the name is taken); `plugins_too` (the CLI's choices): then the stream-assembly study's sets and, sorted, the
-    dataset plugins' names (metadata only, nothing imported) and the result sets of datasets registered since (a
+    the name is taken); `plugins_too`: then, sorted, the dataset plugins' names (metadata only, nothing imported) and the result sets of datasets registered since (a
     loaded plugin, a module that called `register`)."""
     own = tuple(result_set(n, t) for t in TRACK_NAMES for n in built_in(t))
     if not plugins_too:
         return own
     registered = {result_set(n, t) for (t, n) in _SPECS}
-    return own + ASSEMBLY_SETS + tuple(sorted((_plugin_names() | registered) - set(own)))
+    return own + tuple(sorted((_plugin_names() | registered) - set(own)))

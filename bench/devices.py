@@ -41,14 +41,22 @@ def choose_threads(parallel: bool) -> ThreadChoice:
     too small to share (`parallel=False`: the tabular detectors' small networks and trees) runs on one thread.
     Spread over a core that another process is using, such a workload waits at every operation for the thread
     that is not running: AE1SVM's released preset took 8.7 s on one thread and 157 s on two beside a busy
-    process (issue 46 §6, 2 cores). A parallel workload keeps torch's default (one thread per core)."""
-    for variable, why in (("SLURM_CPUS_PER_TASK", "the SLURM allocation"), ("OMP_NUM_THREADS", "OMP_NUM_THREADS")):
-        text = os.environ.get(variable, "").strip()
-        if text.isdigit() and int(text) >= 1:
-            return ThreadChoice(int(text), why)
-    if not parallel:
-        return ThreadChoice(1, "one thread: the workload's operations are too small to share")
-    return ThreadChoice(torch.get_num_threads(), "torch's default")
+    process (2 cores). A parallel workload keeps torch's count (by default one thread per core)."""
+    allocated = _env_count("SLURM_CPUS_PER_TASK")
+    if allocated:
+        return ThreadChoice(allocated, "the SLURM allocation")
+    if parallel:  # torch's count: its default reads OMP_NUM_THREADS, and a caller's own setting is kept
+        return ThreadChoice(torch.get_num_threads(), "torch's count")
+    told = _env_count("OMP_NUM_THREADS")
+    if told:
+        return ThreadChoice(told, "OMP_NUM_THREADS")
+    return ThreadChoice(1, "one thread: the workload's operations are too small to share")
+
+
+def _env_count(variable: str) -> int:
+    """A positive count from environment `variable`; 0 when unset or not one."""
+    text = os.environ.get(variable, "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else 0
 
 
 @contextmanager

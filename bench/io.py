@@ -88,6 +88,22 @@ def locked(lock_file: Path):
         os.close(fd)  # closing releases the lock
 
 
+def lock_held_elsewhere(path, exclusive: bool = False) -> bool:
+    """Whether another open file description holds a lock on the file at `path` that this one could not share
+    (`exclusive`: could not take alone); False when the file is missing or a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def file_sha256(path: Path) -> str:
     """SHA-256 of a file's bytes, read in 1 MiB blocks (weights files and result files can be large)."""
     h = hashlib.sha256()

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import SCHEMA_VERSION, RunConfig
-from bench.errors import BenchError
+from bench.errors import BenchError, DatasetError
 from bench.io import atomic_path
 from bench.metrics import summarize
 
@@ -116,14 +116,17 @@ def write_run(path: Path, attrs: dict, arrays: dict[str, np.ndarray], tasks: lis
 
 
 
-def file_run_key(path: Path) -> str | None:
-    """The run key recorded in a result file, or None when `path` is not a readable result file."""
+def file_run_key(path: Path, fmt: str | None = None) -> str | None:
+    """The run key recorded in a result file, or None when `path` is not a readable result file (or, with `fmt`,
+    not one whose `format` attribute is `fmt`: the assembly run files)."""
     try:
         with h5py.File(path, "r", locking=False) as f:
+            if fmt is not None and plain(f.attrs.get("format")) != fmt:
+                return None
             key = f.attrs.get("run_key")
-    except OSError:
+    except (OSError, KeyError):
         return None
-    return _plain(key) if key is not None else None
+    return plain(key) if key is not None else None
 
 
 # A dataset may declare more bytes than the file stores only by compression (this suite's writer never
@@ -137,11 +140,9 @@ def read_run(path: Path) -> dict:
     shape is checked against what the file holds and against its task count before anything is read."""
     try:
         with h5py.File(path, "r", locking=False) as f:
-            datasets = {}
-            f.visititems(lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset)
-                         else None)
+            datasets = sized_datasets(path, f)
             _check_shapes(path, datasets)
-            out = {"attrs": {k: _plain(v) for k, v in f.attrs.items()},
+            out = {"attrs": {k: plain(v) for k, v in f.attrs.items()},
                    "tasks": [t.decode() if isinstance(t, bytes) else str(t) for t in f["tasks"][()]]}
             out.update((name, obj[()]) for name, obj in datasets.items() if name != "tasks")
     except (OSError, KeyError, TypeError, ValueError) as e:
@@ -149,14 +150,23 @@ def read_run(path: Path) -> dict:
     return out
 
 
-def _check_shapes(path: Path, datasets: dict) -> None:
-    """BenchError for a dataset that declares more than the file stores, or whose shape does not fit the file's
-    task count (one row per task; the per-score arrays share one length). check_file checks R's [N, N]."""
+def sized_datasets(path: Path, group: h5py.Group) -> dict[str, h5py.Dataset]:
+    """{name: dataset} of every dataset under `group` (an open file), none read yet; DatasetError naming the file
+    for one that declares more than MAX_EXPANSION times the bytes the file stores of it (reading it would allocate
+    what it declares). Every reader of result and assembly run files lists its datasets through here."""
+    datasets = {}
+    group.visititems(lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset) else None)
     for name, obj in datasets.items():
         declared = obj.size * obj.dtype.itemsize
         if declared > max(obj.id.get_storage_size(), 1) * MAX_EXPANSION:
-            raise BenchError(f"{path}: dataset {name} declares shape {obj.shape} ({declared:,} bytes) but the "
-                             f"file stores {obj.id.get_storage_size():,} bytes of it: crafted or corrupt")
+            raise DatasetError(f"{path}: dataset {name} declares shape {obj.shape} ({declared:,} bytes) but the "
+                               f"file stores {obj.id.get_storage_size():,} bytes of it: crafted or corrupt")
+    return datasets
+
+
+def _check_shapes(path: Path, datasets: dict) -> None:
+    """BenchError for a dataset whose shape does not fit the file's task count (one row per task; the per-score
+    arrays share one length). check_file checks R's [N, N]."""
     if "tasks" not in datasets or datasets["tasks"].ndim != 1:
         raise BenchError(f"{path}: not a readable result file (no one-dimensional tasks dataset)")
     n = datasets["tasks"].shape[0]
@@ -170,7 +180,8 @@ def _check_shapes(path: Path, datasets: dict) -> None:
                              f"file's {n} tasks)")
 
 
-def _plain(value):
+def plain(value):
+    """An HDF5 attribute as a plain Python value (numpy scalars unwrapped, bytes decoded)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, bytes):
@@ -254,16 +265,18 @@ def load(path_or_dir) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def is_complete(path: Path, run_key: str | None = None) -> bool:
-    """A complete file (with the expected key) means the run is done: submit and run skip it."""
+def is_complete(path: Path, run_key: str | None = None, fmt: str | None = None) -> bool:
+    """A complete file (with the expected key; with `fmt`, of that `format`) means the run is done: submit and run
+    skip it."""
     if not Path(path).is_file():
         return False
     try:
         with h5py.File(path, "r", locking=False) as f:
-            ok = f.attrs.get("status") == "complete"
-            return bool(ok and (run_key is None or f.attrs.get("run_key") == run_key))
-    except OSError:
+            a = {k: plain(f.attrs.get(k)) for k in ("format", "status", "run_key")}
+    except (OSError, KeyError):
         return False
+    return bool((fmt is None or a["format"] == fmt) and a["status"] == "complete"
+                and (run_key is None or a["run_key"] == run_key))
 
 
 def tied_cells(run: dict) -> tuple[int, int]:

@@ -133,13 +133,16 @@ class TrackEntry:
     module: str  # registers the track's `prepare` here when imported
     detectors: str  # the package whose modules are its built-in detectors (each registers a ModelSpec)
     spec_inputs: tuple[str, ...]  # what a detector spec's `inputs` may say on this track
+    # whether its detectors' operations are large enough to share across threads: a run of a track that is not runs
+    # on one thread unless a SLURM allocation or OMP_NUM_THREADS says otherwise (bench.devices.choose_threads)
+    parallel_ops: bool = True
 
 
 # The one table of tracks: every other list of track names (config's run inputs, the registry's checks,
 # bench.testing's subjects) is derived from it or checked against it.
 TRACKS = {
     "image": TrackEntry("bench.image.track", "bench.models", ("features", "images")),
-    "tabular": TrackEntry("bench.tabular.track", "bench.tabular.detectors", ("records",)),
+    "tabular": TrackEntry("bench.tabular.track", "bench.tabular.detectors", ("records",), parallel_ops=False),
 }
 TRACK_NAMES = tuple(TRACKS)
 TRACK_MODULES = {name: t.module for name, t in TRACKS.items()}

@@ -159,3 +159,16 @@ def bench_process(site: Path | None, *argv, code: str | None = None) -> subproce
     """`python -m bench *argv` (or `python -c code`) in a fresh interpreter that sees the plugins in `site`."""
     cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "bench", *map(str, argv)]
     return subprocess.run(cmd, env=plugin_env(site), cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def small_tabular_index(base: Path) -> Path:
+    """A small synthetic tabular benchmark (seed 1, 120 normal and 30 anomalous records per regime) generated under
+    base/raw and indexed at base/index as `bench tabular index` does, with the default discovery settings."""
+    from bench.tabular import discovery, preprocess, scenario
+    from bench.tabular.synthetic import generate
+
+    root = generate(base / "raw", seed=1, n_normal=120, n_anomal=30)
+    cand = discovery.DiscoverySettings()
+    preprocess.build_index("synthetic", scenario.raw_table("synthetic", root), lambda df: discovery.discover(df, cand),
+                           preprocess.PrepSettings(), base / "index", cand.to_dict())
+    return base / "index"

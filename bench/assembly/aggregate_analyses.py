@@ -218,16 +218,27 @@ class LatestModel(FittedRescore):
         return det
 
 
-def _refits(study: Study, scorers: list[Scorer], arms) -> tuple[dict, list[Scorer], tuple[str, ...]]:
-    """FittedRescore per batch scorer (needs the corpus); the scorers kept, and a note for any left out."""
+def rescorers(study: Study) -> dict[str, LatestModel]:
+    """One rescorer per batch scorer of the study (none without the corpus), over all its arms: the shared-records,
+    batch-ladder and cut-sweep analyses all take theirs from here, so a model one of them fitted at (arm, i_tr) is
+    not fitted again by the next."""
+    if study.corpus is None:
+        return {}
+    return {sc.name: LatestModel(study.corpus, sc.detector_spec(), sc.streams, preset=sc.spec.preset,
+                                 seed=sc.spec.seed) for sc in study.scorers if sc.kind is records.Kind.BATCH}
+
+
+def _refits(study: Study, scorers: list[Scorer], refit: dict[str, LatestModel] | None
+            ) -> tuple[dict, list[Scorer], tuple[str, ...]]:
+    """The rescorers of the batch scorers among `scorers` (built here when not given); the scorers kept, and a
+    note for any left out (refitting needs the corpus)."""
     batch = [sc for sc in scorers if sc.kind is records.Kind.BATCH]
     if batch and study.corpus is None:
         kept = [sc for sc in scorers if sc.kind is not records.Kind.BATCH]
         return {}, kept, (f"Batch detectors ({', '.join(sc.name for sc in batch)}) left out: refitting them needs "
                           f"the corpus ({study.corpus_error}).",)
-    refit = {sc.name: LatestModel(study.corpus, sc.detector_spec(), {a: sc.streams[a] for a in arms},
-                                    preset=sc.spec.preset, seed=sc.spec.seed) for sc in batch}
-    return refit, scorers, ()
+    refit = rescorers(study) if refit is None else refit
+    return {sc.name: refit[sc.name] for sc in batch}, scorers, ()
 
 
 def heldout(study: Study, st: Settings) -> tuple[Outcome, list[bootstrap.SliceBootstrap]]:
@@ -245,13 +256,12 @@ def heldout(study: Study, st: Settings) -> tuple[Outcome, list[bootstrap.SliceBo
                    {"heldout_values": t["bootstrap_values"], "heldout_margins": t["bootstrap_margins"]}), results
 
 
-def shared_analysis(study: Study, st: Settings) -> Outcome:
+def shared_analysis(study: Study, st: Settings, refit: dict[str, LatestModel] | None = None) -> Outcome:
     key, title = "shared", TITLES["shared"]
     pair = study.pair()
     if pair is None:
         return Outcome(key, title, skipped=_no_pair(study))
-    scorers = study.with_arms(pair)
-    refit, scorers, notes = _refits(study, scorers, pair)
+    refit, scorers, notes = _refits(study, study.with_arms(pair), refit)
     dependent = frozenset(sc.name for sc in scorers if sc.batch_dependent and sc.name in refit)
     streams = {sc.name: {a: sc.streams[a] for a in pair} for sc in scorers}
     r = shared.analyse(streams, rescore={k: v for k, v in refit.items() if k in dependent},
@@ -264,14 +274,13 @@ def _no_pair(study: Study) -> str:
             "analyses need two assemblies of one corpus")
 
 
-def cut_analysis(study: Study, st: Settings) -> Outcome:
+def cut_analysis(study: Study, st: Settings, refit: dict[str, LatestModel] | None = None) -> Outcome:
     key, title = "cutsweep", TITLES["cutsweep"]
     # two assemblies of one corpus; else every arm (LITNET's per-capture streams), each swept on its own
     arms = study.pair() or tuple(a for a in study.arms if study.with_arms((a,)) == list(study.scorers))
     if not arms:
         return Outcome(key, title, skipped="skipped: no arm was scored by every scorer of the set")
-    scorers = study.with_arms(arms)
-    refit, scorers, notes = _refits(study, scorers, arms)
+    refit, scorers, notes = _refits(study, study.with_arms(arms), refit)
     if not scorers:
         return Outcome(key, title, skipped="skipped: no scorer left without refitting: " + " ".join(notes))
     streams = {sc.name: {a: sc.streams[a] for a in arms} for sc in scorers}
@@ -283,7 +292,8 @@ def cut_analysis(study: Study, st: Settings) -> Outcome:
     return Outcome(key, title, cutsweep.tables(r), notes=notes)
 
 
-def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootstrap]) -> Outcome:
+def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootstrap],
+                    refit: dict[str, LatestModel] | None = None) -> Outcome:
     key, title = "batchladder", TITLES["batchladder"]
     batch = [sc for sc in study.scorers if sc.kind is records.Kind.BATCH]
     if not batch:
@@ -291,10 +301,10 @@ def ladder_analysis(study: Study, st: Settings, held: list[bootstrap.SliceBootst
     if study.corpus is None:
         return Outcome(key, title, skipped=f"skipped: rescoring needs the corpus ({study.corpus_error})")
     pair = study.pair()
+    refit = rescorers(study) if refit is None else refit
     ladders, comps, vs = [], [], []
     for sc in batch:
-        rescore = LatestModel(study.corpus, sc.detector_spec(), sc.streams, preset=sc.spec.preset,
-                                seed=sc.spec.seed)
+        rescore = refit[sc.name]
         for arm, s in sc.streams.items():
             ld = batchladder.ladder(rescore, s, scorer=sc.name)
             ladders.append(ld)
@@ -414,13 +424,17 @@ def run_all(study: Study, st: Settings) -> list[Outcome]:
 
 def _run_all(study: Study, st: Settings) -> list[Outcome]:
     held: list[bootstrap.SliceBootstrap] = []
+    refit = rescorers(study)
 
     def first(s: Study, t: Settings) -> Outcome:
         out, found = heldout(s, t)
         held.extend(found)
         return out
-    steps = [("heldout", first), ("shared", shared_analysis), ("cutsweep", cut_analysis),
-             ("batchladder", lambda s, t: ladder_analysis(s, t, held)), ("branches", branch_analysis),
+    # run in this order (shared and the ladder refit at each arm's i_tr, kept by the one-model rescorers; the cut
+    # sweep's models at every cut then replace them), listed in the page's order
+    steps = [("heldout", first), ("shared", lambda s, t: shared_analysis(s, t, refit)),
+             ("batchladder", lambda s, t: ladder_analysis(s, t, held, refit)),
+             ("cutsweep", lambda s, t: cut_analysis(s, t, refit)), ("branches", branch_analysis),
              ("prevalence", prevalence_analysis), ("crossed", crossed_analysis), ("events", event_analysis)]
     outcomes = []
     for key, step in steps:
@@ -431,7 +445,8 @@ def _run_all(study: Study, st: Settings) -> list[Outcome]:
             outcomes.append(step(study, st))
         except BenchError as e:
             outcomes.append(Outcome(key, TITLES[key], skipped=f"skipped: {e}"))
-    return outcomes
+    page = list(TITLES)
+    return sorted(outcomes, key=lambda o: page.index(o.key))
 
 
 # ------------------------------------------------------------------ writing

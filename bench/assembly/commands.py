@@ -7,16 +7,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-RESULT_SET_SUFFIX = "-assembly"
+from bench.datasets import ASSEMBLY_SUFFIX
+from bench.datasets import is_assembly_set as is_result_set  # noqa: F401 (this module's name for it)
 
 
 def result_set(corpus_name: str) -> str:
     """The outputs/<name>/ folder (and `make ... DATASET=<name>`) of a corpus's assembly runs."""
-    return f"{corpus_name}{RESULT_SET_SUFFIX}"
+    return f"{corpus_name}{ASSEMBLY_SUFFIX}"
 
 
-def is_result_set(name: str) -> bool:
-    return isinstance(name, str) and name.endswith(RESULT_SET_SUFFIX)
+def result_sets() -> tuple[str, ...]:
+    """Every assembly result set: the synthetic week's, then each registered corpus source's."""
+    from bench.assembly.corpus import SOURCES
+
+    return tuple(result_set(name) for name in ("synthetic", *sorted(SOURCES)))
 
 
 def _budgets(text: str | None):

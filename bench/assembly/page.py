@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from bench.assembly import audit as audit_mod
+from bench.assembly.specs import RUNS
 from bench.io import write_text_atomic
-from bench.report.html import TEMPLATE, cell, para, table
+from bench.report.html import TEMPLATE, cell, para, rest_cells, rest_header, table
 
 AUDIT_TITLES = {
     "splits": "Split sizes: records, attacks and prevalence per segment of each arm",
@@ -56,9 +57,15 @@ def overview(df: pd.DataFrame) -> dict:
     return {"id": "overview", "title": "Overview", "blocks": blocks}
 
 
+# the columns the page's per-run table places (the batch cell: size, ids digest and whether scores depend on it),
+# or leaves to runs.csv; any other column specs.RUNS declares is shown after them
+PAGE_PLACED = ("arm", "detector", "preset", "seed", "test_records", "test_attacks", "p", "ap", "random_ap",
+               "ap_normalised", "auc_roc", "batch_size", "batch_ids_sha256", "batch_dependent", "corpus", "kind", "n",
+               "i_tr", "i_va", "corpus_sha256", "run_key", "git_commit", "file")
+
+
 def run_section(df: pd.DataFrame) -> dict:
-    header = ["arm", "detector", "preset", "seed", "held-out records", "attacks", "p (chance)", "AP", "random AP",
-              "(AP − p)/(1 − p)", "AUC-ROC", "batch"]
+    header = [*(RUNS.label(c) for c in PAGE_PLACED[:12]), *rest_header(RUNS, PAGE_PLACED)]
     rows = []
     for r in df.to_dict("records"):
         batch = "–"
@@ -68,7 +75,8 @@ def run_section(df: pd.DataFrame) -> dict:
         rows.append([cell(r["arm"]), cell(r["detector"]), cell(r["preset"]), cell(str(r["seed"])),
                      _num(r["test_records"]), _num(r["test_attacks"]), _num(r["p"]), _num(r["ap"]),
                      _num(r["random_ap"]), _num(r["ap_normalised"]), _num(r["auc_roc"]),
-                     cell(batch, cls="batch-dependent" if r["batch_dependent"] else "")])
+                     cell(batch, cls="batch-dependent" if r["batch_dependent"] else ""),
+                     *rest_cells(RUNS, PAGE_PLACED, r)])
     note = ("Each AP stands beside its own chance level: p is the held-out slice's prevalence, random AP the expected "
             "AP of a uniformly random ranking of it, and (AP − p)/(1 − p) puts chance at 0. The arms' held-out slices "
             "hold different records at different prevalences, so APs are never subtracted across arms. A batch "

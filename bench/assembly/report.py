@@ -25,14 +25,13 @@ import numpy as np
 import pandas as pd
 
 from bench.assembly import arms as arm_registry, audit as audit_mod, runs, store
+from bench.assembly.specs import LEFT_TO_CSV, MARKDOWN_PLACED, RUN_COLUMNS, RUNS
 from bench.errors import BenchError, DatasetError
 from bench.io import write_text_atomic
+from bench.report.specs import cell_text
 
 REPORT = "report"
 PAGE = "index.html"
-RUN_COLUMNS = ("corpus", "arm", "detector", "preset", "seed", "kind", "n", "i_tr", "i_va", "test_records",
-               "test_attacks", "p", "ap", "random_ap", "ap_normalised", "auc_roc", "batch_size", "batch_ids_sha256",
-               "batch_dependent", "corpus_sha256", "run_key", "git_commit", "file")
 
 
 def heldout_metrics(y: np.ndarray, score: np.ndarray) -> dict:
@@ -122,16 +121,16 @@ def _fmt(v) -> str:
 def run_markdown(df: pd.DataFrame) -> str:
     from bench.report.render import markdown_table
 
-    cols = ["corpus", "arm", "detector", "preset", "seed", "test_records", "test_attacks", "p", "ap", "random_ap",
-            "ap_normalised", "auc_roc", "batch_size", "batch_ids_sha256", "batch_dependent"]
-    rows = [[_fmt(v) if c != "batch_ids_sha256" else str(v)[:12] for c, v in zip(cols, r)]
-            for r in df[cols].itertuples(index=False)]
-    head = ["# Stream-assembly runs: the held-out slice of each run", "",
+    cols = list(MARKDOWN_PLACED)
+    rest = RUNS.unplaced((*MARKDOWN_PLACED, *LEFT_TO_CSV))
+    rows = [[_fmt(r[c]) if c != "batch_ids_sha256" else str(r[c])[:12] for c in cols]
+            + [cell_text(c, r[c.name]) for c in rest] for r in df.to_dict("records")]
+    head = [f"# {RUNS.title}", "",
             "p: the slice's attack prevalence (AP's chance level); random AP: the expected AP of a uniformly random "
             "ranking of the slice; normalised: (AP − p)/(1 − p). APs of different arms are not subtracted: each arm's "
             "held-out slice holds other records at another prevalence. batch-dependent: the detector's scores change "
             "with the other records of the batch they were scored in (named by its size and digest).", ""]
-    return "\n".join(head + markdown_table(cols, rows)) + "\n"
+    return "\n".join(head + markdown_table([*(RUNS.label(c) for c in cols), *(c.label for c in rest)], rows)) + "\n"
 
 
 @dataclass(frozen=True)
@@ -213,9 +212,9 @@ def aggregate(outputs: Path, dataset: str, resamples: int = 1000, skip=()) -> Pa
         raise DatasetError(f"{runs_dir}: no assembly run files; run the grid first (`make submit DATASET={dataset} "
                            f"CLUSTER=local`, or `make demo-assembly` for the synthetic week)")
     out = Path(outputs) / dataset / REPORT
-    df = run_table(files)
-    write_text_atomic(out / "runs.csv", df.to_csv(index=False, lineterminator="\n"))
-    write_text_atomic(out / "runs.md", run_markdown(df))
+    df = RUNS.frame(run_table(files))
+    write_text_atomic(out / f"{RUNS.name}.csv", RUNS.csv_text(df))
+    write_text_atomic(out / f"{RUNS.name}.md", run_markdown(df))
     audits = []
     groups = audit_groups(files)
     for i, group in enumerate(groups):

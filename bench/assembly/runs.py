@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from bench.assembly import arms, detectors, store
+from bench.assembly.analyses.common import score_batch
 from bench.assembly.corpus import build_corpus, feature_set, manifest_sha256, source, subsample
 from bench.assembly.records import Corpus, Kind, ScoredStream, SplitRule
 from bench.errors import ConfigError, DatasetError, choice_error
@@ -286,7 +287,8 @@ def execute(run: PreparedRun, *, log: Callable[[str], None] = print, chunk: int 
                                         checkpoint_every=checkpoint_every, on_chunk=on_chunk)
         batch = None
     else:
-        (score, batch), branches = _score_batch(corpus, arm, split, detector), {}
+        scored = score_batch(detector, corpus, arm.rows, corpus.y[arm.rows], split.i_tr)
+        score, batch, branches = scored.score, scored.batch, {}
     stream = ScoredStream(corpus=corpus.name, corpus_sha256=sha, arm=arm.name, detector=spec.detector,
                           preset=spec.label, seed=spec.seed, kind=det_spec.kind, rows=arm.rows,
                           y=corpus.y[arm.rows].astype(np.int8), bounds=(split.i_tr, split.i_va), score=score,
@@ -295,19 +297,6 @@ def execute(run: PreparedRun, *, log: Callable[[str], None] = print, chunk: int 
     store.checkpoint_path(run.out).unlink(missing_ok=True)
     log(f"{run.out}: {spec.detector}/{spec.label} on {corpus.name} {arm.name} ({stream.n} records) written")
     return run.out
-
-
-def _score_batch(corpus: Corpus, arm, split, detector):
-    """Fit on the benign training rows (all training rows when none is benign), score validation + test as one
-    batch, as released; NaN outside the batch."""
-    rows = arm.rows
-    train = rows[:split.i_tr]
-    benign = train[corpus.y[train] == 0]
-    detector.fit(corpus.X[benign if len(benign) else train])
-    batch_rows = rows[split.i_tr:]
-    score = np.full(len(rows), np.nan)
-    score[split.i_tr:] = detector.score(corpus.X[batch_rows])
-    return score, detector.batch_record(corpus.record_id[batch_rows])
 
 
 def _score_online(run: PreparedRun, corpus: Corpus, arm, detector, branch_names, *, log, chunk: int,

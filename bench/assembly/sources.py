@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
-from bench.errors import ConfigError, choice_error
+from bench.assembly.named import Registry
+from bench.errors import choice_error
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,20 +82,15 @@ class Source:
     feature_sets: tuple[FeatureSet, ...] = (FeatureSet.RELEASED,)
 
 
-SOURCES: dict[str, Source] = {}
+SOURCES: Registry[Source] = Registry("corpus source")
 
 
 def register(source: Source) -> Source:
-    if source.name in SOURCES:
-        raise ConfigError(f"corpus source {source.name!r} is registered twice")
-    SOURCES[source.name] = source
-    return source
+    return SOURCES.add(source.name, source)
 
 
 def source(name: str) -> Source:
-    if name not in SOURCES:
-        raise choice_error("corpus source", name, SOURCES)
-    return SOURCES[name]
+    return SOURCES.lookup(name)
 
 
 def subsample(name: str) -> Subsample:

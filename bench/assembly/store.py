@@ -28,38 +28,29 @@ from bench.assembly.records import BatchRecord, Kind, ScoredStream
 from bench.errors import CheckpointError, DatasetError
 from bench.io import atomic_path
 
+# bench.results (the suite's result-file helpers, reused here) is imported inside the functions: it pulls in
+# pandas, which importing this module (by runs and the HPC layer) does not otherwise need
+
 FORMAT = "bench.assembly.run"
 FORMAT_VERSION = 1
 DATASETS = ("rows", "y", "score")
 
 
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def file_run_key(path: Path) -> str | None:
     """The run key an assembly run file records, or None when `path` is not a readable one."""
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            if _text(f.attrs.get("format")) != FORMAT:
-                return None
-            key = f.attrs.get("run_key")
-    except (OSError, KeyError):
-        return None
-    return _text(key) if key is not None else None
+    from bench import results
+
+    return results.file_run_key(path, fmt=FORMAT)
 
 
 def is_complete(path: Path, run_key: str | None = None) -> bool:
-    try:
-        with h5py.File(path, "r", locking=False) as f:
-            ok = _text(f.attrs.get("format")) == FORMAT and _text(f.attrs.get("status")) == "complete"
-            return bool(ok and (run_key is None or _text(f.attrs.get("run_key")) == run_key))
-    except (OSError, KeyError):
-        return False
+    from bench import results
+
+    return results.is_complete(path, run_key, fmt=FORMAT)
 
 
 def _attrs(stream: ScoredStream, *, key: str, spec, corpus, det_spec) -> dict:
-    from bench.results import now, provenance
+    from bench import results
 
     spec_json = spec.to_json()
     attrs = {"format": FORMAT, "format_version": FORMAT_VERSION, "status": "complete", "run_key": key,
@@ -72,11 +63,11 @@ def _attrs(stream: ScoredStream, *, key: str, spec, corpus, det_spec) -> dict:
              "detector_source": det_spec.source, "batch_dependent": bool(det_spec.batch_dependent),
              "manifest": json.dumps(corpus.manifest, sort_keys=True),
              "inputs_sha256": json.dumps(corpus.manifest.get("files", {}), sort_keys=True),
-             "captures": json.dumps(list(corpus.captures)), "created": now(),
+             "captures": json.dumps(list(corpus.captures)), "created": results.now(),
              "steps_done": 1, "n_tasks": 1}  # what `make status` prints for a complete run: 1/1
     if stream.batch is not None:
         attrs.update(batch_size=stream.batch.size, batch_ids_sha256=stream.batch.ids_sha256)
-    attrs.update(provenance())
+    attrs.update(results.provenance())
     return attrs
 
 
@@ -99,20 +90,23 @@ def write_run(path: Path, stream: ScoredStream, *, key: str, spec, corpus, det_s
 
 def read_run(path) -> ScoredStream:
     """The `ScoredStream` an assembly run file holds; DatasetError (one line) for anything that is not a complete
-    assembly run file."""
+    assembly run file, or that declares datasets larger than it stores (checked before anything is read)."""
+    from bench import results
+
     path = Path(path)
     try:
         with h5py.File(path, "r", locking=False) as f:
-            a = {k: _text(v) for k, v in f.attrs.items()}
+            a = {k: results.plain(v) for k, v in f.attrs.items()}
             if a.get("format") != FORMAT:
                 raise DatasetError(f"{path}: not an assembly run file (no format={FORMAT!r} attribute)")
             if a.get("status") != "complete":
                 raise DatasetError(f"{path}: not a complete assembly run file (status {a.get('status')!r})")
-            missing = [d for d in DATASETS if d not in f]
+            datasets = results.sized_datasets(path, f)
+            missing = [d for d in DATASETS if d not in datasets]
             if missing:
                 raise DatasetError(f"{path}: not a complete assembly run file (missing {', '.join(missing)})")
-            arrays = {d: f[d][()] for d in DATASETS}
-            branches = {k: v[()] for k, v in f["branches"].items()} if "branches" in f else {}
+            arrays = {d: datasets[d][()] for d in DATASETS}
+            branches = {k.removeprefix("branches/"): v[()] for k, v in datasets.items() if k.startswith("branches/")}
     except OSError as e:
         raise DatasetError(f"{path}: not a readable assembly run file ({e})") from None
     n = len(arrays["rows"])
@@ -128,8 +122,10 @@ def read_run(path) -> ScoredStream:
 
 def run_attrs(path) -> dict:
     """Every attribute of an assembly run file (provenance, spec, manifest), as plain values."""
+    from bench.results import plain
+
     with h5py.File(path, "r", locking=False) as f:
-        return {k: _text(v) for k, v in f.attrs.items()}
+        return {k: plain(v) for k, v in f.attrs.items()}
 
 
 # ---- checkpoints ------------------------------------------------------------------------------------------------
@@ -154,18 +150,21 @@ def write_checkpoint(path: Path, run_key: str, position: int, detector, score: n
 def read_checkpoint(path: Path, run_key: str, detector, score: np.ndarray, branches: dict) -> int:
     """Restore a checkpoint of this run into `detector`, `score` and `branches`; the position to resume at (0: none,
     or one of another run, which is then removed)."""
+    from bench import results
+
     if not path.is_file():
         return 0
     try:
         with h5py.File(path, "r", locking=False) as f:
-            if _text(f.attrs.get("run_key")) != run_key:
+            if results.plain(f.attrs.get("run_key")) != run_key:
                 raise CheckpointError("another run's checkpoint")
+            results.sized_datasets(path, f)  # a crafted checkpoint declaring huge arrays: start over, unread
             position = int(f.attrs["position"])
             state = {}
             f["state"].visititems(lambda name, obj: state.__setitem__(name, obj[()])
                                   if isinstance(obj, h5py.Dataset) else None)
             saved = f["score"][()], {k: f[f"branches/{k}"][()] for k in branches}
-    except (OSError, KeyError, CheckpointError):
+    except (OSError, KeyError, CheckpointError, DatasetError):
         path.unlink(missing_ok=True)  # not this run's, or unreadable: start over
         return 0
     detector.load_state_dict(state)

@@ -35,7 +35,7 @@ from bench import checkpoint, results, tracks
 from bench.config import RunConfig, check_max_steps
 from bench.continual.guards import (check_output, check_terminated, output_lock, remove_stale_temps,
                                    stop_on_sigterm)
-from bench.devices import resolve_device, synchronize
+from bench.devices import resolve_device, synchronize, use_threads
 from bench.errors import BenchError, CheckpointError
 from bench.metrics import MOSTLY_TIED, largest_tie
 from bench.training.loop import TrainContext, record_losses
@@ -115,7 +115,8 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         # a finished result on a read-only mount: no lock can be taken there, and none is needed to report it
         log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
         return run.out
-    with output_lock(run.out), stop_on_sigterm():
+    # the thread count is chosen here, so a run executed in-process (a test, a notebook) gets the count a job gets
+    with output_lock(run.out), stop_on_sigterm(), use_threads(tracks.TRACKS[run.config.track].parallel_ops):
         remove_stale_temps(run.out, (run.checkpoint_path, run.epoch_checkpoint_path), log)
         if results.is_complete(run.out, run.run_key):
             # a kill between the final write and removing the checkpoint leaves it: the run is done

@@ -21,9 +21,10 @@ def _csv(text: str) -> list:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
+    from bench.assembly.commands import result_sets as assembly_sets
     from bench.datasets import result_sets
 
-    p.add_argument("--dataset", required=True, choices=result_sets(plugins_too=True))
+    p.add_argument("--dataset", required=True, choices=result_sets(plugins_too=True) + assembly_sets())
     p.add_argument("--grid", type=Path, help="grid file (default jobs/<dataset>.yaml)")
     p.add_argument("--root", type=Path, help="dataset root (default: $BENCH_ROOT_<DATASET> or data/raw/<dataset>)")
     p.add_argument("--outputs", type=Path, default=Path(DEFAULT_OUTPUTS),
@@ -82,9 +83,10 @@ def _selection(args, records: list[dict]) -> grids.Selection:
     return grids.Selection(**chosen)
 
 
-def _plan(args, records: list[dict], profile_name: str, reuse: bool):
+def _plan(args, records: list[dict], profile_name: str, reuse: bool, write_back: bool = False):
     """Expand the grid and classify every run. `reuse`: grid, root and filters not given on the command line
-    come from the earlier submissions (status, resubmit) instead of the defaults (submit)."""
+    come from the earlier submissions (status, resubmit) instead of the defaults (submit); `write_back`: record
+    the job ids of interrupted submissions found in the queue (plan_status; the caller holds the lock)."""
     from bench.data.multi import default_root
 
     last = records[-1] if records and reuse else {}
@@ -96,7 +98,7 @@ def _plan(args, records: list[dict], profile_name: str, reuse: bool):
         planned = grids.expand(grid, profile, selection, root, args.outputs.resolve())
     except ConfigError as e:
         raise ConfigError(_as_grid_value(str(e), grid.path)) from None
-    return grid, profile, root, selection, planned, plan_status(planned, records)
+    return grid, profile, root, selection, planned, plan_status(planned, records, write_back)
 
 
 def _as_grid_value(message: str, grid_path: Path) -> str:
@@ -172,7 +174,8 @@ def _submit(args, records: list[dict], resubmit: bool) -> int:
     _check_counts(args)
     profile_name = trust.plain_name(args.profile, "profile", "--profile") if args.profile else DEFAULT_PROFILE
     cluster = args.cluster or DEFAULT_CLUSTER
-    grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit)
+    grid, profile, root, selection, planned, statuses = _plan(args, records, profile_name, reuse=resubmit,
+                                                                write_back=not args.dry_run)
     check_memory_requests(planned, grid)
     outputs = args.outputs.resolve()
     todo = triage(planned, statuses, str(grid.path), list_failed=resubmit)
@@ -207,12 +210,18 @@ def triage(planned: list, statuses: list, title: str, list_failed: bool = True) 
     return [p for p, s in zip(planned, statuses) if s.state in TODO]
 
 
-def plan_status(planned: list, records: list[dict]) -> list:
+def plan_status(planned: list, records: list[dict], write_back: bool = False) -> list:
     """The state of every planned run (complete / queued / failed / not submitted) from its result file, the
-    submission records and, when a run went to SLURM, the queue."""
+    submission records and, when a run went to SLURM, the queue. An interrupted submission's jobs are found in
+    the queue by name; `write_back` (only under the submission lock) records their ids, so later commands know
+    the jobs once the queue has forgotten them."""
     entries = recs.latest_entries(records)
     queue = st.slurm_queue() if st.needs_queue(planned, entries) else None
-    return st.collect(planned, entries, queue)
+    recovered = st.recovered_from_queue(entries, queue)
+    if recovered and write_back:
+        for path in st.record_recovered(recovered):
+            print(f"{path}: recorded the job ids of an interrupted submission, found in the queue by job name")
+    return st.collect(planned, {**entries, **recovered}, queue)
 
 
 def _counts(statuses) -> str:

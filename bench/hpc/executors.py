@@ -41,7 +41,6 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> str:
         from bench.continual.runner import execute, prepare
-        from bench.devices import use_threads
 
         os.chdir(self.workdir)
         run = prepare(RunConfig.from_json(self.config_json), out=Path(self.out))
@@ -52,8 +51,7 @@ class RunJob(submitit.helpers.Checkpointable):
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         where = f"SLURM job {slurm}" + (f"_{task}" if task else "") if slurm else "no SLURM"
         print(f"run {run.out.stem} (key {run.run_key[:12]}) on {socket.gethostname()}, {where}", flush=True)
-        with use_threads(parallel=run.config.track != "tabular"):  # the job's allocation: devices.choose_threads
-            execute(run, progress=False, log=lambda msg: print(msg, flush=True))
+        execute(run, progress=False, log=lambda msg: print(msg, flush=True))  # on the job's allocation's threads
         return str(run.out)
 
 

@@ -8,6 +8,7 @@ ones stay visible for MinJobAge). A job that is gone while its result is not com
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import h5py
+
+from bench.io import lock_held_elsewhere
 
 STATES = ("complete", "running", "pending", "failed", "not submitted", "unknown")
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
@@ -78,21 +81,7 @@ def pid_alive(pid: str, started: str = "") -> bool:
 
 def lease_held(path: str) -> bool:
     """Another process holds the lock on a local job's lease file: its worker is alive (executors.RunSequence)."""
-    import fcntl
-
-    if not path:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return bool(path) and lock_held_elsewhere(path)
 
 
 def chain_lease(lease: str) -> str:
@@ -120,6 +109,44 @@ def found_in_queue(entry: dict, queue: dict | None) -> dict | None:
             return {**entry, "job_id": job_id, "array_job_id": base if task else "", "array_task_id": task,
                     "log_out": str(paths.stdout), "log_err": str(paths.stderr)}
     return None
+
+
+def recovered_from_queue(entries: dict, queue: dict | None) -> dict[str, dict]:
+    """run key -> its entry completed from the queue, for every SLURM entry of an interrupted submission (no job
+    id) whose job the queue lists under the recorded name and array index."""
+    out = {}
+    for key, entry in entries.items():
+        if entry.get("cluster", "slurm") == "slurm" and not entry["job_id"]:
+            found = found_in_queue(entry, queue)
+            if found is not None:
+                out[key] = found
+    return out
+
+
+def record_recovered(recovered: dict[str, dict]) -> list[Path]:
+    """Write job ids found in the queue back into the records they were missing from: the queue forgets a job
+    MinJobAge after it ends, and a run whose record then still had no id would read "never queued" (a finished,
+    failed job losing its log, a resubmitted run its history). A record whose every run now has its id is
+    "submitted". Only under `records.records_lock` (submit and resubmit hold it): an unlocked write could land
+    after a live submission's own and undo it. Returns the records rewritten."""
+    from bench.hpc import records as recs
+    from bench.io import write_text_atomic
+
+    by_record: dict[str, dict[str, dict]] = {}
+    for key, entry in recovered.items():
+        by_record.setdefault(entry["record"], {})[key] = entry
+    written = []
+    for path, found in by_record.items():
+        record = json.loads(Path(path).read_text())
+        for run in record["runs"]:
+            entry = found.get(run["run_key"])
+            if entry is not None and not run["job_id"]:
+                run.update(recs.sent_fields(entry["job_id"], entry["log_out"], entry["log_err"]))
+        if all(run["job_id"] for run in record["runs"]):
+            record["state"] = "submitted"
+        write_text_atomic(Path(path), json.dumps(record, indent=1) + "\n")
+        written.append(Path(path))
+    return written
 
 
 def result_attrs(path: Path) -> dict:

@@ -2,8 +2,9 @@
 order that makes a submission survive a hang-up: its record is written *before* anything is sent (state
 "submitting", each run with the job name or lease it will have), every sent batch fills in its job ids at once,
 and SIGTERM, SIGHUP and SIGINT wait while a batch is sent and recorded. A record left "submitting" (SIGKILL, a
-power cut) is resolved by `status`: a SLURM run by its job name and array index in the queue, a local run by its
-lease (a lock its worker holds while it lives).
+power cut) is resolved by `status`: a SLURM run by its job name and array index in the queue (`submit` and
+`resubmit` write the ids so found back into the record), a local run by its lease (a lock its worker holds while it
+lives).
 """
 
 from __future__ import annotations

@@ -292,7 +292,9 @@ class CfaTaskBanks(Protocol):
 register(ModelSpec(
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3; InCLAD's released code",
     quick={"epochs": 3}, demo=True,
-    version=3,  # 3: `inclad` = the released code (layers 2+3, 3-tap blur, NCL bank before training, floor shares)
+    # 3: `inclad` = the released code (layers 2+3, 3-tap blur, NCL bank before training, floor shares); 4:
+    # `original`'s σ = 4 filter is scipy's gaussian_filter at the borders too (bench/models/ops/blur.py)
+    version=4,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     # `original`: Lee et al.'s CFA (layers 1–3, scipy's σ = 4 filter), App. C.3's rebuilt bank, water filling
     presets={"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,

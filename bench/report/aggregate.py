@@ -79,13 +79,11 @@ class Item:
     heatmap: hm.Heatmap | None = None
 
 
-def _csv(df: pd.DataFrame) -> str:
-    return df.to_csv(index=False, lineterminator="\n")
-
-
 def _spec_items(spec: specs.TableSpec, frame: pd.DataFrame, markdown=None, latex=None,
                 footer: list[str] | None = None) -> list[Item]:
-    """A table's CSV (through its spec) and, where it has them, its markdown and LaTeX renderings."""
+    """A table's CSV (through its spec) and, where it has them, its markdown and LaTeX renderings, all of the
+    frame in the spec's columns (a column declared and not computed is refused here, before any is written)."""
+    frame = spec.frame(frame)
     items = [Item(spec.csv, spec.csv_text(frame))]
     items += [Item(f"tables/{spec.name}.md", markdown(frame, footer))] if markdown else []
     return items + ([Item(f"tables/{spec.name}.tex", latex(frame, footer))] if latex else [])
@@ -147,8 +145,8 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items += _spec_items(specs.TIMING, timing_table(runs), timing_markdown, timing_latex, footer)
 
     paper_tables = paper.table_digests(options.own_paper_tables)  # an edited published table stops here
-    pc = paper.comparison(runs, c.details, options.pool, options.own_paper_tables)
-    pt = paper.timing_comparison(runs, c.details, options.own_paper_tables)
+    pc = specs.PAPER_COMPARISON.frame(paper.comparison(runs, c.details, options.pool, options.own_paper_tables))
+    pt = specs.PAPER_TIMING.frame(paper.timing_comparison(runs, c.details, options.own_paper_tables))
     items += [Item(specs.PAPER_COMPARISON.csv, specs.PAPER_COMPARISON.csv_text(pc)),
               Item(specs.PAPER_TIMING.csv, specs.PAPER_TIMING.csv_text(pt)),
               Item("tables/paper_comparison.md", paper.to_markdown(pc, pt, footer))]
@@ -156,11 +154,10 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     rt = routing_table(runs, c.details)
     if len(rt):
         routed = runs[runs["routing_accuracy"].notna()]
-        items += [Item(specs.ROUTING.csv, specs.ROUTING.csv_text(rt)),
-                  Item("tables/routing.md", routing_markdown(rt, provenance_lines(routed, n_missing)))]
+        items += _spec_items(specs.ROUTING, rt, routing_markdown, footer=provenance_lines(routed, n_missing))
 
     maps = hm.heatmaps(runs, c.details, multi_models, options.per_method_heatmaps)
-    items.append(Item(specs.HEATMAPS.csv, specs.HEATMAPS.csv_text(hm.heatmap_frame(maps))))
+    items += _spec_items(specs.HEATMAPS, hm.heatmap_frame(maps))
     items += [Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]
     return items, {"multi_selection": selection_record, "paper_tables": paper_tables}
 
@@ -177,10 +174,11 @@ def _multi_selection(c: Collection, runs: pd.DataFrame, options: Options) -> tup
     record = {"select_by": options.select_by, "top": options.select_top, "models": multi_models,
               "rule_applied": bool(len(selection))}
     sel_footer = [provenance_lines(source, 0)[0].replace("Rests on", "The ranking rests on")] if len(source) else []
-    return [Item(specs.MULTI_SELECTION.csv, specs.MULTI_SELECTION.csv_text(selection)),
-            Item("tables/multi_selection.md",
-                 selection_markdown(selection, options.select_by, options.select_top, multi_models)
-                 + ("\n" + "\n".join(sel_footer) + "\n" if sel_footer else ""))], record
+    def markdown(frame: pd.DataFrame, footer: list[str]) -> str:
+        return (selection_markdown(frame, options.select_by, options.select_top, multi_models)
+                + ("\n" + "\n".join(footer) + "\n" if footer else ""))
+
+    return _spec_items(specs.MULTI_SELECTION, selection, markdown, footer=sel_footer), record
 
 
 def _table2_items(runs: pd.DataFrame, selection_record: dict | None, n_missing: int,
@@ -202,16 +200,18 @@ def _tabular_items(runs: pd.DataFrame, details: dict, options: Options, n_missin
 
     footer = provenance_lines(runs, n_missing)
     cells = tb.tabular_cells(runs, details, options.bootstrap, options.bootstrap_seed)
-    long, val, tasks = tb.tabular_table2(cells), tb.validation_table(cells), tb.task_table(runs, details)
+    tasks = specs.TABULAR_TASKS.frame(tb.task_table(runs, details))
     maps = hm.heatmaps(runs, details, per_method=options.per_method_heatmaps, levels=tb.LEVELS,
                        protocols=[p for p, _ in tb.STRATEGIES])
-    return [Item(specs.TABULAR_TABLE2.csv, specs.TABULAR_TABLE2.csv_text(long)),
-            Item("tables/tabular_table2.md", tb.table2_markdown(long, footer, tb.run_length_table(runs, details),
-                                                                tb.placement_table(cells), tasks)),
-            Item("tables/tabular_tasks.csv", _csv(tasks)),
-            Item(specs.VALIDATION.csv, specs.VALIDATION.csv_text(val)),
-            Item("tables/validation.md", tb.validation_markdown(val, footer)),
-            Item(specs.TABULAR_HEATMAPS.csv, specs.TABULAR_HEATMAPS.csv_text(hm.heatmap_frame(maps))),
+
+    def table2_markdown(long: pd.DataFrame, footer: list[str]) -> str:
+        return tb.table2_markdown(long, footer, tb.run_length_table(runs, details), tb.placement_table(cells), tasks)
+
+    # the test sets' table is written in tabular_table2.md (beside the cells it explains) and in its own CSV
+    return [*_spec_items(specs.TABULAR_TABLE2, tb.tabular_table2(cells), table2_markdown, footer=footer),
+            *_spec_items(specs.TABULAR_TASKS, tasks),
+            *_spec_items(specs.VALIDATION, tb.validation_table(cells), tb.validation_markdown, footer=footer),
+            *_spec_items(specs.TABULAR_HEATMAPS, hm.heatmap_frame(maps)),
             *[Item(f"figures/{h.stem}.{fmt}", heatmap=h) for h in maps for fmt in options.figure_formats]]
 
 

@@ -27,11 +27,12 @@ import numpy as np
 import pandas as pd
 
 from bench import results
-from bench.datasets import ASSEMBLY_SETS
+from bench.datasets import is_assembly_set
 from bench.config import READABLE_SCHEMAS, RunConfig
 from bench.errors import BenchError, ProvenanceError
 from bench.io import file_sha256
 from bench.metrics import normalized_pr_auc, normalized_pr_auc_rows, roc_auc, roc_auc_rows
+from bench.report import specs
 from bench.report.render import MULTI, sort_frame
 
 # Attributes without which a run cannot be traced back to its code, inputs and environment.
@@ -65,7 +66,7 @@ class Collection:
 def result_dirs(outputs: Path, dataset: str) -> dict[str, Path]:
     """{dataset: outputs/<dataset>/runs} of every dataset with results; `dataset` picks one or "all"."""
     found = {p.parent.name: p for p in sorted(Path(outputs).glob("*/runs"))
-             if p.is_dir() and p.parent.name not in ASSEMBLY_SETS}  # those have a report of their own
+             if p.is_dir() and not is_assembly_set(p.parent.name)}  # those have a report of their own
     if dataset == "all":
         if not found:
             raise BenchError(f"{outputs}: no results (expected {outputs}/<dataset>/runs/*.h5)")
@@ -473,8 +474,6 @@ def collect(outputs: Path, dataset: str, derive: Callable[[dict, str], None] | N
         inputs += ref_inputs
         reference = sort_frame(pd.DataFrame(ref_rows), RUN_ORDER) if ref_rows else pd.DataFrame()
     runs = sort_frame(pd.DataFrame(rows), RUN_ORDER)
-    missing_frame = pd.DataFrame(missing, columns=["path", "run_name", "run_key", "status", "steps_done", "n_tasks",
-                                                   "dataset", "model", "backbone", "protocol", "ordering", "seed",
-                                                   "error"])
+    missing_frame = pd.DataFrame(missing, columns=[c.name for c in specs.MISSING.columns])
     return Collection(dataset, runs, details, missing_frame, sorted(inputs, key=lambda e: e["path"]),
                       reference)

@@ -32,7 +32,9 @@ from bench.io import write_text_atomic
 from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
+from bench.report.paper import COMPARISON_PLACED
 from bench.report.render import METHOD, label
+from bench.report.table2 import PER_METHOD_PLACED, T2_PLACED
 
 REPORT = "report"
 PAGE = "index.html"
@@ -89,6 +91,17 @@ def table(title: str, csv: str | None, header: list[str], rows: list[list[dict]]
             "header": header, "rows": rows, "note": note}
 
 
+def rest_header(spec: specs.TableSpec, placed) -> list[str]:
+    """The labels of the columns `spec` declares and a page table does not place: shown after its own."""
+    return [c.label for c in spec.unplaced(placed)]
+
+
+def rest_cells(spec: specs.TableSpec, placed, r: dict) -> list[dict]:
+    """Those columns' cells of one CSV row, each as its kind reads (specs.cell_text)."""
+    return [cell(specs.cell_text(c, r.get(c.name, "")), r.get(c.name, ""),
+                 "num" if c.kind in (specs.Kind.NUMBER, specs.Kind.COUNT) else "") for c in spec.unplaced(placed)]
+
+
 def para(text: str, cls: str = "") -> dict:
     return {"kind": "p", "text": text, "cls": cls}
 
@@ -99,6 +112,20 @@ def _method_name(row: dict) -> str:
 
 
 # ---------------------------------------------------------------- sections
+
+
+# The columns each page table places (or leaves to its CSV); any other column its spec declares is shown after them.
+# The comparison places what paper_comparison.md does (paper.COMPARISON_PLACED)
+MISSING_PLACED = ("path", "run_name", "run_key", "status", "steps_done", "n_tasks", "dataset", "model", "backbone",
+                  "protocol", "ordering", "seed", "error")
+CL_VS_NCL_PLACED = ("level", "metric", "model", "backbone", "weights", "n_blocks", "ncl_mean", "cl_mean",
+                    "median_difference", "statistic", "p", "p_holm", "test", "correction", "note")
+FRIEDMAN_PLACED = ("level", "protocol", "metric", "n_blocks", "n_methods", "statistic", "p", "test", "correction",
+                   "post_hoc", "alpha", "critical_difference", "left_out", "note")
+RANKS_PLACED = ("level", "protocol", "metric", "model", "backbone", "weights", "mean_rank", "n_blocks")
+TABULAR_TABLE2_PLACED = ("dataset", "ordering", "model", "metric", "protocol", "value", "ci_low", "ci_high", "method",
+                         "block", "ci_low_long", "ci_high_long", "block_long", "conclusion_changes",
+                         "stratified_tasks", "n_seeds", "seed_values", "fm_matrix", "scores_replaced")
 
 
 def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
@@ -116,12 +143,15 @@ def overview(runs: pd.DataFrame, missing: pd.DataFrame, dataset: str) -> dict:
                         ["dataset", "track", "model", "backbone", "weights", "orderings", "protocols", "seeds",
                          "runs"], rows))
     if len(missing):
+        spec = specs.MISSING
         mrows = [[cell(m["path"]), cell(m["status"], cls=f"status-{m['status']}"),
                   cell(f"{m['steps_done']}/{m['n_tasks']}"), cell(label("model", m["model"])), cell(m["protocol"]),
                   cell(m["ordering"]), cell(str(m["seed"])),
-                  cell((str(m["error"]).strip().splitlines() or [""])[-1])] for m in missing.to_dict("records")]
-        blocks.append(table("Missing and failed runs (with their last error line)", _file(specs.MISSING),
-                            ["file", "status", "steps", "model", "protocol", "ordering", "seed", "error"], mrows))
+                  cell((str(m["error"]).strip().splitlines() or [""])[-1]), *rest_cells(spec, MISSING_PLACED, m)]
+                 for m in missing.to_dict("records")]
+        blocks.append(table("Missing and failed runs (with their last error line)", _file(spec),
+                            [*_header(spec, ["path", "status", "steps_done", "model", "protocol", "ordering", "seed",
+                                             "error"]), *rest_header(spec, MISSING_PLACED)], mrows))
     else:
         blocks.append(para("No missing or failed runs."))
     blocks.append(table("Provenance", _file(specs.RUNS), ["what", "values (runs)"], _provenance_rows(runs)))
@@ -190,7 +220,8 @@ def comparison(tables: dict) -> dict | None:
         rows.append([cell(label("dataset", r["dataset"])), cell(label("ordering", r["ordering"])), cell(r["metric"]),
                      cell(r["level"]), cell(r["protocol"]),
                      *[{**c, "cls": f"{c['cls']} {mark}", "title": why} for c in shown],
-                     cell(f"{verdict} [{n}]", cls=f"verdict {mark}", title=why)])
+                     cell(f"{verdict} [{n}]", cls=f"verdict {mark}", title=why),
+                     *rest_cells(specs.PAPER_COMPARISON, COMPARISON_PLACED, r)])
     source = pc["published_source"].iloc[0] if "published_source" in pc else ""
     blocks = [para(f"Published column: {source}.", "warn" if "the user's table" in source else "")] if source else []
     blocks += [para("Each of our Table 2 cells (the paper's methods only) beside InCLAD's published one; every "
@@ -199,16 +230,17 @@ def comparison(tables: dict) -> dict | None:
                    "published BWT was computed in; their difference is ours as released − published). The reason "
                    "of each finding is on hover and in the numbered notes under the table."),
               table("Table 2 beside the published one", _file(specs.PAPER_COMPARISON),
-                    [*(specs.PAPER_COMPARISON.label(n) for n in COMPARED), "published", "difference", "verdict"],
-                    rows)]
+                    [*(specs.PAPER_COMPARISON.label(n) for n in COMPARED), "published", "difference", "verdict",
+                     *rest_header(specs.PAPER_COMPARISON, COMPARISON_PLACED)], rows)]
     blocks += [para(f"[{n}] {why}", "note") for why, n in notes.items()]
     blocks += _table2_block(tables)
     return {"id": "table2", "title": "Table 2", "blocks": blocks}
 
 
-def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], counts: list[str]) -> list[list[dict]]:
+def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], counts: list[str],
+               placed: tuple[str, ...]) -> list[list[dict]]:
     """A long metric table's rows: its keys (datasets, models and orderings by their labels, a metric by its
-    spec label), mean ± std, then the count columns."""
+    spec label), mean ± std, the count columns, then the columns the spec declares beyond `placed`."""
     def key_cell(r: dict, k: str) -> dict:
         if k == "metric":
             return cell(spec.label(r[k]) if r[k] in spec.metric_names() else r[k])
@@ -218,7 +250,8 @@ def _long_rows(spec: specs.TableSpec, frame: pd.DataFrame, keys: list[str], coun
 
     n = "n_methods" if "n_methods" in counts else counts[0]
     return [[*(key_cell(r, k) for k in keys), _mean_std({**r, "n_methods": r[n]}),
-             *(cell(r[c], r[c], "num") for c in counts)] for r in frame.to_dict("records")]
+             *(cell(r[c], r[c], "num") for c in counts), *rest_cells(spec, placed, r)]
+            for r in frame.to_dict("records")]
 
 
 def _header(spec: specs.TableSpec, names: list[str]) -> list[str]:
@@ -226,8 +259,8 @@ def _header(spec: specs.TableSpec, names: list[str]) -> list[str]:
     return ["method" if n == "model" else spec.label(n) for n in names]
 
 
-def _long_header(spec: specs.TableSpec, keys: list[str], counts: list[str]) -> list[str]:
-    return [*_header(spec, keys), "mean ± std", *_header(spec, counts)]
+def _long_header(spec: specs.TableSpec, keys: list[str], counts: list[str], placed: tuple[str, ...]) -> list[str]:
+    return [*_header(spec, keys), "mean ± std", *_header(spec, counts), *rest_header(spec, placed)]
 
 
 def _table2_block(tables: dict) -> list[dict]:
@@ -237,7 +270,8 @@ def _table2_block(tables: dict) -> list[dict]:
         return []
     keys, counts = ["dataset", "ordering", "metric", "level", "protocol"], ["n_runs", "n_methods"]
     return [table("Table 2, every method (seeds averaged within a method, then mean ± population std across "
-                  "methods)", _file(spec), _long_header(spec, keys, counts), _long_rows(spec, t2, keys, counts))]
+                  "methods)", _file(spec), _long_header(spec, keys, counts, T2_PLACED),
+                  _long_rows(spec, t2, keys, counts, T2_PLACED))]
 
 
 def _mean_std(r: dict) -> dict:
@@ -275,10 +309,10 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                  num(r, "ncl_mean"), num(r, "cl_mean"), num(r, "median_difference"),
                  cell(_p(r["p"]), r["p"], "num"), cell(_p(r["p_holm"]), r["p_holm"], "num"),
                  cell(f"{r['test']}, {r['n_blocks']} blocks, {r['correction']} over the level's methods"),
-                 cell(r["note"])] for r in w.to_dict("records")]
-        blocks.append(table(specs.CL_VS_NCL.title, _file(specs.CL_VS_NCL), _header(
+                 cell(r["note"]), *rest_cells(specs.CL_VS_NCL, CL_VS_NCL_PLACED, r)] for r in w.to_dict("records")]
+        blocks.append(table(specs.CL_VS_NCL.title, _file(specs.CL_VS_NCL), [*_header(
             specs.CL_VS_NCL, ["level", "model", "n_blocks", "ncl_mean", "cl_mean", "median_difference", "p", "p_holm",
-                              "test", "note"]), rows))
+                              "test", "note"]), *rest_header(specs.CL_VS_NCL, CL_VS_NCL_PLACED)], rows))
     if f is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(r["n_blocks"], r["n_blocks"], "num"),
                  cell(r["n_methods"], r["n_methods"], "num"), num(r, "statistic"), cell(_p(r["p"]), r["p"], "num"),
@@ -286,18 +320,20 @@ def statistics(tables: dict, figures: list[dict]) -> dict | None:
                  cell(f"{r['test']}, {r['n_blocks']} blocks, correction: {r['correction']}, post-hoc "
                       f"{r['post_hoc']} at α = {r['alpha']}"),
                  cell("; ".join(x for x in (r["note"], f"left out (not in every block): {r['left_out']}"
-                                            if r["left_out"] else "") if x))] for r in f.to_dict("records")]
-        blocks.append(table(specs.FRIEDMAN.title, _file(specs.FRIEDMAN), _header(
+                                            if r["left_out"] else "") if x)),
+                 *rest_cells(specs.FRIEDMAN, FRIEDMAN_PLACED, r)] for r in f.to_dict("records")]
+        blocks.append(table(specs.FRIEDMAN.title, _file(specs.FRIEDMAN), [*_header(
             specs.FRIEDMAN, ["level", "protocol", "n_blocks", "n_methods", "statistic", "p", "critical_difference",
-                             "test", "note"]), rows))
+                             "test", "note"]), *rest_header(specs.FRIEDMAN, FRIEDMAN_PLACED)], rows))
     ranks = _table(tables, specs.FRIEDMAN_RANKS.csv)
     if ranks is not None:
         rows = [[cell(r["level"]), cell(r["protocol"]), cell(_method_name(r)), num(r, "mean_rank", 2),
-                 cell(r["n_blocks"], r["n_blocks"], "num")] for r in ranks.to_dict("records")]
+                 cell(r["n_blocks"], r["n_blocks"], "num"), *rest_cells(specs.FRIEDMAN_RANKS, RANKS_PLACED, r)]
+                for r in ranks.to_dict("records")]
         blocks.append(table("Average ranks of the Friedman tests (rank 1: the highest ROC-AUC_CL in a block)",
                             _file(specs.FRIEDMAN_RANKS),
-                            _header(specs.FRIEDMAN_RANKS, ["level", "protocol", "model", "mean_rank", "n_blocks"]),
-                            rows))
+                            [*_header(specs.FRIEDMAN_RANKS, ["level", "protocol", "model", "mean_rank", "n_blocks"]),
+                             *rest_header(specs.FRIEDMAN_RANKS, RANKS_PLACED)], rows))
     for fig in figures:
         blocks.append({"kind": "figure", **fig})
     if not figures:
@@ -345,13 +381,15 @@ def per_method(tables: dict, runs: pd.DataFrame, details: dict, drawn: dict, fig
             for r in rc.to_dict("records")]
     blocks = [table("Every run: intervals are stratified bootstraps over its test images (the same resample of a "
                     "test set at every step; seeds, training data and order are not resampled)", _file(specs.RUNS),
-                    ["dataset", "method", "ordering", "protocol", "seed", *[c.label for c in specs.RUN_SHOWN]], rows)]
+                    [*_header(specs.RUNS, ["dataset", "model", "ordering", "protocol", "seed"]),
+                     *[c.label for c in specs.RUN_SHOWN]], rows)]
     spec = specs.PER_METHOD
     pm = _table(tables, spec.csv)
     if pm is not None:
         keys, counts = ["dataset", "model", "ordering", "metric", "level", "protocol"], ["n_runs"]
         blocks.append(table("Per method: mean ± population std over seeds", _file(spec),
-                            _long_header(spec, keys, counts), _long_rows(spec, pm, keys, counts)))
+                            _long_header(spec, keys, counts, PER_METHOD_PLACED),
+                            _long_rows(spec, pm, keys, counts, PER_METHOD_PLACED)))
     image = runs[runs["track"] == "image"]
     for key, g in image.groupby(["dataset", *METHOD], sort=False):
         name = f"{label('dataset', key[0])} · {_method_name(dict(zip(['dataset', *METHOD], key)))}"
@@ -622,27 +660,28 @@ def tabular_table2_block(df: pd.DataFrame) -> dict:
                      num(r, "value", ci=("ci_low", "ci_high")), *_chance_cells(r, random_ap),
                      cell(_interval_method(r)), long, cell(r["conclusion_changes"]),
                      cell(r["n_seeds"], r["n_seeds"], "num"), cell(r["seed_values"]), cell(r["fm_matrix"]),
-                     cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else "")])
+                     cell(r.get("scores_replaced", ""), cls="warn" if r.get("scores_replaced") else ""),
+                     *rest_cells(spec, TABULAR_TABLE2_PLACED, r)])
     note = tb.replaced_note(df) if "scores_replaced" in df else ""
     return table("Tabular Table 2: each cell with its 95 % interval beside its chance level (nPR-AUC: 0)",
                  _file(specs.TABULAR_TABLE2),
                  [*(c.label for c in spec.keys), "value [95 % CI]", "chance level", "against chance",
                   spec.label("method"), "long-block interval",
                   *(spec.label(n) for n in ("conclusion_changes", "n_seeds", "seed_values", "fm_matrix",
-                                            "scores_replaced"))],
+                                            "scores_replaced")), *rest_header(spec, TABULAR_TABLE2_PLACED)],
                  rows, note=note)
 
 
 def tabular(tables: dict) -> dict | None:
-    names = [("tables/tabular_tasks.csv", "Constructed scenarios: test sets with prevalence and chance-level AP"),
-             (specs.TABULAR_TABLE2.csv, None),
-             (specs.VALIDATION.csv, "Validation: gaps with their paired block-bootstrap intervals")]
+    names = [(specs.TABULAR_TASKS, "Constructed scenarios: test sets with prevalence and chance-level AP"),
+             (specs.TABULAR_TABLE2, None),
+             (specs.VALIDATION, "Validation: gaps with their paired block-bootstrap intervals")]
     from bench.report.tabular import CHANCE
 
     chance = CHANCE["npr_auc_cl"]
     blocks = []
-    for name, title in names:
-        df = _table(tables, name)
+    for spec, title in names:
+        df = _table(tables, spec.csv)
         if df is None:
             continue
         if title is None:
@@ -658,8 +697,9 @@ def tabular(tables: dict) -> dict | None:
                 if c.endswith("npr_auc_cl"):  # nPR-AUC is read against its chance level: in the same row
                     row.append(cell(f"{chance:g}", chance, "num"))
             rows.append(row)
-        header = [h for c in cols for h in ((c, "chance level") if c.endswith("npr_auc_cl") else (c,))]
-        blocks.append(table(title, Path(name).name, header, rows))
+        header = [h for c in cols for h in ((spec.label(c), "chance level") if c.endswith("npr_auc_cl")
+                                            else (spec.label(c),))]
+        blocks.append(table(title, _file(spec), header, rows))
     if not blocks:
         return None
     return {"id": "tabular", "title": "Tabular track", "blocks": blocks}

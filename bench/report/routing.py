@@ -47,14 +47,20 @@ def route_rule(run: dict) -> str:
 RULE_LABELS = {"max": "image score (max)", "mean": "mean patch score"}
 
 
+# the columns routing.md places; any other column specs.ROUTING declares is shown after them
+PLACED = ("dataset", "model", "backbone", "weights", "ordering", "protocol", "route_by", "routing_accuracy",
+          "final_own_share", "worst_task", "worst_task_own_share", "n_runs")
+
+
 def routing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
+    spec = specs.ROUTING  # the worst task's share is shown beside its name, under one header
+    rest = spec.unplaced(PLACED)
     rows = [[label("dataset", r["dataset"]), label("model", r["model"]), r["backbone"], r["weights"],
              label("ordering", r["ordering"]), r["protocol"].upper(), RULE_LABELS.get(r["route_by"], r["route_by"]),
              f"{r['routing_accuracy']:.3f}",
-             f"{r['final_own_share']:.3f}", f"{r['worst_task']} ({r['worst_task_own_share']:.3f})", str(r["n_runs"])]
-            for r in long.to_dict("records")]
-    spec = specs.ROUTING  # the worst task's share is shown beside its name, under one header
-    header = [c.label for c in spec.columns if c.name != "worst_task_own_share"]
+             f"{r['final_own_share']:.3f}", f"{r['worst_task']} ({r['worst_task_own_share']:.3f})", str(r["n_runs"]),
+             *(specs.cell_text(c, r[c.name]) for c in rest)] for r in long.to_dict("records")]
+    header = [*(spec.label(n) for n in PLACED if n != "worst_task_own_share"), *(c.label for c in rest)]
     lines = [f"## {spec.title}", ""] + markdown_table(header, rows) + [
         "", "Routing accuracy: share of all test images, over every evaluation of the run, scored by their own "
             "task's bank. Own-bank share: mean over tasks after the last step. Seeds averaged. Routed by: the "

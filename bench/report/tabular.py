@@ -10,8 +10,9 @@ flagged. A test set no longer than a block, and every test set of a run without 
 index without timestamps), gets the stratified bootstrap. Raw AP_CL and the AP_CL of a random ranking stand beside
 nPR-AUC_CL; each test set's prevalence is in the per-task table (`task_table`), never pooled over test sets.
 One resample per task is shared by every cell of its column and by every strategy and seed of the scenario
-(`r_samples` draws it from (bootstrap seed, task) alone), so the replicates of two strategies are paired. With several seeds a cell is the seed mean, every seed's value
-listed, and its interval the percentiles of the seed-mean of each resample.
+(`r_samples` draws it from (bootstrap seed, task) alone), so the replicates of two strategies are paired. With
+several seeds a cell is the seed mean, every seed's value listed, and its interval the percentiles of the seed-mean
+of each resample.
 
 `tabular_table2`: one row per scenario (dataset × ordering) × model × metric × strategy (Naive = ncl, Cumulative,
 MSTE, Replay = cl), with the interval, the method that made it and the long-block interval beside it.
@@ -62,6 +63,18 @@ CHANCE = {"roc_auc_cl": 0.5, "npr_auc_cl": 0.0, "ap_cl": None, "fm": 0.0, "fm_re
 PLACED = tuple(m for m in METRICS if m != "random_ap_cl")
 KEYS = [c.name for c in specs.TABULAR_TABLE2.keys]
 COLUMNS = [c.name for c in specs.TABULAR_TABLE2.columns]  # tabular_table2.csv's, declared once
+# The columns each markdown rendering places (or leaves to the CSV); any other column its spec declares is shown
+# after them (specs.TableSpec.unplaced): inside each cell of the strategy pivot, as columns of a flat table
+TABLE2_PLACED = ("dataset", "ordering", "model", "metric", "protocol", "value", "ci_low", "ci_high", "method",
+                 "block", "ci_low_long", "ci_high_long", "block_long", "conclusion_changes", "stratified_tasks",
+                 "n_seeds", "seed_values", "fm_matrix", "scores_replaced")
+TASKS_PLACED = ("dataset", "ordering", "task", "records", "anomalies", "prevalence", "random_ap")
+# validation.md: each gap with its interval in one cell, the strategy it picked beside it; the best strong
+# strategy's own ROC-AUC_CL and Naive's are in the CSV (the gaps are made of them)
+VALIDATION_PLACED = ("dataset", "ordering", "model", "feasibility_best_strong_roc_auc_cl", "feasibility_best_strong",
+                     *(f"{g}{s}" for g in specs.VALIDATION_GAPS for s in ("", "_low", "_high")),
+                     "non_triviality_best_reference", "forgetting_naive_fm_released_matrix",
+                     "forgetting_mste_fm_released_matrix")
 
 
 REPLACED_MARK = "(r)"  # a cell whose runs replaced non-finite scores (replaced_note lists how many)
@@ -275,12 +288,14 @@ def placement_table(cells: dict) -> pd.DataFrame:
     seed (`placement_flips`; a reversed or tied pair is a flip, and such a placement is not claimed)."""
     rows, names = [], dict(STRATEGIES)
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
-        here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES if (dataset, ordering, model, p) in cells}
+        here = {p: cells[(dataset, ordering, model, p)] for p, _ in STRATEGIES
+                if (dataset, ordering, model, p) in cells}
         seeds = [sorted(c["values"]) for c in here.values()]
         if len(here) < 2 or len(seeds[0]) < 2 or any(s != seeds[0] for s in seeds):
             continue  # one strategy or one seed: nothing can flip; unequal seed sets are not compared
         for metric in PLACED:
-            result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()} for p, c in here.items()})
+            result = placement_flips({names[p]: {s: v[metric] for s, v in c["values"].items()}
+                                      for p, c in here.items()})
             rows.append({"dataset": dataset, "ordering": ordering, "model": model, "metric": metric,
                          "n_seeds": len(seeds[0]), "stable": result["stable"],
                          "flips": "; ".join(f"{a} vs {b}" for a, b in result["flips"])})
@@ -339,9 +354,9 @@ def _method_note(long: pd.DataFrame) -> str:
     return text
 
 
-def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataFrame | None = None,
-                    placements: pd.DataFrame | None = None, tasks: pd.DataFrame | None = None) -> str:
-    header = ["Scenario", "Ordering", "Model", "Metric", *[name for _, name in STRATEGIES]]
+def _table2_rows(long: pd.DataFrame) -> list[list[str]]:
+    """Tabular Table 2's markdown rows: scenario × model × metric, a column per strategy."""
+    spec = specs.TABULAR_TABLE2
     cells = {tuple(r[:5]): r for r in long.itertuples(index=False)}
     rows = []
     for dataset, ordering, model in sorted({k[:3] for k in cells}):
@@ -349,7 +364,25 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
             here = [cells.get((dataset, ordering, model, metric, p)) for p, _ in STRATEGIES]
             name = (fm_released_name(r.fm_matrix for r in here if r is not None) if metric == "fm_released"
                     else METRIC_NAMES[metric])
-            rows.append([dataset, ordering, model, name, *[_cell(r) for r in here]])
+            rows.append([dataset, ordering, model, name, *[_cell(r) + spec.extra_text(r._asdict(), TABLE2_PLACED)
+                                                           if r is not None else _cell(r) for r in here]])
+    return rows
+
+
+def _tasks_lines(tasks: pd.DataFrame) -> list[str]:
+    spec = specs.TABULAR_TASKS
+    rest = spec.unplaced(TASKS_PLACED)
+    rows = [[r["dataset"], r["ordering"], r["task"], str(r["records"]), str(r["anomalies"]), f"{r['prevalence']:.4f}",
+             f"{r['random_ap']:.4f}", *(specs.cell_text(c, r[c.name]) for c in rest)] for r in tasks.to_dict("records")]
+    return ["", "Test sets (per task): records, anomalies, prevalence p and the AP of a random ranking:", "",
+            *markdown_table([*(spec.label(n) for n in TASKS_PLACED), *(c.label for c in rest)], rows)]
+
+
+def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataFrame | None = None,
+                    placements: pd.DataFrame | None = None, tasks: pd.DataFrame | None = None) -> str:
+    header = [*(specs.TABULAR_TABLE2.label(k) for k in ("dataset", "ordering", "model", "metric")),
+              *[name for _, name in STRATEGIES]]
+    rows = _table2_rows(long)
     note = ("Values ×100, 95 % bootstrap interval over the evaluated records in brackets; beside nPR-AUC_CL the raw "
             "AP_CL and the AP_CL a random ranking gets on the same test sets (each test set's prevalence is in the "
             "per-task table). A cell averages the seeds (tabular_table2.csv lists each seed's value).")
@@ -357,10 +390,7 @@ def table2_markdown(long: pd.DataFrame, footer: list[str], run_lengths: pd.DataF
     if replaced_note(long):
         lines += ["", replaced_note(long)]
     if tasks is not None and len(tasks):
-        lines += ["", "Test sets (per task): records, anomalies, prevalence p and the AP of a random ranking:", "",
-                  *markdown_table(["Scenario", "Ordering", "Task", "Records", "Anomalies", "p", "Random AP"],
-                                  [[r.dataset, r.ordering, r.task, str(r.records), str(r.anomalies),
-                                    f"{r.prevalence:.4f}", f"{r.random_ap:.4f}"] for r in tasks.itertuples()])]
+        lines += _tasks_lines(tasks)
     if run_lengths is not None and len(run_lengths):
         fmt = lambda v: "–" if not np.isfinite(v) else f"{v:g}"  # noqa: E731
         lines += ["", "Contiguous anomaly runs of the test sets in stream order (they set each scenario's block):", "",
@@ -434,11 +464,12 @@ def validation_table(cells: dict) -> pd.DataFrame:
 
 
 def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
-    header = ["Scenario", "Ordering", "Model", "Feasibility: best of MSTE/Cumulative − 0.5",
-              "Feasibility: its nPR-AUC_CL (chance 0)", "Non-triviality: best reference − Naive", "Cumulative (warm) − Naive", "Cumulative (fresh) − Naive",
-              "MSTE − Naive", "Replay − Naive",
-              "Forgetting: Naive FM (Chaudhry)", "MSTE FM (Chaudhry)", "Naive FM (CAD 675a9c9 formula)",
-              "MSTE FM (CAD 675a9c9 formula)"]
+    spec = specs.VALIDATION
+    rest = spec.unplaced(VALIDATION_PLACED)
+    header = [*(spec.label(n) for n in ("dataset", "ordering", "model", "feasibility_gap_over_random",
+                                        "feasibility_npr_auc_cl", "non_triviality_gap", *(g for _, g in GAPS),
+                                        "forgetting_naive_fm", "forgetting_mste_fm", "forgetting_naive_fm_released",
+                                        "forgetting_mste_fm_released")), *(c.label for c in rest)]
 
     def gap(r, name):
         v, low, high = (getattr(r, name), getattr(r, f"{name}_low"), getattr(r, f"{name}_high"))
@@ -456,12 +487,13 @@ def validation_markdown(table: pd.DataFrame, footer: list[str]) -> str:
              gap(r, "feasibility_npr_auc_cl"), gap(r, "non_triviality_gap") + (f" ({r.non_triviality_best_reference})"
                                              if r.non_triviality_best_reference else ""),
              *[gap(r, name) for _, name in GAPS], gap(r, "forgetting_naive_fm"), gap(r, "forgetting_mste_fm"),
-             *[released_fm(r, p) for p in ("naive", "mste")]]
+             *[released_fm(r, p) for p in ("naive", "mste")],
+             *(specs.cell_text(c, getattr(r, c.name)) for c in rest)]
             for r in table.itertuples(index=False)]
-    note = ("Measured gaps (×100, ROC-AUC_CL, nPR-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the required "
-            "levels depend on the dataset and the intended use. A difference of two strategies is paired: both are "
-            "evaluated on the same resamples of the same test records, so its interval is that of the difference, "
-            "not two single intervals combined. The released FM is on the full matrix of a cross-evaluated run "
-            "(the released preset's: every task evaluated after every step, as the released code does) and on the "
-            "lower triangle of a continual one (said beside each value).")
+    note = ("Measured gaps (×100, ROC-AUC_CL, nPR-AUC_CL and FM) with 95 % bootstrap intervals, not pass/fail: the "
+            "required levels depend on the dataset and the intended use. A difference of two strategies is paired: "
+            "both are evaluated on the same resamples of the same test records, so its interval is that of the "
+            "difference, not two single intervals combined. The released FM is on the full matrix of a "
+            "cross-evaluated run (the released preset's: every task evaluated after every step, as the released code "
+            "does) and on the lower triangle of a continual one (said beside each value).")
     return "\n".join(["# Scenario validation criteria", "", *markdown_table(header, rows), "", note, *footer]) + "\n"

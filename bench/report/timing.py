@@ -87,6 +87,10 @@ def _header(show_backbone: bool, show_weights: bool) -> list[str]:
     return [c.label for c in specs.TIMING.keys if shown.get(c.name, True)]
 
 
+# the columns the timing renderings place; any other column specs.TIMING declares is shown inside each cell
+PLACED = ("dataset", "model", "backbone", "weights", "phase", "protocol", "mean_s", "std_s", "n_orderings", "n_runs")
+
+
 def timing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
     show_weights = long["weights"].nunique() > 1 if len(long) else False
     lines = []
@@ -95,8 +99,8 @@ def timing_markdown(long: pd.DataFrame, footer: list[str] | None = None) -> str:
         for (dataset, model, backbone, weights, phase), cells in _rows(part):
             rows.append([label("dataset", dataset), label("model", model)] + ([backbone] if show_backbone else [])
                         + ([weights] if show_weights else []) + [dict(PHASES)[phase]]
-                        + [format_timing(r["mean_s"], r["std_s"], r["n_orderings"]) if (r := cells.get(p)) else "–"
-                           for p, _ in PROTOCOLS])
+                        + [format_timing(r["mean_s"], r["std_s"], r["n_orderings"])
+                           + specs.TIMING.extra_text(r, PLACED) if (r := cells.get(p)) else "–" for p, _ in PROTOCOLS])
         header = _header(show_backbone, show_weights) + [name for _, name in PROTOCOLS]
         lines += [f"## {title}", "", f"{what[0].upper()}{what[1:]}.", ""] + markdown_table(header, rows) + [""]
     lines += ["Wall time of a whole run (sum over steps; CUDA synchronised), mean (± population std) across "
@@ -125,7 +129,8 @@ def timing_latex(long: pd.DataFrame, footer: list[str] | None = None) -> str:
                      latex_escape(label("model", model))] + ([latex_escape(backbone)] if show_backbone else [])
             shown += ([latex_escape(weights)] if show_weights else []) + [dict(PHASES)[phase]]
             cells_text = [format_timing(r["mean_s"], r["std_s"], r["n_orderings"]).replace("±", r"$\pm$")
-                          if (r := cells.get(p)) else "--" for p, _ in PROTOCOLS]
+                          + specs.TIMING.extra_text(r, PLACED, latex=True) if (r := cells.get(p)) else "--"
+                          for p, _ in PROTOCOLS]
             lines.append(" & ".join(shown + [c.replace("–", "--") for c in cells_text]) + r" \\")
             previous = dataset
         lines += [r"\bottomrule", r"\end{tabular}"]

@@ -296,22 +296,19 @@ def cmd_index(args) -> int:
 
 
 def cmd_ste(args) -> int:
-    from bench.devices import use_threads
     from bench.registry import get
     from bench.tabular.ste import ste_run
 
     spec = get(args.model, "tabular")
     hp = {**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")}
     tasks = task_list(args.tasks) if args.tasks is not None else None
-    with use_threads(parallel=False):  # the tabular detectors: one thread unless an allocation or the user says more
-        path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
-                       max_steps=args.max_steps)
+    path = ste_run(args.index, args.model, args.out, seed=args.seed, hparams=hp, tasks=tasks,
+                   max_steps=args.max_steps)  # each run on the track's thread count (runner.execute)
     print(f"results: {path}")
     return 0
 
 
 def cmd_run(args) -> int:
-    from bench.devices import use_threads
     from bench.results import summary_lines
     from bench.config import RunConfig, TabularInputs
     from bench.continual.runner import execute, prepare
@@ -326,8 +323,7 @@ def cmd_run(args) -> int:
                        ordering=args.ordering, protocol=args.protocol, seed=args.seed, device="cpu",
                        inputs=TabularInputs(replay_size=args.replay_size), preset=args.preset, label=args.label,
                        hparams={**(spec.quick if args.quick else {}), **_overrides(args.set, "--set")})
-    with use_threads(parallel=False):  # recorded by the run (cpu_threads), as every run's count is
-        path = execute(prepare(config, out=args.out), max_steps=args.max_steps)
+    path = execute(prepare(config, out=args.out), max_steps=args.max_steps)  # on the track's thread count
     print(f"results: {path}")
     print("\n".join(summary_lines(path)))
     return 0

@@ -85,7 +85,8 @@ def test_with_a_fitted_ecod_and_an_online_detector_on_the_synthetic_week():
     r = shared.analyse(streams, rescore={"ecod": FittedRescore(c, get("ecod"), streams["ecod"])},
                        batch_dependent=frozenset({"ecod"}), resamples=20)
     assert r.shared.records == 78 and r.held_out == {"timestamp": 240, "day_round_robin": 240}
-    fresh = get("ecod").create().fit(c.X[benign_training_rows(streams["ecod"]["timestamp"], 1120)])
+    ts = streams["ecod"]["timestamp"]
+    fresh = get("ecod").create().fit(c.X[benign_training_rows(ts.rows, ts.y, 1120)])
     assert r.cell("ecod", "timestamp", "shared").value.ap == metrics.ap(c.y[r.shared.rows],
                                                                          fresh.score(c.X[r.shared.rows]))
     moves = r.history_moves()

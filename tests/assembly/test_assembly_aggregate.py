@@ -97,6 +97,37 @@ def test_make_aggregate_routes_an_assembly_set_here(aggregated, capsys):
     assert str(page) in capsys.readouterr().out and page.read_text() == before  # the same page from the same runs
 
 
+def test_the_refitting_analyses_share_one_rescorer_per_batch_scorer(aggregated, monkeypatch):
+    """Shared records and the batch ladder take their rescorers from one `rescorers(study)`: the same tables as
+    with rescorers of their own, and the model the shared analysis fitted last is not fitted again by the ladder."""
+    from bench.assembly import aggregate_analyses as aa
+    from bench.assembly.analyses.common import FittedRescore
+
+    base, _, _ = aggregated
+    study = aa.load_studies(sorted((base / "outputs" / SET / "runs").glob("*.h5")))[0]
+    aa.attach_corpus(study)
+    st = aa.settings_for(study.n, 20)
+    fits, model = [], FittedRescore.model
+
+    def counting(self, arm, train_end=None):
+        end = self.streams[arm].bounds[0] if train_end is None else int(train_end)
+        if (arm, end) not in self._models:
+            fits.append((self.spec.name, arm, end))
+        return model(self, arm, train_end)
+    monkeypatch.setattr(FittedRescore, "model", counting)
+    own = [aa.shared_analysis(study, st), aa.ladder_analysis(study, st, [])]
+    alone = len(fits)
+    fits.clear()
+    refit = aa.rescorers(study)
+    assert sorted(refit) == ["ecod", "iforest"]
+    together = [aa.shared_analysis(study, st, refit), aa.ladder_analysis(study, st, [], refit)]
+    for a, b in zip(own, together):
+        assert a.tables.keys() == b.tables.keys()
+        for name in a.tables:
+            pd.testing.assert_frame_equal(a.tables[name], b.tables[name])
+    assert len(fits) < alone
+
+
 def test_no_runs_is_one_line_exit_2(tmp_path, capsys):
     assert main(["aggregate", "--dataset", SET, "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -145,9 +176,20 @@ def test_heldout_metrics_of_one_class_are_nan_not_an_error():
 def test_aggregate_of_every_dataset_leaves_the_assembly_sets_to_their_own_report(tmp_path):
     """`aggregate --dataset all` collects the continual tracks' run folders only: an assembly set's run files are
     another format, and reading them as continual runs would refuse the whole aggregate."""
-    from bench.datasets import ASSEMBLY_SETS
+    from bench.assembly.commands import result_sets
     from bench.report.collect import result_dirs
 
-    for name in ("mvtec", ASSEMBLY_SETS[0]):
+    assert "cicids2018-assembly" in result_sets()  # derived from the registered corpus sources, not a hand list
+    for name in ("mvtec", *result_sets()):
         (tmp_path / name / "runs").mkdir(parents=True)
     assert list(result_dirs(tmp_path, "all")) == ["mvtec"]
+
+
+def test_no_continual_run_may_take_an_assembly_sets_name_as_its_label():
+    from bench.assembly.commands import result_sets
+    from bench.config import check_label
+    from bench.errors import ConfigError
+
+    for name in result_sets():
+        with pytest.raises(ConfigError, match="another dataset's result set"):
+            check_label(name, "mvtec")

@@ -42,7 +42,7 @@ def test_tabular_iforest_scores_are_the_tabular_detectors_own(week):
     i_tr, _ = s.bounds
     assert np.isnan(s.score[:i_tr]).all() and np.isfinite(s.score[i_tr:]).all() and s.batch.size == s.n - i_tr
     tab = get("iforest", "tabular")
-    direct = tab.factory(**tab.resolve({}, "released")).fit(corpus.X[benign_training_rows(s, i_tr)], 11)
+    direct = tab.factory(**tab.resolve({}, "released")).fit(corpus.X[benign_training_rows(s.rows, s.y, i_tr)], 11)
     assert np.array_equal(s.score[i_tr:], direct.score(corpus.X[arm.rows[i_tr:]]))
 
 

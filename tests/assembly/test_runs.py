@@ -122,6 +122,13 @@ def test_batch_run_records_its_batch(week_root, tmp_path):
     assert s.kind is Kind.BATCH and np.isnan(s.score[:i_tr]).all() and np.isfinite(s.score[i_tr:]).all()
     assert s.batch == batch_record(corpus.record_id[s.rows[i_tr:]]) and s.batch.size == 1600 - 1120
     assert store.run_attrs(run.out)["batch_dependent"]
+    # the analyses' in-memory scoring makes the same call (common.score_batch): the same scores and batch
+    from bench.assembly import arms, detectors
+    from bench.assembly.analyses.inmemory import score_arm
+
+    mem = score_arm(corpus, arms.make_arm(corpus, "day_round_robin"), detectors.get("ecod"), run.spec.split)
+    np.testing.assert_array_equal(mem.score, s.score)
+    assert mem.batch == s.batch
 
 
 def test_read_run_refuses_other_files_in_one_line(tmp_path):
@@ -134,6 +141,28 @@ def test_read_run_refuses_other_files_in_one_line(tmp_path):
     (tmp_path / "y.h5").write_text("not hdf5")
     with pytest.raises(DatasetError, match="not a readable assembly run file"):
         store.read_run(tmp_path / "y.h5")
+
+
+def test_a_small_run_file_declaring_huge_arrays_is_refused_before_reading(tmp_path):
+    """A few-KB assembly run file declaring 10^11 scores (chunked, compressed, nothing stored) would make read_run
+    allocate 745 GiB; the size guard the suite's result reader uses (results.sized_datasets) refuses it first."""
+    path = tmp_path / "crafted.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format=store.FORMAT, status="complete")
+        f.create_dataset("rows", data=np.arange(5))
+        f.create_dataset("y", data=np.zeros(5, np.int8))
+        f.create_dataset("score", shape=(10**11,), dtype="f8", chunks=(2**20,), compression="gzip")
+    assert path.stat().st_size < 100_000
+    with pytest.raises(DatasetError, match="dataset score declares shape \\(100000000000,\\)") as e:
+        store.read_run(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    # a checkpoint declaring as much is not this run's to resume: started over, unread
+    ckpt = tmp_path / "crafted.h5.ckpt"
+    with h5py.File(ckpt, "w") as f:
+        f.attrs.update(run_key="k", position=5)
+        f.create_dataset("score", shape=(10**11,), dtype="f8", chunks=(2**20,), compression="gzip")
+        f.create_dataset("state/x", data=np.zeros(1))
+    assert store.read_checkpoint(ckpt, "k", None, np.zeros(5), {}) == 0 and not ckpt.exists()
 
 
 @pytest.mark.parametrize("change, message", [

@@ -12,25 +12,14 @@ import pytest
 from bench.continual import guards
 from bench.continual.guards import output_lock
 from bench.errors import BenchError
-
-
-def _held_elsewhere(path) -> bool:
-    """Whether another open file description cannot take the lock of the file now at `path`."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+from bench.io import lock_held_elsewhere
 
 
 def test_the_lock_is_held_during_the_run_refused_to_a_second_and_removed_after(tmp_path):
     out = tmp_path / "run.h5"
     lock = tmp_path / "run.h5.lock"
     with output_lock(out):
-        assert _held_elsewhere(lock)
+        assert lock_held_elsewhere(lock, exclusive=True)
         with pytest.raises(BenchError, match="another process is running this run"), output_lock(out):
             pass
         assert lock.exists()  # the refused one removed nothing
@@ -57,5 +46,5 @@ def test_a_lock_file_removed_between_open_and_flock_is_not_trusted(tmp_path, mon
     monkeypatch.setattr(guards.fcntl, "flock", flock)
     with output_lock(out):
         monkeypatch.setattr(guards.fcntl, "flock", real)
-        assert len(calls) == 2 and lock.exists() and _held_elsewhere(lock)  # the file on disk is the locked one
+        assert len(calls) == 2 and lock.exists() and lock_held_elsewhere(lock, exclusive=True)  # the file on disk is the locked one
     assert not lock.exists()

@@ -88,11 +88,17 @@ def test_nn_distance_equals_cdist():
     torch.testing.assert_close(nn_distance(q, bank, chunk=128), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_blur_equals_scipy_gaussian_filter():
-    maps = torch.rand(2, 64, 64, generator=torch.Generator().manual_seed(0))
-    ours = gaussian_blur(maps, 4.0).numpy()
-    for m, o in zip(maps.numpy(), ours):  # torch "reflect" padding is scipy's "mirror"
-        np.testing.assert_allclose(o, gaussian_filter(m, sigma=4.0, mode="mirror", truncate=4.0), atol=1e-5)
+@pytest.mark.parametrize("shape,sigma", [((2, 64, 64), 4.0), ((2, 7, 5), 4.0), ((1, 20, 33), 1.3), ((1, 1, 9), 2.6)])
+def test_blur_equals_scipy_gaussian_filter_with_its_defaults(shape, sigma):
+    """The map blur of PatchCore (InCLAD's released copy: routing-cad-icdm `src/pyclad/models/patchcore/
+    patchcore.py:103`, `ndimage.gaussian_filter(score, sigma=self.smoothing)`), PaDiM, RD4AD and CFA's `original`
+    is scipy's filter with its defaults: mode "reflect" repeats the edge pixel, keeps reflecting over maps narrower
+    than the kernel (7 × 5 against a 33-tap kernel), and the radius is ⌊4σ + ½⌋ (σ = 1.3: 5, not ⌈5.2⌉)."""
+    maps = torch.rand(*shape, generator=torch.Generator().manual_seed(0))
+    ours = gaussian_blur(maps, sigma).numpy()
+    for m, o in zip(maps.numpy(), ours):
+        np.testing.assert_allclose(o, gaussian_filter(m, sigma=sigma), atol=1e-6)
+    assert np.abs(ours[0] - gaussian_filter(maps[0].numpy(), sigma=sigma, mode="mirror")).max() > 1e-4
 
 
 def _fit(root, task, size, seed=0):

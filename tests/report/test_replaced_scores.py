@@ -8,20 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import small_tabular_index
+
 from bench.cli import main
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from bench.tabular import discovery, preprocess, scenario
-    from bench.tabular.synthetic import generate
-
-    base = tmp_path_factory.mktemp("replaced-index")
-    root = generate(base / "raw", seed=1, n_normal=120, n_anomal=30)
-    cand = discovery.DiscoverySettings()
-    preprocess.build_index("synthetic", scenario.raw_table("synthetic", root), lambda df: discovery.discover(df, cand),
-                           preprocess.PrepSettings(), base / "index", cand.to_dict())
-    return base / "index"
+    return small_tabular_index(tmp_path_factory.mktemp("replaced-index"))
 
 
 def test_released_runs_say_how_many_scores_were_replaced_in_every_table(index, tmp_path, monkeypatch, capsys):

@@ -139,3 +139,163 @@ def test_every_spec_keys_name_a_row_of_its_table():
     assert len(keys) == len(specs.NAMES)
     with pytest.raises(KeyError, match="table2: no column or metric 'forgetting'"):
         specs.TABLE2.label("forgetting")
+
+
+# ------------------------------------------------------------ every spec: a column added shows in every form
+
+PROBE = specs.Column("probe_value", "Probe value", kind=specs.Kind.NUMBER)
+MULTI_TASKS = ("mvtec/a", "btad/b", "mvtec/c")
+
+
+@dataclasses.dataclass(frozen=True)
+class Probed(specs.TableSpec):
+    """A spec with PROBE added, and the frame computed with it (what a new column's computation would do)."""
+
+    def frame(self, df: pd.DataFrame) -> pd.DataFrame:
+        if not df.columns.empty and PROBE.name not in df.columns:
+            df = df.assign(**{PROBE.name: 0.125})
+        return super().frame(df)
+
+
+def _probed(spec: specs.TableSpec) -> Probed:
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    return Probed(**{**fields, "values": (*spec.values, PROBE)})
+
+
+@pytest.fixture(scope="module")
+def every_table(tmp_path_factory):
+    """Image runs from which every image-track table has rows: three methods × two orderings × both protocols,
+    one task-bank run (routing), one failed run (missing), MultiDataset runs (the method selection)."""
+    out, rng = tmp_path_factory.mktemp("specs") / "outputs", np.random.default_rng(5)
+    for model in ("patchcore", "padim", "cfa"):
+        for ordering in ("easy_to_hard", "hard_to_easy"):
+            for protocol in ("ncl", "cl"):
+                write(out, model=model, protocol=protocol, ordering=ordering, image=lower(rng, len(TASKS), 0.4),
+                      pixel=lower(rng, len(TASKS), 0.4), rng=rng)
+            write(out, dataset="multi", model=model, ordering=ordering, tasks=MULTI_TASKS, protocol="cl", rng=rng)
+    n = len(TASKS)
+    counts = np.zeros((n, n, n), dtype=np.int64)
+    for i in range(n):
+        counts[i, :i + 1, :i + 1] = np.eye(i + 1, dtype=np.int64) * 10
+    own = np.where(np.tri(n, dtype=bool), 1.0, np.nan)
+    write(out, model="patchcore", ordering="random", protocol="cl",
+          extra={"routing/counts": counts, "routing/own_fraction": own})
+    write(out, model="padim", protocol="cl", ordering="random", seed=7, status="failed", steps=2,
+          attrs={"error": "boom"})
+    return out
+
+
+def _tabular_forms(name: str) -> dict:
+    """The tabular tables of one scenario (Naive and MSTE runs with a stream order) as `aggregate` writes them,
+    and the page's tabular section."""
+    import sys
+    from pathlib import Path
+
+    from bench.report import aggregate as ag
+    from bench.report import html
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tabular"))
+    from test_tabular_report import fake_run, strategy, stream
+
+    labels, order = stream(n=300)
+    rng = np.random.default_rng(4)
+    details = {p: fake_run(strategy(labels, rng, strength=s), labels, order) for p, s in (("ncl", 1.0), ("mste", 2.0))}
+    runs = pd.DataFrame([{"track": "tabular", "dataset": "d", "ordering": "o", "model": "m", "backbone": "",
+                          "weights": "", "protocol": p, "seed": 0, "run_key": p, "git_commit": "c" * 40,
+                          "git_dirty": 0, "config_sha256": "f" * 64} for p in details])
+    items = ag._tabular_items(runs, details, Options(bootstrap=20, figure_formats=()), 0)
+    texts = {i.name: i.text for i in items if i.text is not None}
+    spec = getattr(specs, name)
+    section = html.tabular({k: html._read(v) for k, v in texts.items() if k.endswith(".csv")})
+    block = next((b for b in section["blocks"] if b.get("csv") == f"{spec.name}.csv"), None) if section else None
+    page = "" if block is None else "".join(f"<th>{h}</th>" for h in block["header"])
+    md = texts.get(f"tables/{spec.name}.md") or (texts["tables/tabular_table2.md"] if name == "TABULAR_TASKS" else "")
+    return {specs.Format.CSV: texts[spec.csv], specs.Format.MARKDOWN: md, specs.Format.HTML: page}
+
+
+def _image_forms(outputs, name: str) -> dict:
+    spec = getattr(specs, name)
+    dataset = "multi" if name == "MULTI_SELECTION" else "synthetic"
+    aggregate(outputs, dataset, Options(bootstrap=0, figure_formats=()), **QUIET)
+    folder = outputs / dataset
+
+    def text(path: str) -> str:
+        return (folder / path).read_text() if (folder / path).is_file() else ""
+
+    md = text("tables/paper_comparison.md") if name == "PAPER_TIMING" else text(f"tables/{spec.name}.md")
+    return {specs.Format.CSV: text(spec.csv), specs.Format.MARKDOWN: md,
+            specs.Format.LATEX: text(f"tables/{spec.name}.tex"), specs.Format.HTML: text("report/index.html")}
+
+
+def _one_published_time(runs, details, *args) -> pd.DataFrame:
+    """A paper_timing row (the synthetic runs have no published time to stand beside)."""
+    return pd.DataFrame([{"dataset": "mvtec", "model": "patchcore", "backbone": "wide_resnet50_2",
+                          "weights": "imagenet", "phase": "train", "protocol": "ncl", "ours_s": 12.5,
+                          "n_orderings": 2, "published": "1m 0s", "published_s": 60.0, "ratio": 0.21,
+                          "our_hardware": "cpu", "published_hardware": "A100", "comparable": False,
+                          "reason": "other hardware"}])
+
+
+@pytest.mark.parametrize("name", specs.NAMES)
+def test_a_column_added_to_any_spec_shows_in_its_csv_markdown_latex_and_page_under_one_label(
+        name, every_table, monkeypatch):
+    spec = getattr(specs, name)
+    monkeypatch.setattr(specs, name, _probed(spec))
+    if name == "RUNS":  # runs.csv's rule: the frame's columns; the page shows those RUN_SHOWN declares
+        monkeypatch.setattr(specs, "RUN_SHOWN", (*specs.RUN_SHOWN, PROBE))
+    if name == "PAPER_TIMING":
+        monkeypatch.setattr(paper, "timing_comparison", _one_published_time)
+    tabular = name in ("TABULAR_TABLE2", "VALIDATION", "TABULAR_TASKS", "TABULAR_HEATMAPS")
+    forms = _tabular_forms(name) if tabular else _image_forms(every_table, name)
+    header = forms[specs.Format.CSV].splitlines()[0].split(",")
+    assert header.count(PROBE.name) == 1, name
+    assert set(spec.formats) <= set(forms), name
+    for fmt in spec.formats[1:]:  # every rendered form: the label, never the CSV name
+        shown = forms[fmt]
+        assert PROBE.label in shown, (name, fmt)
+        assert PROBE.name not in shown.replace(f"{PROBE.name}.", ""), (name, fmt)
+    if specs.Format.HTML in spec.formats:
+        assert f"<th>{PROBE.label}</th>" in forms[specs.Format.HTML], name
+
+
+def test_every_spec_declares_its_columns_once_with_a_label():
+    for spec in specs.all_specs():
+        names = [c.name for c in spec.columns]
+        assert len(names) == len(set(names)) and all(c.label for c in spec.columns), spec.name
+        assert spec.variable or len(spec.columns) > len(spec.keys), spec.name  # keys only: runs.csv's rule alone
+        assert spec.formats[0] is specs.Format.CSV, spec.name
+
+
+def test_the_tabular_table2_published_layout_is_pinned():
+    from bench.report import tabular as tb
+
+    assert [(c.name, c.label) for c in specs.TABULAR_TABLE2.keys] == [
+        ("dataset", "Scenario"), ("ordering", "Ordering"), ("model", "Model"), ("metric", "Metric"),
+        ("protocol", "Strategy")]
+    assert tb.METRICS == ("roc_auc_cl", "npr_auc_cl", "ap_cl", "random_ap_cl", "fm", "fm_released")
+    forms = _tabular_forms("TABULAR_TABLE2")
+    md = forms[specs.Format.MARKDOWN].splitlines()
+    assert md[0] == "# Tabular Table 2"
+    assert md[2] == ("| Scenario | Ordering | Model | Metric | Naive | Cumulative (warm) | Cumulative (fresh) | MSTE "
+                     "| Replay |")
+    assert [line.split(" | ")[3] for line in md[4:10]] == [
+        "ROC-AUC_CL", "nPR-AUC_CL", "AP_CL", "AP_CL of a random ranking", "FM (Chaudhry, last step)",
+        "FM (CAD 675a9c9 formula, lower triangle)"]
+
+
+def test_a_column_added_to_the_assembly_runs_spec_shows_in_its_csv_markdown_and_page(monkeypatch):
+    from bench.assembly import page, report
+    from bench.assembly import specs as assembly_specs
+
+    row = {c.name: {specs.Kind.TEXT: "x", specs.Kind.NUMBER: 0.5, specs.Kind.COUNT: 3,
+                    specs.Kind.FLAG: False}[c.kind] for c in assembly_specs.RUNS.columns}
+    probed = _probed(assembly_specs.RUNS)
+    for module in (assembly_specs, report, page):
+        monkeypatch.setattr(module, "RUNS", probed)
+    df = probed.frame(pd.DataFrame([row]))
+    assert probed.csv_text(df).splitlines()[0].split(",").count(PROBE.name) == 1
+    md = report.run_markdown(df)
+    assert md.splitlines()[0] == f"# {assembly_specs.RUNS.title}" and f"| {PROBE.label} |" in md
+    assert "| held-out records |" in md and PROBE.name not in md
+    header = page.run_section(df)["blocks"][0]["header"]
+    assert header[-1] == PROBE.label and header[4] == assembly_specs.RUNS.label("test_records")

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import small_tabular_index
 from test_tabular_data import REV_CFM4, values, write_2017
 
 from bench.errors import ConfigError, DatasetError
@@ -143,15 +144,7 @@ def test_cicids2018_mixed_timestamp_formats_give_one_day_or_a_line_naming_the_fi
 
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
-    from bench.tabular import discovery, preprocess, scenario
-    from bench.tabular.synthetic import generate
-
-    base = tmp_path_factory.mktemp("hostile-index")
-    root = generate(base / "raw", seed=1, n_normal=120, n_anomal=30)
-    cand = discovery.DiscoverySettings()
-    preprocess.build_index("synthetic", scenario.raw_table("synthetic", root), lambda df: discovery.discover(df, cand),
-                           preprocess.PrepSettings(), base / "index", cand.to_dict())
-    return base / "index"
+    return small_tabular_index(tmp_path_factory.mktemp("hostile-index"))
 
 
 @pytest.mark.parametrize("name", ["../../../x", "a/b", "..", ".", "x y"])

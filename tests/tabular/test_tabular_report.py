@@ -267,7 +267,10 @@ def test_the_report_row_of_a_tabular_cell_holds_its_value_chance_level_and_block
     section = html.tabular({"tables/tabular_table2.csv": frame})
     shown = next(b for b in section["blocks"] if b["csv"] == "tabular_table2.csv")
     col = {h: k for k, h in enumerate(shown["header"])}
-    rows = {(r[col["metric"]]["value"], r[col["protocol"]]["text"]): r for r in shown["rows"]}
+    from bench.report import specs
+
+    metric, protocol = (specs.TABULAR_TABLE2.label(n) for n in ("metric", "protocol"))  # the page's headers
+    rows = {(r[col[metric]]["value"], r[col[protocol]]["text"]): r for r in shown["rows"]}
     npr, want = rows[("npr_auc_cl", "ncl")], long.loc[("npr_auc_cl", "ncl")]
     assert npr[col["value [95 % CI]"]]["text"] == f"{want.value:.3f} [{want.ci_low:.3f}, {want.ci_high:.3f}]"
     assert npr[col["chance level"]]["text"] == "0" and npr[col["interval"]]["text"] == f"block ({BLOCK} records)"
@@ -301,6 +304,8 @@ def test_the_validation_table_holds_npr_auc_beside_its_chance_level_and_its_bloc
     frame = pd.read_csv(io.StringIO(val.to_csv(index=False)), dtype=str, keep_default_na=False)
     section = html.tabular({"tables/validation.csv": frame})
     shown = next(b for b in section["blocks"] if b["csv"] == "validation.csv")
-    k = shown["header"].index("feasibility_npr_auc_cl")
+    from bench.report import specs
+
+    k = shown["header"].index(specs.VALIDATION.label("feasibility_npr_auc_cl"))
     assert shown["header"][k + 1] == "chance level" and shown["rows"][0][k + 1]["text"] == "0"
     assert shown["rows"][0][k]["text"] == f"{want.value:.3f} [{want.ci_low:.3f}, {want.ci_high:.3f}]"

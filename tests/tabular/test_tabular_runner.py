@@ -147,10 +147,7 @@ def test_a_sigkilled_run_resumes_to_identical_results(index, tmp_path):
     assert 1 <= done < len(STREAM) and results.read_run(out)["attrs"]["status"] == "running"
     resumed = subprocess.run(command, capture_output=True, text=True)
     assert resumed.returncode == 0 and "resuming" in resumed.stdout + resumed.stderr, resumed.stderr
-    from bench.devices import use_threads
-
-    with use_threads(parallel=False):  # the thread count the command chose: float sums depend on it
-        whole, _ = run(index, tmp_path, "cl", "whole", model="autoencoder")
+    whole, _ = run(index, tmp_path, "cl", "whole", model="autoencoder")  # on the thread count the command ran on
     _same_results(results.read_run(out), whole)
 
 

@@ -29,8 +29,9 @@ def no_thread_settings(monkeypatch):
     ({"OMP_NUM_THREADS": "2"}, False, 2),
     ({"OMP_NUM_THREADS": "junk"}, False, 1),
     ({}, True, 3),
+    ({"OMP_NUM_THREADS": "2"}, True, 3),  # torch read it at start; a count the caller set since is kept
 ])
-def test_the_thread_count_follows_the_allocation_then_the_user_then_the_workload(no_thread_settings, monkeypatch,
+def test_the_thread_count_follows_the_allocation_then_the_caller_then_the_workload(no_thread_settings, monkeypatch,
                                                                                   env, parallel, expected):
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
@@ -59,3 +60,18 @@ def test_a_tabular_run_records_the_threads_chosen_for_it(tabular_index, no_threa
     assert run["attrs"]["cpu_threads"] == expected
     assert set(run["timing/cpu_threads"].tolist()) == {expected}
     assert torch.get_num_threads() == 3  # the command leaves the process's count as it found it
+
+
+def test_a_tabular_run_executed_in_process_runs_on_its_tracks_threads(tabular_index, no_thread_settings, tmp_path):
+    """The choice is the runner's (bench.tracks.TrackEntry.parallel_ops), not only the commands': a run executed
+    from Python, as a notebook or a test does, records one thread and leaves the caller's count as it was."""
+    from bench.config import RunConfig, TabularInputs
+    from bench.continual.runner import execute, prepare
+    from bench.registry import get
+
+    config = RunConfig(dataset="synthetic", root=str(tabular_index), model="iforest", tasks=["Monday", "Tuesday"],
+                       protocol="ncl", seed=0, device="cpu", inputs=TabularInputs(),
+                       hparams=dict(get("iforest", "tabular").quick))
+    out = execute(prepare(config, out=tmp_path / "run.h5"), progress=False, log=lambda *_: None)
+    assert results.read_run(out)["attrs"]["cpu_threads"] == 1
+    assert torch.get_num_threads() == 3

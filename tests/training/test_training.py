@@ -177,8 +177,9 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 
 # Each learning assertion below holds across the spread measured on this suite's inputs (tiny synthetic benchmark,
 # held-out textures, 64 px, random-init resnet18, quick settings) over training seeds 0-4 at 1 and 2 CPU threads
-# (OMP_NUM_THREADS and torch.set_num_threads in a subprocess; issue 31 §0): a threshold tuned on one seed and one
-# thread count failed at another (RD4AD clouds, seed 0: 0.797 with one thread, 0.625 with two).
+# (OMP_NUM_THREADS and torch.set_num_threads in a subprocess; commit 7aa61eb, 2-core CI-class machine): a
+# threshold tuned on one seed and one thread count failed at another (RD4AD clouds, seed 0: 0.797 with one thread,
+# 0.625 with two).
 # Synthetic tasks, min-max over the spread: STFPM 0.875 (checker, stripes)-1.0; FastFlow 1.0 on every task;
 # RD4AD chip/grain 1.0, disc 0.938-1.0, stripes 0.844-0.984, checker 0.359-0.75 (at some seeds no better than
 # its untrained network: not asserted); PaSTe chip 0.984-1.0, grain 1.0, stripes 0.828-1.0, disc 0.734-0.984,
@@ -229,7 +230,7 @@ def texture_root(tmp_path_factory):
 @pytest.mark.parametrize("model", GRADIENT)
 def test_learns_a_held_out_texture(texture_root, model):
     """Training beats the untrained network by the margin that held over seeds and thread counts, and the loss
-    falls (issue 31 §0: the AUROC threshold of 0.65 held only at the thread count it was tuned at)."""
+    falls (a fixed AUROC threshold of 0.65 holds only at the thread count it is tuned at)."""
     from textures import splits
 
     task, margin = HELD_OUT[model]
@@ -258,12 +259,12 @@ def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
     """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings (RD4AD with
     half its quick epochs, to keep the suite short).
 
-    Measured spread (issue 31 §0; BWT NCL / Replay). Two threads, seeds 0, 1, 2: STFPM −0.401/−0.057,
-    −0.255/−0.010, −0.083/−0.005; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089, −0.724/−0.177;
-    PaSTe +0.057/−0.042, −0.068/−0.193 (REPLAY_NOTHING_TO_RECOVER). One thread, seeds 0, 1: STFPM −0.406/−0.036,
-    −0.250/−0.010; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD (seed 0) −0.573/−0.115; PaSTe (seed 0)
-    +0.042/−0.052. So the assertion is the sign, which held with a margin of at least 0.078 in every measured case
-    of the three models it asserts; a threshold on either BWT would not."""
+    Measured spread (commit 33279b4, 2-core CI-class machine; BWT NCL / Replay). Two threads, seeds 0, 1, 2: STFPM
+    −0.401/−0.057, −0.255/−0.010, −0.083/−0.005; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089,
+    −0.724/−0.177; PaSTe +0.057/−0.042, −0.068/−0.193 (REPLAY_NOTHING_TO_RECOVER). One thread, seeds 0, 1: STFPM
+    −0.406/−0.036, −0.250/−0.010; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD (seed 0) −0.573/−0.115; PaSTe (seed
+    0) +0.042/−0.052. So the assertion is the sign, which held with a margin of at least 0.078 in every measured
+    case of the three models it asserts; a threshold on either BWT would not."""
     tasks = ["chip", "stripes", "disc"]
     bwt = {}
     for protocol in ("ncl", "cl"):

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, arguments, copy_by_order, max_gap, roc_auc, state_gap, suite_detector, tiny_task, \
-    use_released
-
-BATCH = 8
+from harness import Report, arguments, copy_by_order, descend, lockstep, max_gap, roc_auc, state_gap, \
+    suite_detector, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -36,25 +34,21 @@ def main() -> None:
     copy_by_order(det.extractor.model.state_dict(), [arch.teacher])
     copy_by_order(det.student_.state_dict(), [arch.student])
     optimizer = torch.optim.SGD(arch.student.parameters(), lr=0.4, momentum=0.9, weight_decay=1e-4)
-    opts = det.optimizers()
-    rows = list(range(len(train)))
-    plan = [[(train, r) for r in rows[s:s + BATCH]] for s in range(0, len(rows), BATCH)]
-    for step in range(1 + args.steps):
-        batch = plan[step % len(plan)]
-        det.student_.train()
-        ours = det.train_step(batch, opts)
+
+    def released_step(images):
         arch.train()
-        loss = arch.feature_loss(*arch.forward_train(train.load_images([r for _, r in batch])))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        theirs = float(loss.detach())
-        if step == 0:
-            report.row("loss of the first step", ours, theirs, abs(ours - theirs))
+        loss = arch.feature_loss(*arch.forward_train(images))
+        return descend(optimizer, loss)
+
+    def first(step):
+        if step.index == 0:
+            report.row("loss of the first step", step.suite, step.released, abs(step.suite - step.released))
             released = arch.student.state_dict()
             gap, _ = state_gap(dict(zip(released, det.student_.state_dict().values())), released)
             report.row("student after one step", "", "", gap)
-    report.row(f"loss of step {1 + args.steps}", ours, theirs, abs(ours - theirs))
+
+    last = lockstep(det, det.student_, train, 1 + args.steps, released_step, first)
+    report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
     idx = list(range(len(test)))
     pred = det.predict(test, idx)
     arch.eval()

@@ -14,10 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness import Report, arguments, copy_by_order, copy_into, max_gap, roc_auc, state_gap, suite_detector, \
-    tiny_task, use_released
-
-BATCH = 8
+from harness import Report, arguments, copy_by_order, copy_into, descend, lockstep, max_gap, roc_auc, \
+    state_gap, suite_detector, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -40,6 +38,17 @@ def starts(report: Report, size: int) -> None:
     report.row("every decoder BatchNorm weight 1", all(bn[len(bn) // 2:]), all(bn[: len(bn) // 2]))
 
 
+def one_step_gap(report: Report, det, arch) -> None:
+    released = {**arch.bn.state_dict(), **arch.decoder.state_dict()}
+    ours_state = dict(zip(released, det.net_.state_dict().values()))
+    gap, key = state_gap(ours_state, released)
+    report.row(f"OCBE + decoder after one step (worst: {key})", "", "", gap)
+    moved = sum(int(((v.double() - released[k].double()).abs() > 1e-4).sum()) for k, v in ours_state.items()
+                if v.is_floating_point())
+    report.row("  weights differing by more than 1e-4", moved,
+               sum(v.numel() for v in released.values() if v.is_floating_point()))
+
+
 def same_weights(report: Report, train, test, args) -> None:
     det = suite_detector("rd4ad", args.size, seed=0)
     det._lay_out_modules()
@@ -48,31 +57,20 @@ def same_weights(report: Report, train, test, args) -> None:
     copy_by_order(det.net_.state_dict(), [arch.bn, arch.decoder])
     optimizer = torch.optim.Adam(list(arch.decoder.parameters()) + list(arch.bn.parameters()), lr=5e-3,
                                  betas=(0.5, 0.999))
-    opts = det.optimizers()
-    rows = list(range(len(train)))
-    plan = [[(train, r) for r in rows[s:s + BATCH]] for s in range(0, len(rows), BATCH)]
-    for step in range(1 + args.steps):
-        batch = plan[step % len(plan)]
-        det.net_.train()
-        ours = det.train_step(batch, opts)
+
+    def released_step(images):
         arch.train()
-        teacher, _, student = arch.forward_train(train.load_images([r for _, r in batch]))
+        teacher, _, student = arch.forward_train(images)
         loss = arch.cosine_loss(teacher, student)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        theirs = float(loss.detach())
-        if step == 0:
-            report.row("loss of the first step", ours, theirs, abs(ours - theirs))
-            released = {**arch.bn.state_dict(), **arch.decoder.state_dict()}
-            ours_state = dict(zip(released, det.net_.state_dict().values()))
-            gap, key = state_gap(ours_state, released)
-            report.row(f"OCBE + decoder after one step (worst: {key})", "", "", gap)
-            moved = sum(int(((v.double() - released[k].double()).abs() > 1e-4).sum()) for k, v in ours_state.items()
-                        if v.is_floating_point())
-            report.row("  weights differing by more than 1e-4", moved,
-                       sum(v.numel() for v in released.values() if v.is_floating_point()))
-    report.row(f"loss of step {1 + args.steps}", ours, theirs, abs(ours - theirs))
+        return descend(optimizer, loss)
+
+    def first(step):
+        if step.index == 0:
+            report.row("loss of the first step", step.suite, step.released, abs(step.suite - step.released))
+            one_step_gap(report, det, arch)
+
+    last = lockstep(det, det.net_, train, 1 + args.steps, released_step, first)
+    report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
     idx = list(range(len(test)))
     pred = det.predict(test, idx)
     arch.eval()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Report, arguments, copy_into, max_gap, mean_std, roc_auc, state_gap, suite_detector, \
-    tiny_task, use_released
+from harness import Report, arguments, copy_into, max_gap, mean_std, print_matrices, r_matrix, roc_auc, state_gap, \
+    suite_detector, tiny_stream, tiny_task, use_released
 
 BATCH = 8
 
@@ -107,6 +107,36 @@ def start_distribution(report: Report, train, args) -> None:
         report.note(f"  {label:<28} {mean_std(values)}")
 
 
+def stream_ncl(report: Report, args) -> None:
+    """STFPM over the 3-task stream, NCL (warm-start fine-tuning, a fresh optimiser per task: the suite's Naive
+    protocol, and the released STFPM.fit, whose every call builds a new Trainer and so a new optimiser): both from
+    the same weights, each task `--cl-steps` steps over its batches in order (no shuffle, so the two sides see the
+    same batches), then every task's test split scored."""
+    tasks = tiny_stream(args.size)
+    det = suite_detector("stfpm", args.size, seed=0)
+    det._lay_out_modules()
+    model = released_model(contiguous_state(det.extractor.model), contiguous_state(det.student_), args.size)
+
+    def learn_ours(i, train):
+        opts, plan = det.optimizers(), batches(train)
+        for step in range(args.cl_steps):
+            det.student_.train()
+            det.train_step(plan[step % len(plan)], opts)
+
+    def learn_theirs(i, train):
+        optimizer, plan = model.module.configure_optimizers(), batches(train)
+        for step in range(args.cl_steps):
+            released_step(model.module, optimizer, train.load_images([r for _, r in plan[step % len(plan)]]))
+
+    def theirs(test):
+        grid = model._batch_score_maps(test.load_images(list(range(len(test)))))
+        return grid.flatten(1).amax(1).numpy()
+
+    ours_r = r_matrix(tasks, learn_ours, lambda test: det.predict(test, list(range(len(test)))).scores)
+    theirs_r = r_matrix(tasks, learn_theirs, theirs)
+    print_matrices(report, f"STFPM NCL, {args.cl_steps} steps per task", ours_r, theirs_r)
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     use_released(args.released, "routing-cad-icdm")
@@ -115,6 +145,7 @@ def main() -> None:
     same_weights(report, train, test, args)
     if args.seeds:
         start_distribution(report, train, args)
+    stream_ncl(report, args)
     report.print()
 
 

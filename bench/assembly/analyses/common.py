@@ -4,6 +4,8 @@ batch detector on an arm's benign training rows to score a batch of one's choosi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from bench.assembly import records
@@ -30,11 +32,30 @@ def positions_of(stream: records.ScoredStream, rows: np.ndarray) -> np.ndarray:
     return pos
 
 
-def benign_training_rows(stream: records.ScoredStream, train_end: int) -> np.ndarray:
-    """The rows a batch detector is fitted on, as released: the benign rows of positions [0, train_end) (all of
-    them if none is benign)."""
-    rows, y = stream.rows[:train_end], stream.y[:train_end]
+def benign_training_rows(rows: np.ndarray, y: np.ndarray, train_end: int) -> np.ndarray:
+    """The corpus rows a batch detector is fitted on, as released: the benign ones among `rows` at positions
+    [0, train_end) (labels `y`, aligned with `rows`), or all of them if none is benign."""
+    rows, y = rows[:train_end], y[:train_end]
     return rows[y == 0] if (y == 0).any() else rows
+
+
+@dataclass(frozen=True)
+class BatchScore:
+    """A batch detector's scores over one arm: NaN before the training end, then the one batch it scored."""
+
+    score: np.ndarray  # float64, one per row of the arm
+    batch: records.BatchRecord
+
+
+def score_batch(detector, corpus: records.Corpus, rows: np.ndarray, y: np.ndarray, train_end: int) -> BatchScore:
+    """The released batch call: fit `detector` on the benign training rows (`benign_training_rows`), score every
+    row from `train_end` on (validation + test) as one batch. A run file's scores and the in-memory ones both come
+    from here, so they cannot drift apart."""
+    detector.fit(corpus.X[benign_training_rows(rows, y, train_end)])
+    batch_rows = rows[train_end:]
+    score = np.full(len(rows), np.nan)
+    score[train_end:] = detector.score(corpus.X[batch_rows])
+    return BatchScore(score, detector.batch_record(corpus.record_id[batch_rows]))
 
 
 class FittedRescore:
@@ -47,21 +68,18 @@ class FittedRescore:
             raise ConfigError(f"rescoring needs a batch detector; {spec.name!r} is {spec.kind.value}")
         self.corpus, self.spec, self.streams, self.preset, self.seed = corpus, spec, streams, preset, seed
         self._models: dict[tuple[str, int], object] = {}
-        self.batches: list[records.BatchRecord] = []
 
     def model(self, arm: str, train_end: int | None = None):
         stream = self.streams[arm]
         end = stream.bounds[0] if train_end is None else int(train_end)
         if (arm, end) not in self._models:
             det = self.spec.create(self.preset, self.seed)
-            det.fit(self.corpus.X[benign_training_rows(stream, end)])
+            det.fit(self.corpus.X[benign_training_rows(stream.rows, stream.y, end)])
             self._models[(arm, end)] = det
         return self._models[(arm, end)]
 
     def __call__(self, arm: str, rows: np.ndarray, train_end: int | None = None) -> np.ndarray:
-        det = self.model(arm, train_end)
-        self.batches.append(det.batch_record(self.corpus.record_id[rows]))
-        return det.score(self.corpus.X[rows])
+        return self.model(arm, train_end).score(self.corpus.X[rows])
 
 
 def scored_stream(arm: str, rows, y, bounds: tuple[int, int], score, *, detector: str = "scorer",

@@ -5,10 +5,8 @@ elsewhere."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from bench.assembly import records
-from bench.assembly.analyses.common import benign_training_rows, scored_stream
+from bench.assembly.analyses.common import score_batch, scored_stream
 
 
 def score_arm(corpus: records.Corpus, arm: records.Arm, spec, rule: records.SplitRule = records.SplitRule(),
@@ -20,12 +18,8 @@ def score_arm(corpus: records.Corpus, arm: records.Arm, spec, rule: records.Spli
         out = det.score_learn(corpus.X[arm.rows])
         score, branches, batch = out.score, out.branches, None
     else:
-        skeleton = scored_stream(arm.name, arm.rows, y, bounds, np.zeros(len(y)))
-        det.fit(corpus.X[benign_training_rows(skeleton, bounds[0])])
-        batch_rows = arm.rows[bounds[0]:]
-        score = np.full(len(y), np.nan)
-        score[bounds[0]:] = det.score(corpus.X[batch_rows])
-        branches, batch = {}, det.batch_record(corpus.record_id[batch_rows])
+        scored = score_batch(det, corpus, arm.rows, y, bounds[0])
+        score, branches, batch = scored.score, {}, scored.batch
     s = scored_stream(arm.name, arm.rows, y, bounds, score, detector=spec.name, kind=spec.kind, branches=branches,
                       corpus=corpus.name, preset=preset, seed=seed)
     return records.ScoredStream(**{**s.__dict__, "batch": batch})

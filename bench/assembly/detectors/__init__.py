@@ -25,6 +25,7 @@ from types import MappingProxyType
 import numpy as np
 
 from bench.assembly import records
+from bench.assembly.named import Registry
 from bench.errors import DatasetError, choice_error
 
 
@@ -59,22 +60,17 @@ class DetectorSpec:
         return self.factory(**params)
 
 
-_REGISTERED: dict[str, DetectorSpec] = {}
+_REGISTERED: Registry[DetectorSpec] = Registry("assembly detector")
 
 
 def register(spec: DetectorSpec) -> DetectorSpec:
-    if spec.name in _REGISTERED:
-        raise ValueError(f"assembly detector {spec.name!r} is registered twice")
     if "released" not in spec.presets:
         raise ValueError(f"assembly detector {spec.name!r} has no 'released' preset")
-    _REGISTERED[spec.name] = spec
-    return spec
+    return _REGISTERED.add(spec.name, spec)
 
 
 def get(name: str) -> DetectorSpec:
-    if name not in SPECS:
-        raise choice_error("assembly detector", name, SPECS)
-    return SPECS[name]
+    return _REGISTERED.lookup(name)
 
 
 def check_records(X, owner: str, n_features: int | None = None) -> np.ndarray:

@@ -1,0 +1,112 @@
+"""FastFlow side by side: the suite's `inclad` FastFlow and InCLAD's released one (routing-cad-icdm@6fc5a98
+`src/pyclad/models/fastflow/{architecture.py,standard/flow.py}`; the detector is not in InCLAD-benchmark's indexed
+files, only in this fork).
+
+Both sides see the same backbone features (the released `feature_extractor` is replaced by the suite's extractor,
+fed row indices). Same weights: a released step couples, scales, then permutes; a suite step permutes first. So the
+released network gets each level's features with the suite's first permutation already applied (and its LayerNorm
+weights permuted alike), step i gets the suite's step i + 1 permutation (the last one none: the loss and the map
+do not see a final permutation), and every subnet and global affine the suite's weights. Both take one Adam step
+(the suite's lr and weight decay, InCLAD Table 7; the released fastflow.py optimiser was not read) on the same
+batch, then `--steps` more; printed: the first loss, the flows after one step, the image scores and maps.
+Own draws: the released flows drawn by their own code (global torch RNG) over `--seeds` seeds, the first loss
+compared as a distribution.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness import Report, RowsToFeatures, compare_on_test, descend, lockstep, max_gap, mean_std, \
+    rows_tensor, run_sections, suite_detector
+
+
+class PermutedFeatures(RowsToFeatures):
+    """The suite's features of the given rows, each level's channels in the order `perms` gives."""
+
+    def __init__(self, extractor, split, perms):
+        super().__init__(extractor, split)
+        self.perms = perms
+
+    def forward(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        return [f[:, p] for f, p in zip(super().forward(rows), self.perms)]
+
+
+def released_arch(det, split, size: int):
+    from pyclad.models.fastflow.architecture import FastFlowArchitecture
+
+    arch = FastFlowArchitecture(3, (size, size), "resnet18", det.layers, pretrained_backbone=False,
+                                freeze_backbone=True, normalize_features=True, flow_steps=det.flow_steps,
+                                conv3x3_only=False, hidden_ratio=det.hidden_ratio, affine_clamping=det.clamp,
+                                score_mode="max")
+    arch.feature_extractor = RowsToFeatures(det.extractor, split)
+    return arch
+
+
+def pairs(det, arch):
+    """(suite tensor, released tensor, channel permutation applied to the suite's dim 0 or None) for every
+    trained tensor."""
+    for norm, flow, theirs_norm, block in zip(det.net_.norms, det.net_.flows, arch.norms, arch.fast_flow_blocks):
+        first = flow.steps[0].perm
+        yield norm.weight, theirs_norm.weight, first
+        yield norm.bias, theirs_norm.bias, first
+        for ours, theirs in zip(flow.steps, block.steps):
+            for a, b in ((ours.subnet[0], theirs.subnet.layers[0]), (ours.subnet[2], theirs.subnet.layers[2])):
+                yield a.weight, b.weight, None
+                yield a.bias, b.bias, None
+            yield ours.global_scale, theirs.global_scale, None
+            yield ours.global_offset, theirs.global_offset, None
+
+
+def copy_flows(det, arch, split) -> None:
+    with torch.no_grad():
+        for ours, theirs, perm in pairs(det, arch):
+            theirs.copy_(ours if perm is None else ours[perm])
+        for flow, block in zip(det.net_.flows, arch.fast_flow_blocks):
+            following = [s.perm for s in flow.steps[1:]] + [torch.arange(flow.steps[0].perm.numel())]
+            for step, perm in zip(block.steps, following):
+                step.permutation.copy_(perm)
+                step.inverse_permutation.copy_(torch.argsort(perm))
+    arch.feature_extractor = PermutedFeatures(det.extractor, split, [f.steps[0].perm for f in det.net_.flows])
+
+
+def flows_gap(det, arch) -> float:
+    return max(max_gap(ours if perm is None else ours[perm], theirs) for ours, theirs, perm in pairs(det, arch))
+
+
+def same_weights(report: Report, train, test, args) -> None:
+    det = suite_detector("fastflow", args.size, seed=0)
+    arch = released_arch(det, train, args.size)
+    copy_flows(det, arch, train)
+    optimizer = torch.optim.Adam([p for p in arch.parameters() if p.requires_grad], lr=det.lr,
+                                 weight_decay=det.weight_decay)
+
+    def released_step(rows):
+        return descend(optimizer, arch.fastflow_loss(*arch.forward_train(rows)))
+
+    def first(step):
+        if step.index == 0:
+            report.row("loss of the first step", step.suite, step.released, abs(step.suite - step.released))
+            report.row("flows after one step", "", "", flows_gap(det, arch))
+
+    last = lockstep(det, det.net_, train, 1 + args.steps, released_step, first, batch=det.batch_size,
+                    load=rows_tensor)
+    report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
+    compare_on_test(report, det, arch, test)
+
+
+def own_draws(report: Report, train, _test, args) -> None:
+    losses = {"suite": [], "released": []}
+    rows = list(range(8))
+    for seed in range(args.seeds):
+        det = suite_detector("fastflow", args.size, seed=seed)
+        torch.manual_seed(seed)
+        arch = released_arch(det, train, args.size)
+        with torch.no_grad():
+            losses["suite"].append(float(det.loss([(train, r) for r in rows])))
+            losses["released"].append(float(arch.fastflow_loss(*arch.forward_train(rows_tensor(rows)))))
+    report.row(f"first loss, own draws ({args.seeds} seeds)", mean_std(losses["suite"]), mean_std(losses["released"]))
+
+
+if __name__ == "__main__":
+    run_sections(__doc__, "fastflow", "routing-cad-icdm", same_weights, own_draws)
