@@ -3,14 +3,15 @@
 files, only in this fork).
 
 Both sides see the same backbone features (the released `feature_extractor` is replaced by the suite's extractor,
-fed row indices). Same weights: a released step couples, scales, then permutes; a suite step permutes first. So the
-released network gets each level's features with the suite's first permutation already applied (and its LayerNorm
-weights permuted alike), step i gets the suite's step i + 1 permutation (the last one none: the loss and the map
-do not see a final permutation), and every subnet and global affine the suite's weights. Both take one Adam step
-(the suite's lr and weight decay, InCLAD Table 7; the released fastflow.py optimiser was not read) on the same
-batch, then `--steps` more; printed: the first loss, the flows after one step, the image scores and maps.
-Own draws: the released flows drawn by their own code (global torch RNG) over `--seeds` seeds, the first loss
-compared as a distribution.
+fed row indices). Same weights: a released step couples, scales, then permutes, as a suite step under `inclad`
+(`permute=after`), so each released step gets its suite step's permutation. A suite step with `permute=before`
+permutes first: then the released network gets each level's features with the suite's first permutation already
+applied (and its LayerNorm weights permuted alike), step i gets the suite's step i + 1 permutation (the last one
+none: the loss and the map do not see a final permutation). Every subnet and global affine gets the suite's weights.
+Both take one Adam step (the suite's lr and weight decay, InCLAD Table 7; the released fastflow.py optimiser was not
+read) on the same batch, then `--steps` more; printed: the first loss, the flows after one step, the image scores
+and maps. Own draws: the released flows drawn by their own code (global torch RNG) over `--seeds` seeds, the first
+loss compared as a distribution.
 """
 
 from __future__ import annotations
@@ -43,11 +44,19 @@ def released_arch(det, split, size: int):
     return arch
 
 
+def layout(flow) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(the permutation the released level's input needs, each released step's permutation) for a suite flow."""
+    identity = torch.arange(flow.steps[0].perm.numel())
+    if flow.steps[0].permute_after:  # the released step's own order
+        return identity, [s.perm for s in flow.steps]
+    return flow.steps[0].perm, [s.perm for s in flow.steps[1:]] + [identity]
+
+
 def pairs(det, arch):
     """(suite tensor, released tensor, channel permutation applied to the suite's dim 0 or None) for every
     trained tensor."""
     for norm, flow, theirs_norm, block in zip(det.net_.norms, det.net_.flows, arch.norms, arch.fast_flow_blocks):
-        first = flow.steps[0].perm
+        first = layout(flow)[0]
         yield norm.weight, theirs_norm.weight, first
         yield norm.bias, theirs_norm.bias, first
         for ours, theirs in zip(flow.steps, block.steps):
@@ -63,11 +72,10 @@ def copy_flows(det, arch, split) -> None:
         for ours, theirs, perm in pairs(det, arch):
             theirs.copy_(ours if perm is None else ours[perm])
         for flow, block in zip(det.net_.flows, arch.fast_flow_blocks):
-            following = [s.perm for s in flow.steps[1:]] + [torch.arange(flow.steps[0].perm.numel())]
-            for step, perm in zip(block.steps, following):
+            for step, perm in zip(block.steps, layout(flow)[1]):
                 step.permutation.copy_(perm)
                 step.inverse_permutation.copy_(torch.argsort(perm))
-    arch.feature_extractor = PermutedFeatures(det.extractor, split, [f.steps[0].perm for f in det.net_.flows])
+    arch.feature_extractor = PermutedFeatures(det.extractor, split, [layout(f)[0] for f in det.net_.flows])
 
 
 def flows_gap(det, arch) -> float:
