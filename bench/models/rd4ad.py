@@ -213,8 +213,9 @@ register(ModelSpec(
     # 2: channels-last training (float rounding differs from version 1); 3: the official initialisation, and
     # no blur by default (InCLAD's code; version 2 blurred with σ = 1, which neither InCLAD nor the paper did);
     # 4: the map upsampled with align_corners=True, as InCLAD's and Deng & Li's code; 5: Kaiming-normal transposed
-    # convolutions by default (InCLAD's decoder)
-    version=5,
+    # convolutions by default (InCLAD's decoder); 6: `original`'s σ = 4 blur is Deng & Li's scipy gaussian_filter
+    # at the borders too (bench/models/ops/blur.py)
+    version=6,
     presets={"inclad": {}, "original": {"blur_sigma": 4.0, "replay_share": "water", "deconv_init": "default"}},
     default_preset="inclad",
     imagenet_weights={"inclad": "DEFAULT"},  # InCLAD builds the encoder with torchvision's DEFAULT weights
