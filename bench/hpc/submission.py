@@ -230,8 +230,9 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
                 journal.sent(batch.sent)
         finally:  # a batch refused, or one not reached when a signal came, was not sent
             record = journal.close(drop_unsent=True)
-    submitted = [s for b in batches for s in b.sent]
-    kind.finish(batches)
+    sent = [b for b in batches if b.sent]  # a signal may have stopped the loop before the last batch
+    submitted = [s for b in sent for s in b.sent]
+    kind.finish(sent)
     print(f"{runs_text(len(submitted))} {kind.verb}; logs: {sub.logs}/; record: {record}")
     return submitted, record
 
@@ -253,13 +254,15 @@ def _intent(batch: Batch, sub: Submission) -> list[dict]:
 def deferred_signals(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
     """Hold SIGTERM, SIGHUP (an ssh disconnect) and SIGINT while the block runs, then deliver them: a job that
     sbatch accepted is recorded before the process goes. Yields the signals caught so far (the block may stop
-    early on one). Only the main thread can set handlers; elsewhere the block runs unguarded (the "submitting"
+    early on one). A signal ignored when the block starts (SIG_IGN, as under `nohup`) is left ignored. Only the main thread can set handlers; elsewhere the block runs unguarded (the "submitting"
     record still lets status find the jobs)."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught
         return
-    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in signals}
+    # a signal set to be ignored (`nohup` ignores SIGHUP) stays ignored: the user asked the submission to go on
+    held = [s for s in signals if signal.getsignal(s) is not signal.SIG_IGN]
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
     try:
         yield caught
     finally:
