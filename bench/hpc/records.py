@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.io import write_text_atomic
+from bench.io import locked, write_text_atomic
 
 
 def records_dir(outputs: Path, dataset: str) -> Path:
@@ -32,16 +32,8 @@ def records_lock(outputs: Path, dataset: str):
     first one's record instead of sending every run again. Beside the records folder, not in it: a refused submit
     leaves no records folder. flock excludes on local disks and most cluster file systems (see
     guards.output_lock for the NFSv3 caveat)."""
-    import fcntl
-
-    folder = records_dir(outputs, dataset)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder.with_name("submissions.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(records_dir(outputs, dataset).with_name("submissions.lock")):
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:

@@ -201,6 +201,45 @@ def test_a_reused_pid_is_not_the_local_job(planned_one, tmp_path):
     assert st.classify(planned_one, reused, None).state == "failed"
 
 
+def test_a_process_named_like_stat_fields_is_read_right():
+    """/proc/<pid>/stat puts the command name in parentheses, and a name may hold ") Z 1 2": both readers of the
+    file (pid_alive, process_start) split after the last ")"."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; open('/proc/self/comm', 'w').write(') Z 1 2 3');"
+                             "print('named', flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "named"
+        pid = str(proc.pid)
+        start = executors.process_start(pid)
+        assert start.isdigit() and st.pid_alive(pid, start) and not st.pid_alive(pid, str(int(start) + 1))
+    finally:
+        proc.stdin.close()
+        proc.wait()
+    assert executors.process_start(pid) == "" and not st.pid_alive(pid)
+
+
+def test_a_lease_is_private_and_never_taken_through_a_symlink(tmp_path):
+    lease = tmp_path / "lease.lock"
+    os.close(executors.hold_lease(str(lease)))
+    assert lease.stat().st_mode & 0o777 == 0o600
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "link.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        executors.hold_lease(str(tmp_path / "link.lock"))
+
+
+def test_the_submission_lock_is_never_taken_through_a_symlink(tmp_path):
+    """records_lock opens its file the way every other lock does (bench.io.locked): a symlink planted at
+    `submissions.lock` is refused, not followed to a file someone else chose."""
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "synthetic").mkdir()
+    (tmp_path / "synthetic" / "submissions.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError), records.records_lock(tmp_path, "synthetic"):
+        pass
+    with records.records_lock(tmp_path, "other"):
+        assert st.lease_held(str(tmp_path / "other" / "submissions.lock"))
+
+
 def test_a_run_sequence_holds_its_lease_while_it_runs(tmp_path):
     lease = str(tmp_path / "lease.lock")
     seen = []

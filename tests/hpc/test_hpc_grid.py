@@ -448,7 +448,7 @@ def _result(planned, status, steps=1, **attrs):
 def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
     p = planned_one
     assert st.classify(p, None, {}).state == "not submitted"
-    assert st.classify(p, _entry(p, "7_1"), {"7_1": ("PENDING", "Priority")}).state == "pending"
+    assert st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("PENDING", "Priority")}).state == "pending"
     assert st.classify(p, _entry(p, "7_1"), None).state == "unknown"  # no squeue: never guessed
     log = tmp_path / "7_1_0_log.err"
     log.write_text("Traceback (most recent call last):\n  File x\nValueError: bad pixels\n"
@@ -457,17 +457,17 @@ def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
     gone = st.classify(p, _entry(p, "7_1", log=log), {})
     assert (gone.state, gone.log) == ("failed", str(log)) and gone.detail.endswith("ValueError: bad pixels")
     _result(p, "running", steps=2)
-    running = st.classify(p, _entry(p, "7_1"), {"7_1": ("RUNNING", "None")})
+    running = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("RUNNING", "None")})
     assert (running.state, running.detail) == ("running", f"2/{TASKS} steps")
-    requeued = st.classify(p, _entry(p, "7_1"), {"7_1": ("PENDING", "BeginTime")})
+    requeued = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("PENDING", "BeginTime")})
     assert requeued.state == "pending" and "will resume" in requeued.detail
-    cancelled = st.classify(p, _entry(p, "7_1"), {"7_1": ("CANCELLED", "None")})
+    cancelled = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("CANCELLED", "None")})
     assert cancelled.state == "failed" and "SLURM state CANCELLED" in cancelled.detail
     _result(p, "failed", steps=2, error="RuntimeError: CUDA out of memory")
     assert st.classify(p, _entry(p, "7_1"), {}).detail.endswith("RuntimeError: CUDA out of memory")
     assert st.classify(p, _entry(p, str(os.getpid()), cluster="local"), None).state == "pending"
     _result(p, "complete", steps=TASKS)
-    assert st.classify(p, _entry(p, "7_1"), {"7_1": ("FAILED", "None")}).state == "complete"
+    assert st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("FAILED", "None")}).state == "complete"
     lines = st.format_status([st.classify(p, None, {}), st.classify(p, _entry(p, "7_1"), {})])
     assert lines.splitlines()[-1] == "total 2 runs: 2 complete, 0 running, 0 pending, 0 failed, 0 not submitted"
 
