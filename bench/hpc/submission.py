@@ -79,7 +79,8 @@ class Kind:
     def array_size(self, sub: Submission) -> int:
         return 0
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        """The batches of every resource group, numbered across the submission (the number names the batch)."""
         raise NotImplementedError
 
     def send(self, launch: Launch, batch: Batch) -> list:
@@ -105,9 +106,9 @@ class Slurm(Kind):
     def array_size(self, sub: Submission) -> int:
         return sub.max_array_size or executors.max_array_size()
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
-        return [Batch(resources, chunk, job_name=f"{launch.sub.name}-{tag}-{i}")
-                for i, chunk in enumerate(executors.chunks(runs, launch.array_size))]
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        arrays = [(r, chunk) for r, runs in groups.items() for chunk in executors.chunks(runs, launch.array_size)]
+        return [Batch(r, chunk, job_name=f"{launch.sub.name}-{tag}-{i}") for i, (r, chunk) in enumerate(arrays)]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("slurm", launch.sub.logs, launch.python)  # fresh: no parameter leaks
@@ -141,10 +142,11 @@ class Slurm(Kind):
 class Local(Kind):
     """Background processes on this machine, each running its share of the runs one after the other."""
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
         slots = launch.sub.parallelism or 1
-        return [Batch(resources, runs[i::slots], lease=str(launch.sub.logs / f"lease-{tag}-{i}.lock"))
-                for i in range(min(slots, len(runs)))]
+        shares = [(r, runs[i::slots]) for r, runs in groups.items() for i in range(min(slots, len(runs)))]
+        return [Batch(r, share, lease=str(launch.sub.logs / f"lease-{tag}-{i}.lock"))
+                for i, (r, share) in enumerate(shares)]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("local", launch.sub.logs, launch.python)
@@ -160,8 +162,8 @@ class Debug(Kind):
     """In this process, one run after the other, to the end, after the record is written."""
     verb = "ran"
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
-        return [Batch(resources, [p]) for p in runs]
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        return [Batch(r, [p]) for r, runs in groups.items() for p in runs]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("debug", launch.sub.logs, launch.python)
@@ -218,7 +220,7 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
         return None
     trust.private_folder(sub.logs, "pickled job files")  # a job unpickles its file there when it starts
     tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
-    batches = [b for resources, runs in groups.items() for b in kind.batches(launch, resources, runs, tag)]
+    batches = kind.batches(launch, groups, tag)
     journal = recs.Journal.open(*sub.records_at, _meta(launch), [e for b in batches for e in _intent(b, sub)])
     # a hang-up waits until what sbatch accepted is recorded and the record closed, and stops further batches
     with deferred_signals() as caught:

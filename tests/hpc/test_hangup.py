@@ -6,6 +6,7 @@ the job's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -132,6 +133,34 @@ def test_finish_sees_only_the_batches_that_were_sent(small_root, tmp_path, monke
     assert "started 1 local process(es) 4242: 1 run" in capsys.readouterr().out
     [record] = records.load_records(tmp_path / "out", "synthetic")
     assert [e["job_id"] for e in record["runs"]] == ["4242"]  # the unsent run left the record
+
+
+def test_arrays_of_different_resources_have_names_of_their_own(fake_slurm, small_root, tmp_path):
+    """Two resource groups (one array each) in one submission: each array gets its own job name, so after a
+    hang-up `status` finds every run at its own job, not both groups' index 0 at the first array."""
+    grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"], protocols=["cl"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10},
+                      models={"patchcore": {}, "padim": {"resources": {"mem_gb": 3}}})
+    done = bench(fake_slurm, "submit", "--dataset", "synthetic", "--grid", grid, "--root", small_root, "--outputs",
+                 tmp_path / "out", "--cluster", "slurm", "--profile", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = (fake_slurm / "sbatch.log").read_text().split()
+    assert len(names) == 2 and len(set(names)) == 2, names
+    [record] = records.load_records(tmp_path / "out", "synthetic")
+    assert sorted(e["job_name"] for e in record["runs"]) == sorted(names)
+
+
+def test_local_processes_of_different_resources_hold_leases_of_their_own(planned_one, tmp_path):
+    """Two resource groups on the local cluster: two processes, two lease files (a shared one would make the
+    second wait for the first and `status` read one's lock as the other's)."""
+    from bench.hpc import submission
+
+    other = dataclasses.replace(planned_one, resources=dataclasses.replace(planned_one.resources, mem_gb=7))
+    sub = submission.Submission([planned_one, other], "synthetic", (tmp_path, "synthetic"), tmp_path / "logs",
+                                "bench-synthetic", "local", grids.load_profile("cpu"), tmp_path, tmp_path, {})
+    launch = submission.Launch(sub, "python", {}, slots=1, array_size=1)
+    batches = submission.KINDS["local"].batches(launch, executors.group_by_resources(sub.runs), "tag")
+    assert len({b.lease for b in batches}) == len(batches) == 2
 
 
 def test_a_submission_record_exists_before_sbatch_runs(fake_slurm, small_root, tmp_path):
