@@ -36,14 +36,6 @@ def records_lock(outputs: Path, dataset: str):
         yield
 
 
-def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
-    """Write the complete record of one submission (a list of executors.Submitted) at once; returns its path.
-    Called under `records_lock`, so its `seq` is unique."""
-    journal = Journal.open(outputs, dataset, meta, [intended_entry(s.planned) for s in submitted])
-    journal.sent(submitted)
-    return journal.close()
-
-
 def intended_entry(planned, *, job_name: str = "", array_index: int = 0, lease: str = "",
                    logs: Path | None = None) -> dict:
     """A run's entry before its job is sent: no job id yet, but what finds the job again if the id never
@@ -82,10 +74,9 @@ class Journal:
                 entry.update(sent_fields(s.job_id, s.log_out, s.log_err, s.started))
         self._write()
 
-    def close(self, drop_unsent: bool = True) -> Path | None:
+    def close(self) -> Path | None:
         """Mark the record complete; entries never sent leave it (a record left with none is removed)."""
-        if drop_unsent:
-            self.record["runs"] = [e for e in self.record["runs"] if e["job_id"]]
+        self.record["runs"] = [e for e in self.record["runs"] if e["job_id"]]
         if not self.record["runs"]:
             self.path.unlink(missing_ok=True)
             return None

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, choice_error
 from bench.hpc import containers, executors, records as recs, trust
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
 
@@ -86,10 +86,11 @@ class Kind:
     def send(self, launch: Launch, batch: Batch) -> list:
         raise NotImplementedError
 
-    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
-        print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
-        for p in runs:
-            print(f"    {p.name}")
+    def plan(self, launch: Launch, batches: list[Batch]) -> None:
+        for resources, runs in executors.group_by_resources(launch.sub.runs).items():
+            print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
+            for p in runs:
+                print(f"    {p.name}")
 
     def finish(self, batches: list[Batch]) -> None:
         pass
@@ -128,14 +129,14 @@ class Slurm(Kind):
         return executors.slurm_parameters(resources, launch.sub.profile, name=job_name, parallelism=launch.slots,
                                           env=launch.env)
 
-    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
-        params = self.parameters(launch, resources, launch.sub.name)
-        for i, chunk in enumerate(executors.chunks(runs, launch.array_size)):
-            print(f"array {i + 1} ({resources.label()}, {runs_text(len(chunk))}):")
-            print("  sbatch " + " ".join(executors.sbatch_flags(params, len(chunk))))
+    def plan(self, launch: Launch, batches: list[Batch]) -> None:
+        for i, batch in enumerate(batches):  # under the names a real submission would send them
+            params = self.parameters(launch, batch.resources, batch.job_name)
+            print(f"array {i + 1} ({batch.resources.label()}, {runs_text(len(batch.runs))}):")
+            print("  sbatch " + " ".join(executors.sbatch_flags(params, len(batch.runs))))
             for line in params["setup"]:
                 print(f"  setup: {line}")
-            for p in chunk:
+            for p in batch.runs:
                 print(f"    {p.name}")
 
 
@@ -177,13 +178,13 @@ class Debug(Kind):
             batch.job.result()
 
 
-KINDS: dict[str, Kind] = {"slurm": Slurm(), "local": Local(), "debug": Debug()}
-assert tuple(KINDS) == executors.CLUSTERS
+KINDS: dict[str, Kind] = {"slurm": Slurm(), "local": Local(), "debug": Debug()}  # the --cluster choices
 
 
 def kind_of(cluster: str) -> Kind:
+    """The kind of a cluster name (a record's, reused by resubmit, is not checked by argparse)."""
     if cluster not in KINDS:
-        raise ConfigError(f"unknown cluster {cluster!r} (valid: {', '.join(KINDS)})")
+        raise choice_error("cluster", cluster, KINDS)
     return KINDS[cluster]
 
 
@@ -212,15 +213,13 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
     (submitted, record path), or None for a dry run (which prints the sbatch parameters and the runs)."""
     kind = kind_of(sub.cluster)
     launch = launch_for(sub, kind, dry_run)
-    groups = executors.group_by_resources(sub.runs)
+    tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
+    batches = kind.batches(launch, executors.group_by_resources(sub.runs), tag)
     if dry_run:
         print(f"dry run: cluster {sub.cluster}, profile {sub.profile.name}, python: {launch.python}")
-        for resources, runs in groups.items():
-            kind.plan(launch, resources, runs)
+        kind.plan(launch, batches)
         return None
     trust.private_folder(sub.logs, "pickled job files")  # a job unpickles its file there when it starts
-    tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
-    batches = kind.batches(launch, groups, tag)
     journal = recs.Journal.open(*sub.records_at, _meta(launch), [e for b in batches for e in _intent(b, sub)])
     # a hang-up waits until what sbatch accepted is recorded and the record closed, and stops further batches
     with deferred_signals() as caught:
@@ -231,7 +230,7 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
                 batch.sent = kind.send(launch, batch)
                 journal.sent(batch.sent)
         finally:  # a batch refused, or one not reached when a signal came, was not sent
-            record = journal.close(drop_unsent=True)
+            record = journal.close()
     sent = [b for b in batches if b.sent]  # a signal may have stopped the loop before the last batch
     submitted = [s for b in sent for s in b.sent]
     kind.finish(sent)
