@@ -73,17 +73,28 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.write_text(text)
 
 
-@contextmanager
-def locked(lock_file: Path):
-    """Hold an exclusive flock on `lock_file` (created if missing, never through a symlink) for the block: the
-    writers of one publication take turns, so readers never see the parts of two. The file stays (removing it
-    would let a waiter lock an unlinked file while a newcomer locks a fresh one)."""
+def hold_lock(lock_file: Path, mode: int | None = None) -> int:
+    """An fd holding an exclusive flock on `lock_file` (its folder made and the file created if missing, with
+    `mode`, default 0666 less the umask; never through a symlink), waiting for it; closing the fd releases it."""
     lock_file = Path(lock_file)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_UMASK)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_UMASK if mode is None else mode)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def locked(lock_file: Path, mode: int | None = None):
+    """Hold an exclusive flock on `lock_file` (`hold_lock`) for the block, which gets the fd: the writers of one
+    publication take turns, so readers never see the parts of two. The file stays (removing it would let a
+    waiter lock an unlinked file while a newcomer locks a fresh one)."""
+    fd = hold_lock(lock_file, mode)
+    try:
+        yield fd
     finally:
         os.close(fd)  # closing releases the lock
 

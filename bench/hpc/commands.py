@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
-from bench.hpc import containers, executors, grid as grids, records as recs, status as st, trust
-from bench.hpc.submission import Submission, submit_runs
+from bench.hpc import containers, grid as grids, records as recs, status as st, trust
+from bench.hpc.submission import KINDS, Submission, submit_runs
 from bench.hpc.memory import check_memory_requests
 
 DEFAULT_PROFILE, DEFAULT_CLUSTER, DEFAULT_OUTPUTS = "cpu", "slurm", "outputs"
@@ -38,7 +38,7 @@ def _add_submit(p: argparse.ArgumentParser, resubmit: bool) -> None:
     again = " (default: that of the latest submission)" if resubmit else ""
     p.add_argument("--profile", default=None if resubmit else DEFAULT_PROFILE,
                    help=f"jobs/profiles/<name>.yaml: h100 | l40 | cpu{again or ' (default cpu)'}")
-    p.add_argument("--cluster", choices=executors.CLUSTERS, default=None if resubmit else DEFAULT_CLUSTER,
+    p.add_argument("--cluster", choices=tuple(KINDS), default=None if resubmit else DEFAULT_CLUSTER,
                    help=f"slurm (job arrays), local (background processes here), debug (in this process){again}")
     p.add_argument("--container", help=f"run every job inside this image: an Apptainer .sif, or a podman/docker "
                                         f"image of `make image`{again}")

@@ -21,12 +21,12 @@ from pathlib import Path
 import submitit
 
 from bench.config import RunConfig
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError
 from bench.hpc import assembly_grid
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
-from bench.hpc.status import KEY_CHANGED, chain_lease
+from bench.hpc.status import KEY_CHANGED, chain_lease, process_start
+from bench.io import hold_lock
 
-CLUSTERS = ("slurm", "local", "debug")
 DEFAULT_MAX_ARRAY_SIZE = 1000
 # Set in every job before Python starts: HDF5 locks fail on NFS/Lustre; the hub is never contacted. (Jobs also
 # get OMP_NUM_THREADS = their CPUs, so torch does not spread over every core of a shared node.)
@@ -73,12 +73,9 @@ class RunSequence(submitit.helpers.Checkpointable):
 
 
 def hold_lease(path: str) -> int:
-    """An fd holding the exclusive lock on `path` (created 0600, never through a symlink)."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
+    """An fd holding the exclusive lock on a local job's lease file (created 0600: it lies in the private job
+    folder, and only the job's own processes need it)."""
+    return hold_lock(path, mode=0o600)
 
 
 def default_python() -> str:
@@ -163,8 +160,6 @@ class Submitted:
 
 
 def make_executor(cluster: str, folder: Path, python: str):
-    if cluster not in CLUSTERS:
-        raise ConfigError(f"unknown cluster {cluster!r} (valid: {', '.join(CLUSTERS)})")
     if cluster == "slurm" and shutil.which("sbatch") is None:
         raise BenchError("sbatch not found: this machine is not a SLURM login node (use CLUSTER=local, "
                          "CLUSTER=debug, or start a single-node SLURM with `make slurm-up`)")
@@ -205,13 +200,3 @@ def chain_lease_lines(lease: str) -> list[str]:
     the worker's own lease and the wrapper's pid then tell."""
     path = shlex.quote(chain_lease(lease))
     return [f"exec 9>>{path}", "{ command -v flock >/dev/null && flock -n 9 || true; }"]
-
-
-def process_start(pid: str) -> str:
-    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one
-    process; a later process given the same pid starts later. Empty when the process is gone."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-    except (OSError, ValueError):
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[19]

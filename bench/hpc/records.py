@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.io import write_text_atomic
+from bench.io import locked, write_text_atomic
 
 
 def records_dir(outputs: Path, dataset: str) -> Path:
@@ -32,24 +32,8 @@ def records_lock(outputs: Path, dataset: str):
     first one's record instead of sending every run again. Beside the records folder, not in it: a refused submit
     leaves no records folder. flock excludes on local disks and most cluster file systems (see
     guards.output_lock for the NFSv3 caveat)."""
-    import fcntl
-
-    folder = records_dir(outputs, dataset)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder.with_name("submissions.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(records_dir(outputs, dataset).with_name("submissions.lock")):
         yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
-    """Write the complete record of one submission (a list of executors.Submitted) at once; returns its path.
-    Called under `records_lock`, so its `seq` is unique."""
-    journal = Journal.open(outputs, dataset, meta, [intended_entry(s.planned) for s in submitted])
-    journal.sent(submitted)
-    return journal.close()
 
 
 def intended_entry(planned, *, job_name: str = "", array_index: int = 0, lease: str = "",
@@ -90,10 +74,9 @@ class Journal:
                 entry.update(sent_fields(s.job_id, s.log_out, s.log_err, s.started))
         self._write()
 
-    def close(self, drop_unsent: bool = True) -> Path | None:
+    def close(self) -> Path | None:
         """Mark the record complete; entries never sent leave it (a record left with none is removed)."""
-        if drop_unsent:
-            self.record["runs"] = [e for e in self.record["runs"] if e["job_id"]]
+        self.record["runs"] = [e for e in self.record["runs"] if e["job_id"]]
         if not self.record["runs"]:
             self.path.unlink(missing_ok=True)
             return None

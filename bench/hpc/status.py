@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 import h5py
 
-from bench.io import lock_held_elsewhere
+from bench.hpc.records import sent_fields
+from bench.io import lock_held_elsewhere, write_text_atomic
 
 STATES = ("complete", "running", "pending", "failed", "not submitted", "unknown")
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
@@ -71,12 +72,25 @@ def slurm_queue(user: str | None = None) -> dict[str, QueueJob] | None:
 def pid_alive(pid: str, started: str = "") -> bool:
     """A local job's wrapper process is still there (zombies count as gone); with `started` (its start time as
     recorded), only that process, not a later one given the same pid."""
+    fields = _proc_stat(pid)
+    return bool(fields) and fields[0] != "Z" and (not started or fields[19] == started)
+
+
+def process_start(pid: str) -> str:
+    """A process's start time (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, it names one
+    process; a later process given the same pid starts later. Empty when the process is gone."""
+    fields = _proc_stat(pid)
+    return fields[19] if fields else ""
+
+
+def _proc_stat(pid: str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (which may hold spaces and ")"), from the state
+    (field 3) on; empty when there is no such process."""
     try:
         stat = Path(f"/proc/{int(pid)}/stat").read_text()
     except (OSError, ValueError):
-        return False
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[0] != "Z" and (not started or fields[19] == started)
+        return []
+    return stat.rsplit(")", 1)[-1].split()
 
 
 def lease_held(path: str) -> bool:
@@ -103,11 +117,10 @@ def found_in_queue(entry: dict, queue: dict | None) -> dict | None:
     from submitit.core.utils import JobPaths
 
     for job_id, job in (queue or {}).items():
-        base, _, task = job_id.partition("_")
+        task = job_id.partition("_")[2]
         if job.name == entry.get("job_name") and (task or "0") == str(entry.get("array_index", 0)):
             paths = JobPaths(Path(entry["logs"]), job_id)
-            return {**entry, "job_id": job_id, "array_job_id": base if task else "", "array_task_id": task,
-                    "log_out": str(paths.stdout), "log_err": str(paths.stderr)}
+            return {**entry, **sent_fields(job_id, paths.stdout, paths.stderr)}
     return None
 
 
@@ -129,9 +142,6 @@ def record_recovered(recovered: dict[str, dict]) -> list[Path]:
     failed job losing its log, a resubmitted run its history). A record whose every run now has its id is
     "submitted". Only under `records.records_lock` (submit and resubmit hold it): an unlocked write could land
     after a live submission's own and undo it. Returns the records rewritten."""
-    from bench.hpc import records as recs
-    from bench.io import write_text_atomic
-
     by_record: dict[str, dict[str, dict]] = {}
     for key, entry in recovered.items():
         by_record.setdefault(entry["record"], {})[key] = entry
@@ -141,7 +151,7 @@ def record_recovered(recovered: dict[str, dict]) -> list[Path]:
         for run in record["runs"]:
             entry = found.get(run["run_key"])
             if entry is not None and not run["job_id"]:
-                run.update(recs.sent_fields(entry["job_id"], entry["log_out"], entry["log_err"]))
+                run.update(sent_fields(entry["job_id"], entry["log_out"], entry["log_err"]))
         if all(run["job_id"] for run in record["runs"]):
             record["state"] = "submitted"
         write_text_atomic(Path(path), json.dumps(record, indent=1) + "\n")
@@ -200,7 +210,8 @@ def classify(planned, entry: dict | None, queue: dict | None) -> RunStatus:
     status.job_id, status.log = entry["job_id"], entry["log_err"]
     job_state, reason = "", ""
     if cluster == "slurm":
-        job_state, reason = QueueJob(*queue.get(entry["job_id"], ("", "")))[:2]
+        job = queue.get(entry["job_id"], QueueJob("", ""))
+        job_state, reason = job.state, job.reason
         if job_state in RUNNING:
             status.state, status.detail = "running", progress or "starting"
             return status

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import BenchError, ConfigError
+from bench.errors import BenchError, ConfigError, choice_error
 from bench.hpc import containers, executors, records as recs, trust
 from bench.hpc.grid import REPO, PlannedRun, Profile, Resources
 
@@ -79,16 +79,18 @@ class Kind:
     def array_size(self, sub: Submission) -> int:
         return 0
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        """The batches of every resource group, numbered across the submission (the number names the batch)."""
         raise NotImplementedError
 
     def send(self, launch: Launch, batch: Batch) -> list:
         raise NotImplementedError
 
-    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
-        print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
-        for p in runs:
-            print(f"    {p.name}")
+    def plan(self, launch: Launch, batches: list[Batch]) -> None:
+        for resources, runs in executors.group_by_resources(launch.sub.runs).items():
+            print(f"{runs_text(len(runs))} ({resources.label()}) on the {launch.sub.cluster} executor:")
+            for p in runs:
+                print(f"    {p.name}")
 
     def finish(self, batches: list[Batch]) -> None:
         pass
@@ -105,9 +107,9 @@ class Slurm(Kind):
     def array_size(self, sub: Submission) -> int:
         return sub.max_array_size or executors.max_array_size()
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
-        return [Batch(resources, chunk, job_name=f"{launch.sub.name}-{tag}-{i}")
-                for i, chunk in enumerate(executors.chunks(runs, launch.array_size))]
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        arrays = [(r, chunk) for r, runs in groups.items() for chunk in executors.chunks(runs, launch.array_size)]
+        return [Batch(r, chunk, job_name=f"{launch.sub.name}-{tag}-{i}") for i, (r, chunk) in enumerate(arrays)]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("slurm", launch.sub.logs, launch.python)  # fresh: no parameter leaks
@@ -127,24 +129,25 @@ class Slurm(Kind):
         return executors.slurm_parameters(resources, launch.sub.profile, name=job_name, parallelism=launch.slots,
                                           env=launch.env)
 
-    def plan(self, launch: Launch, resources: Resources, runs: list) -> None:
-        params = self.parameters(launch, resources, launch.sub.name)
-        for i, chunk in enumerate(executors.chunks(runs, launch.array_size)):
-            print(f"array {i + 1} ({resources.label()}, {runs_text(len(chunk))}):")
-            print("  sbatch " + " ".join(executors.sbatch_flags(params, len(chunk))))
+    def plan(self, launch: Launch, batches: list[Batch]) -> None:
+        for i, batch in enumerate(batches):  # under the names a real submission would send them
+            params = self.parameters(launch, batch.resources, batch.job_name)
+            print(f"array {i + 1} ({batch.resources.label()}, {runs_text(len(batch.runs))}):")
+            print("  sbatch " + " ".join(executors.sbatch_flags(params, len(batch.runs))))
             for line in params["setup"]:
                 print(f"  setup: {line}")
-            for p in chunk:
+            for p in batch.runs:
                 print(f"    {p.name}")
 
 
 class Local(Kind):
     """Background processes on this machine, each running its share of the runs one after the other."""
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
         slots = launch.sub.parallelism or 1
-        return [Batch(resources, runs[i::slots], lease=str(launch.sub.logs / f"lease-{tag}-{i}.lock"))
-                for i in range(min(slots, len(runs)))]
+        shares = [(r, runs[i::slots]) for r, runs in groups.items() for i in range(min(slots, len(runs)))]
+        return [Batch(r, share, lease=str(launch.sub.logs / f"lease-{tag}-{i}.lock"))
+                for i, (r, share) in enumerate(shares)]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("local", launch.sub.logs, launch.python)
@@ -160,8 +163,8 @@ class Debug(Kind):
     """In this process, one run after the other, to the end, after the record is written."""
     verb = "ran"
 
-    def batches(self, launch: Launch, resources: Resources, runs: list, tag: str) -> list[Batch]:
-        return [Batch(resources, [p]) for p in runs]
+    def batches(self, launch: Launch, groups: dict[Resources, list], tag: str) -> list[Batch]:
+        return [Batch(r, [p]) for r, runs in groups.items() for p in runs]
 
     def send(self, launch: Launch, batch: Batch) -> list:
         executor = executors.make_executor("debug", launch.sub.logs, launch.python)
@@ -175,13 +178,13 @@ class Debug(Kind):
             batch.job.result()
 
 
-KINDS: dict[str, Kind] = {"slurm": Slurm(), "local": Local(), "debug": Debug()}
-assert tuple(KINDS) == executors.CLUSTERS
+KINDS: dict[str, Kind] = {"slurm": Slurm(), "local": Local(), "debug": Debug()}  # the --cluster choices
 
 
 def kind_of(cluster: str) -> Kind:
+    """The kind of a cluster name (a record's, reused by resubmit, is not checked by argparse)."""
     if cluster not in KINDS:
-        raise ConfigError(f"unknown cluster {cluster!r} (valid: {', '.join(KINDS)})")
+        raise choice_error("cluster", cluster, KINDS)
     return KINDS[cluster]
 
 
@@ -210,15 +213,13 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
     (submitted, record path), or None for a dry run (which prints the sbatch parameters and the runs)."""
     kind = kind_of(sub.cluster)
     launch = launch_for(sub, kind, dry_run)
-    groups = executors.group_by_resources(sub.runs)
+    tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
+    batches = kind.batches(launch, executors.group_by_resources(sub.runs), tag)
     if dry_run:
         print(f"dry run: cluster {sub.cluster}, profile {sub.profile.name}, python: {launch.python}")
-        for resources, runs in groups.items():
-            kind.plan(launch, resources, runs)
+        kind.plan(launch, batches)
         return None
     trust.private_folder(sub.logs, "pickled job files")  # a job unpickles its file there when it starts
-    tag = secrets.token_hex(4)  # this submission's job names and leases: found again after a hang-up
-    batches = [b for resources, runs in groups.items() for b in kind.batches(launch, resources, runs, tag)]
     journal = recs.Journal.open(*sub.records_at, _meta(launch), [e for b in batches for e in _intent(b, sub)])
     # a hang-up waits until what sbatch accepted is recorded and the record closed, and stops further batches
     with deferred_signals() as caught:
@@ -229,9 +230,10 @@ def submit_runs(sub: Submission, dry_run: bool = False) -> tuple[list, Path | No
                 batch.sent = kind.send(launch, batch)
                 journal.sent(batch.sent)
         finally:  # a batch refused, or one not reached when a signal came, was not sent
-            record = journal.close(drop_unsent=True)
-    submitted = [s for b in batches for s in b.sent]
-    kind.finish(batches)
+            record = journal.close()
+    sent = [b for b in batches if b.sent]  # a signal may have stopped the loop before the last batch
+    submitted = [s for b in sent for s in b.sent]
+    kind.finish(sent)
     print(f"{runs_text(len(submitted))} {kind.verb}; logs: {sub.logs}/; record: {record}")
     return submitted, record
 
@@ -253,13 +255,15 @@ def _intent(batch: Batch, sub: Submission) -> list[dict]:
 def deferred_signals(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
     """Hold SIGTERM, SIGHUP (an ssh disconnect) and SIGINT while the block runs, then deliver them: a job that
     sbatch accepted is recorded before the process goes. Yields the signals caught so far (the block may stop
-    early on one). Only the main thread can set handlers; elsewhere the block runs unguarded (the "submitting"
+    early on one). A signal ignored when the block starts (SIG_IGN, as under `nohup`) is left ignored. Only the main thread can set handlers; elsewhere the block runs unguarded (the "submitting"
     record still lets status find the jobs)."""
     caught: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield caught
         return
-    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in signals}
+    # a signal set to be ignored (`nohup` ignores SIGHUP) stays ignored: the user asked the submission to go on
+    held = [s for s in signals if signal.getsignal(s) is not signal.SIG_IGN]
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
     try:
         yield caught
     finally:

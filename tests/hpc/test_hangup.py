@@ -6,6 +6,7 @@ the job's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -57,10 +58,15 @@ def fake_slurm(tmp_path) -> Path:
     return bin_dir
 
 
-def bench(bin_dir: Path, *argv, **env) -> subprocess.CompletedProcess:
+def bench(bin_dir: Path, *argv, preexec_fn=None, **env) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
     return subprocess.run([sys.executable, "-m", "bench", *map(str, argv)], cwd=REPO, env=environ,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, preexec_fn=preexec_fn)
+
+
+def _ignore_sighup() -> None:
+    """What `nohup` does before it runs the command (the ignored disposition survives exec)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 @pytest.mark.parametrize("hangup", ["TERM", "HUP", "INT", "KILL"])
@@ -85,6 +91,76 @@ def test_a_submit_signalled_after_sbatch_leaves_a_record_status_and_submit_use(h
                                                                        "synthetic", "--outputs", outputs)
     assert again.returncode == 0 and "nothing to submit" in again.stdout, again.stdout + again.stderr
     assert len((fake_slurm / "sbatch.log").read_text().splitlines()) == 1  # no duplicate jobs
+
+
+def test_a_hangup_under_nohup_is_ignored_and_every_batch_is_sent(fake_slurm, small_root, tmp_path):
+    """Under `nohup` (SIGHUP ignored) a hang-up after the first array must not stop the submission: the other
+    arrays are sent too and the record lists every run with its job id. (The ignored SIGHUP used to be caught,
+    the loop stopped after the first array and the others were dropped without a word.)"""
+    grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10})
+    outputs = tmp_path / "out"
+    done = bench(fake_slurm, "submit", "--dataset", "synthetic", "--grid", grid, "--root", small_root, "--outputs",
+                 outputs, "--cluster", "slurm", "--profile", "cpu", "--max-array-size", "1",
+                 preexec_fn=_ignore_sighup, HANGUP="HUP")  # fake sbatch sends SIGHUP after every array
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len((fake_slurm / "sbatch.log").read_text().splitlines()) == 2  # both one-run arrays
+    [record] = records.load_records(outputs, "synthetic")
+    assert record["state"] == "submitted", record
+    assert sorted(e["job_id"] for e in record["runs"]) == ["42", "43"], record
+
+
+def test_finish_sees_only_the_batches_that_were_sent(small_root, tmp_path, monkeypatch, capsys):
+    """A signal (handled, not fatal) after the first of two local processes: the second is never sent, and the
+    kind's `finish` reports the first only (it used to read the unsent one's job id: IndexError)."""
+    from bench.cli import main
+    from bench.hpc import submission
+
+    def send_then_signal(executor, planned, resources, workdir, env, lease):
+        os.kill(os.getpid(), signal.SIGHUP)  # held until the batch is recorded, then delivered to `got`
+        return [executors.Submitted(p, "4242", tmp_path / "o", tmp_path / "e") for p in planned]
+
+    monkeypatch.setattr(submission.executors, "submit_local", send_then_signal)
+    got = []
+    old = signal.signal(signal.SIGHUP, lambda s, f: got.append(s))
+    try:
+        grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"])
+        code = main(["submit", "--dataset", "synthetic", "--grid", str(grid), "--root", str(small_root),
+                     "--outputs", str(tmp_path / "out"), "--cluster", "local", "--parallelism", "2"])
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert code == 0 and got == [signal.SIGHUP]
+    assert "started 1 local process(es) 4242: 1 run" in capsys.readouterr().out
+    [record] = records.load_records(tmp_path / "out", "synthetic")
+    assert [e["job_id"] for e in record["runs"]] == ["4242"]  # the unsent run left the record
+
+
+def test_arrays_of_different_resources_have_names_of_their_own(fake_slurm, small_root, tmp_path):
+    """Two resource groups (one array each) in one submission: each array gets its own job name, so after a
+    hang-up `status` finds every run at its own job, not both groups' index 0 at the first array."""
+    grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"], protocols=["cl"],
+                      resources={"gpus": 0, "cpus": 1, "mem_gb": 2, "time_min": 10},
+                      models={"patchcore": {}, "padim": {"resources": {"mem_gb": 3}}})
+    done = bench(fake_slurm, "submit", "--dataset", "synthetic", "--grid", grid, "--root", small_root, "--outputs",
+                 tmp_path / "out", "--cluster", "slurm", "--profile", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = (fake_slurm / "sbatch.log").read_text().split()
+    assert len(names) == 2 and len(set(names)) == 2, names
+    [record] = records.load_records(tmp_path / "out", "synthetic")
+    assert sorted(e["job_name"] for e in record["runs"]) == sorted(names)
+
+
+def test_local_processes_of_different_resources_hold_leases_of_their_own(planned_one, tmp_path):
+    """Two resource groups on the local cluster: two processes, two lease files (a shared one would make the
+    second wait for the first and `status` read one's lock as the other's)."""
+    from bench.hpc import submission
+
+    other = dataclasses.replace(planned_one, resources=dataclasses.replace(planned_one.resources, mem_gb=7))
+    sub = submission.Submission([planned_one, other], "synthetic", (tmp_path, "synthetic"), tmp_path / "logs",
+                                "bench-synthetic", "local", grids.load_profile("cpu"), tmp_path, tmp_path, {})
+    launch = submission.Launch(sub, "python", {}, slots=1, array_size=1)
+    batches = submission.KINDS["local"].batches(launch, executors.group_by_resources(sub.runs), "tag")
+    assert len({b.lease for b in batches}) == len(batches) == 2
 
 
 def test_a_submission_record_exists_before_sbatch_runs(fake_slurm, small_root, tmp_path):
@@ -154,6 +230,45 @@ def test_a_reused_pid_is_not_the_local_job(planned_one, tmp_path):
     assert st.classify(planned_one, reused, None).state == "failed"
 
 
+def test_a_process_named_like_stat_fields_is_read_right():
+    """/proc/<pid>/stat puts the command name in parentheses, and a name may hold ") Z 1 2": both readers of the
+    file (pid_alive, process_start) split after the last ")"."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; open('/proc/self/comm', 'w').write(') Z 1 2 3');"
+                             "print('named', flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "named"
+        pid = str(proc.pid)
+        start = executors.process_start(pid)
+        assert start.isdigit() and st.pid_alive(pid, start) and not st.pid_alive(pid, str(int(start) + 1))
+    finally:
+        proc.stdin.close()
+        proc.wait()
+    assert executors.process_start(pid) == "" and not st.pid_alive(pid)
+
+
+def test_a_lease_is_private_and_never_taken_through_a_symlink(tmp_path):
+    lease = tmp_path / "lease.lock"
+    os.close(executors.hold_lease(str(lease)))
+    assert lease.stat().st_mode & 0o777 == 0o600
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "link.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        executors.hold_lease(str(tmp_path / "link.lock"))
+
+
+def test_the_submission_lock_is_never_taken_through_a_symlink(tmp_path):
+    """records_lock opens its file the way every other lock does (bench.io.locked): a symlink planted at
+    `submissions.lock` is refused, not followed to a file someone else chose."""
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "synthetic").mkdir()
+    (tmp_path / "synthetic" / "submissions.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError), records.records_lock(tmp_path, "synthetic"):
+        pass
+    with records.records_lock(tmp_path, "other"):
+        assert st.lease_held(str(tmp_path / "other" / "submissions.lock"))
+
+
 def test_a_run_sequence_holds_its_lease_while_it_runs(tmp_path):
     lease = str(tmp_path / "lease.lock")
     seen = []
@@ -171,6 +286,19 @@ def test_deferred_signals_arrive_after_the_block(monkeypatch):
             os.kill(os.getpid(), signal.SIGHUP)
             got.append("block ran to its end")
         assert got == ["block ran to its end", ("handler", signal.SIGHUP)]
+    finally:
+        signal.signal(signal.SIGHUP, old)
+
+
+def test_deferred_signals_leave_an_ignored_signal_ignored():
+    from bench.hpc.submission import deferred_signals
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with deferred_signals() as caught:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert caught == []
     finally:
         signal.signal(signal.SIGHUP, old)
 

@@ -43,6 +43,14 @@ def grid_file(tmp_path):
     return write_grid(tmp_path / "grid.yaml")
 
 
+def write_record(outputs: Path, dataset: str, meta: dict, submitted: list) -> Path:
+    """The complete record of one submission (executors.Submitted of every run) written at once, as a submit that
+    sent everything leaves it; returns its path."""
+    journal = records.Journal.open(outputs, dataset, meta, [records.intended_entry(s.planned) for s in submitted])
+    journal.sent(submitted)
+    return journal.close()
+
+
 def cli(capsys, *argv) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out = capsys.readouterr()
@@ -273,6 +281,27 @@ def test_dry_run_prints_sbatch_parameters_and_runs(grid_file, small_root, tmp_pa
     assert not (tmp_path / "synthetic").exists()  # nothing submitted, nothing recorded
 
 
+def test_dry_run_shows_the_job_names_a_submission_sends(grid_file, small_root, tmp_path, capsys, monkeypatch):
+    """The dry run names each array as the real send does (`<name>-<tag>-<n>`, n across the submission), not by
+    the bare submission name."""
+    from bench.hpc import submission
+
+    monkeypatch.setattr(submission.secrets, "token_hex", lambda n: "cafe0123")
+    code, out, _ = cli(capsys, "submit", "--dataset", "synthetic", "--grid", grid_file, "--root", small_root,
+                       "--outputs", tmp_path, "--profile", "h100", "--max-array-size", "3", "--dry-run")
+    assert code == 0
+    names = re.findall(r"--job-name=(\S+)", out)
+    assert names == ["bench-synthetic-cafe0123-0", "bench-synthetic-cafe0123-1"], out
+
+
+def test_an_unknown_cluster_is_one_line_listing_the_valid_ones():
+    """A record's cluster (resubmit reuses it) is not checked by argparse: the one check names the choices."""
+    from bench.hpc import submission
+
+    with pytest.raises(ConfigError, match=r"unknown cluster 'pbs' \(valid: debug, local, slurm\)"):
+        submission.kind_of("pbs")
+
+
 @pytest.mark.parametrize("option", [("--max-array-size", "-1"), ("--max-array-size", "0"), ("--parallelism", "0"),
                                     ("--parallelism", "-3")])
 def test_submit_count_options_out_of_range_are_one_line(grid_file, small_root, tmp_path, capsys, option):
@@ -286,7 +315,7 @@ def test_submit_count_options_out_of_range_are_one_line(grid_file, small_root, t
 def test_a_resubmit_refuses_a_record_parallelism_out_of_range(planned_one, tmp_path, capsys):
     """The parallelism resubmit reuses comes from a record others may edit: range-checked like the option."""
     log = Path("x.err")
-    path = records.write_record(tmp_path, "synthetic", {"cluster": "slurm", "parallelism": -3},
+    path = write_record(tmp_path, "synthetic", {"cluster": "slurm", "parallelism": -3},
                                 [executors.Submitted(planned_one, "5_0", log, log)])
     code, _, err = cli(capsys, "resubmit", "--dataset", "synthetic", "--outputs", tmp_path)
     assert code == 2 and "--parallelism must be an integer >= 1, got -3" in err
@@ -311,10 +340,10 @@ def test_records_are_ordered_by_sequence_not_by_the_clock(planned_one, tmp_path)
     legacy = {"cluster": "slurm", "runs": [{"run_key": planned_one.key, "run_name": planned_one.name,
                                             "job_id": "1", "log_err": "a", "log_out": "a"}]}
     (folder / "20250101T000000000000Z-1.json").write_text(json.dumps(legacy))
-    ahead = records.write_record(tmp_path, "synthetic", {"cluster": "slurm"},
+    ahead = write_record(tmp_path, "synthetic", {"cluster": "slurm"},
                                  [executors.Submitted(planned_one, "2", log, log)])
     ahead.rename(folder / "20990101T000000000000Z-2.json")
-    records.write_record(tmp_path, "synthetic", {"cluster": "slurm"}, [executors.Submitted(planned_one, "3", log, log)])
+    write_record(tmp_path, "synthetic", {"cluster": "slurm"}, [executors.Submitted(planned_one, "3", log, log)])
     loaded = records.load_records(tmp_path, "synthetic")
     assert [r["runs"][0]["job_id"] for r in loaded] == ["1", "2", "3"] and [r.get("seq") for r in loaded] == [
         None, 1, 2]
@@ -329,7 +358,7 @@ def test_a_record_profile_or_grid_that_is_not_a_plain_name_is_refused(planned_on
              (("profile", "/abs/evil"), "profile '/abs/evil' is not a plain name"),
              (("grid", ["x"]), "grid ['x'] is not a path"))
     for i, ((key, value), expected) in enumerate(cases):
-        path = records.write_record(tmp_path / f"case{i}", "synthetic", {"cluster": "slurm", key: value},
+        path = write_record(tmp_path / f"case{i}", "synthetic", {"cluster": "slurm", key: value},
                                     [executors.Submitted(planned_one, "5_0", log, log)])
         code, _, err = cli(capsys, "status", "--dataset", "synthetic", "--outputs", tmp_path / f"case{i}")
         assert code == 2 and f"{path}: {expected}" in err, err
@@ -448,7 +477,7 @@ def _result(planned, status, steps=1, **attrs):
 def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
     p = planned_one
     assert st.classify(p, None, {}).state == "not submitted"
-    assert st.classify(p, _entry(p, "7_1"), {"7_1": ("PENDING", "Priority")}).state == "pending"
+    assert st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("PENDING", "Priority")}).state == "pending"
     assert st.classify(p, _entry(p, "7_1"), None).state == "unknown"  # no squeue: never guessed
     log = tmp_path / "7_1_0_log.err"
     log.write_text("Traceback (most recent call last):\n  File x\nValueError: bad pixels\n"
@@ -457,17 +486,17 @@ def test_status_from_queue_records_and_result_files(planned_one, tmp_path):
     gone = st.classify(p, _entry(p, "7_1", log=log), {})
     assert (gone.state, gone.log) == ("failed", str(log)) and gone.detail.endswith("ValueError: bad pixels")
     _result(p, "running", steps=2)
-    running = st.classify(p, _entry(p, "7_1"), {"7_1": ("RUNNING", "None")})
+    running = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("RUNNING", "None")})
     assert (running.state, running.detail) == ("running", f"2/{TASKS} steps")
-    requeued = st.classify(p, _entry(p, "7_1"), {"7_1": ("PENDING", "BeginTime")})
+    requeued = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("PENDING", "BeginTime")})
     assert requeued.state == "pending" and "will resume" in requeued.detail
-    cancelled = st.classify(p, _entry(p, "7_1"), {"7_1": ("CANCELLED", "None")})
+    cancelled = st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("CANCELLED", "None")})
     assert cancelled.state == "failed" and "SLURM state CANCELLED" in cancelled.detail
     _result(p, "failed", steps=2, error="RuntimeError: CUDA out of memory")
     assert st.classify(p, _entry(p, "7_1"), {}).detail.endswith("RuntimeError: CUDA out of memory")
     assert st.classify(p, _entry(p, str(os.getpid()), cluster="local"), None).state == "pending"
     _result(p, "complete", steps=TASKS)
-    assert st.classify(p, _entry(p, "7_1"), {"7_1": ("FAILED", "None")}).state == "complete"
+    assert st.classify(p, _entry(p, "7_1"), {"7_1": st.QueueJob("FAILED", "None")}).state == "complete"
     lines = st.format_status([st.classify(p, None, {}), st.classify(p, _entry(p, "7_1"), {})])
     assert lines.splitlines()[-1] == "total 2 runs: 2 complete, 0 running, 0 pending, 0 failed, 0 not submitted"
 
@@ -483,7 +512,7 @@ def test_latest_submission_of_a_run_wins(planned_one, tmp_path):
     p = planned_one
     log = Path("x.err")
     for job in ("5_0", "9"):
-        records.write_record(tmp_path, "synthetic", {"cluster": "slurm"},
+        write_record(tmp_path, "synthetic", {"cluster": "slurm"},
                              [executors.Submitted(p, job, log, log)])
     loaded = records.load_records(tmp_path, "synthetic")
     assert [r["runs"][0]["job_id"] for r in loaded] == ["5_0", "9"]

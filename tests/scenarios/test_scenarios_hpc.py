@@ -57,7 +57,7 @@ def check_table(out: Path, entries: dict[str, dict]) -> pd.DataFrame:
 def test_dry_run_asks_for_the_grid_files_model_resources(two_concepts, tmp_path):
     out = bench(*ste_args(two_concepts, tmp_path / "scen", "--cluster", "slurm", "--dry-run"))
     # jobs/synthetic.yaml: patchcore gets the grid's resources {cpus: 2, mem_gb: 4, time_min: 30}
-    assert re.search(r"sbatch --array=0-1%2 --cpus-per-task=2 --job-name=bench-ste-synthetic --mem=4096MB .*"
+    assert re.search(r"sbatch --array=0-1%2 --cpus-per-task=2 --job-name=bench-ste-synthetic-[0-9a-f]{8}-0 --mem=4096MB .*"
                      r"--time=30", out), out
     assert out.count("_ncl_ste-") == 2 and not (tmp_path / "scen").exists()  # nothing submitted, nothing written
 
