@@ -168,3 +168,18 @@ def read_pinned(path, pinned: str | None) -> PinnedRead:
         if file_version(key) == version and time.time_ns() - version.ctime_ns > _RACY_NS:
             _PINNED[key] = cached
     return replace(cached[1], pinned=pinned)
+
+
+def recorded_paths(directory: Path, names, under: tuple[str, ...] = ()) -> set[Path]:
+    """`directory`/name for each name a record of written files lists (a manifest's outputs, the page's own files)
+    that stays inside `directory` and, given `under`, inside one of those folders. Any other name ('..',
+    absolute, empty, not text), as a crafted record may hold, is ignored, not followed: removing the files a
+    record lists must never reach outside the folder it describes."""
+    paths = set()
+    for name in names:
+        rel = Path(name) if isinstance(name, str) else None
+        if rel is None or not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            continue
+        if not under or rel.parts[0] in under:
+            paths.add(directory / rel)
+    return paths

@@ -28,7 +28,7 @@ import pandas as pd
 from matplotlib import colormaps
 
 from bench.errors import BenchError
-from bench.io import write_text_atomic
+from bench.io import recorded_paths, write_text_atomic
 from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
@@ -893,12 +893,7 @@ def owned_files(directory: Path) -> set[Path]:
         names = json.loads((directory / OWNED).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return set()
-    own = set()
-    for name in names if isinstance(names, list) else []:
-        rel = Path(str(name))
-        if not rel.is_absolute() and ".." not in rel.parts and rel.parts:
-            own.add(directory / rel)
-    return own
+    return recorded_paths(directory, names if isinstance(names, list) else [])
 
 
 def _record_owned(directory: Path, written: set[Path]) -> None:
