@@ -5,7 +5,6 @@ cell's data-value."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jinja2
@@ -16,6 +15,7 @@ from bench.assembly import audit as audit_mod
 from bench.assembly.specs import RUNS
 from bench.io import write_text_atomic
 from bench.report.html import TEMPLATE, cell, para, rest_cells, rest_header, table
+from bench.report.render import MISSING, is_missing, value_text
 
 AUDIT_TITLES = {
     "splits": "Split sizes: records, attacks and prevalence per segment of each arm",
@@ -30,11 +30,10 @@ AUDIT_TITLES = {
 
 
 def _num(v, digits: int = 4) -> dict:
-    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
-        return cell("–", None, "num")
-    if isinstance(v, float):
-        return cell(f"{v:.{digits}f}", repr(float(v)), "num")
-    return cell(str(v), str(v), "num")
+    """A number's cell: its text as the markdown shows it (render.value_text), its full value for sorting."""
+    if is_missing(v):
+        return cell(MISSING, None, "num")
+    return cell(value_text(v, digits), repr(float(v)) if isinstance(v, float) else str(v), "num")
 
 
 def _frame_rows(df: pd.DataFrame) -> list[list[dict]]:

@@ -299,3 +299,18 @@ def test_a_column_added_to_the_assembly_runs_spec_shows_in_its_csv_markdown_and_
     assert "| held-out records |" in md and PROBE.name not in md
     header = page.run_section(df)["blocks"][0]["header"]
     assert header[-1] == PROBE.label and header[4] == assembly_specs.RUNS.label("test_records")
+
+
+def test_a_frame_renders_as_markdown_with_one_missing_mark_and_its_digits():
+    """render.frame_markdown: the markdown of the assembly analyses, runs, audit and scenario rankings. Floats to
+    the digits asked (per column where given, or significant figures), every missing or non-finite value as the
+    one mark render.MISSING, integers, flags and text as they are."""
+    from bench.report.render import MISSING, frame_markdown
+
+    df = pd.DataFrame({"name": ["a", "b"], "n": [3, 4], "p": [0.123456, float("nan")],
+                       "rank": [1.5, float("inf")], "ok": [True, False]})
+    assert frame_markdown(df, column_digits={"rank": 1}) == [
+        "| name | n | p | rank | ok |", "|---|---|---|---|---|",
+        "| a | 3 | 0.1235 | 1.5 | True |", f"| b | 4 | {MISSING} | {MISSING} | False |"]
+    assert frame_markdown(df[["p"]].astype(object).fillna(pd.NA), 2, significant=True)[2:] == ["| 0.12 |",
+                                                                                             f"| {MISSING} |"]
