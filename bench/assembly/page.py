@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 import numpy as np
 import pandas as pd
 
 from bench.assembly import audit as audit_mod
 from bench.assembly.specs import RUNS
 from bench.io import write_text_atomic
-from bench.report.html import TEMPLATE, cell, para, rest_cells, rest_header, table
+from bench.report.html import cell, para, render_page, rest_cells, rest_header, table
 from bench.report.render import MISSING, is_missing, value_text
 
 AUDIT_TITLES = {
@@ -159,9 +158,5 @@ def write_page(path: Path, dataset: str, df: pd.DataFrame, audits: list, parts: 
     sections += [audit_section(i, g, folder, result, error, path.parent)
                  for i, (g, folder, result, error) in enumerate(audits)]
     sections += analyses_sections(list(parts), path.parent)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
-                                                  title=f"bench report: {dataset} (stream assembly)")
-    write_text_atomic(path, page)
+    write_text_atomic(path, render_page(dataset, sections, f"bench report: {dataset} (stream assembly)"))
     return path

@@ -857,10 +857,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         own["tables/method_heatmaps.csv"] = hm.heatmap_frame(figs.maps).to_csv(index=False, lineterminator="\n")
     sections.append(every_table(items, own))
     kept = figs.save()
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
-                                                  title=f"bench report: {dataset}")
+    page = render_page(dataset, sections, f"bench report: {dataset}")
     path = directory / PAGE
     if not path.is_file() or path.read_text() != page:
         write_text_atomic(path, page)
@@ -884,6 +881,14 @@ def check_report_folder(out: Path) -> None:
         if folder.is_symlink():
             raise BenchError(f"{folder}: is a symlink (to {Path(folder).readlink()}); refusing to write the report "
                              "through it: make it a plain folder (link your web folder to it instead)")
+
+
+def render_page(dataset: str, sections: list[dict], title: str) -> str:
+    """The page (TEMPLATE) of `sections`: autoescaped, and a name the template uses that a section lacks is an
+    error, not an empty cell (StrictUndefined). The image/tabular report and the stream-assembly page share it."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections, title=title)
 
 
 def owned_files(directory: Path) -> set[Path]:
