@@ -16,7 +16,6 @@ milliseconds with the staging command.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ from tqdm import tqdm
 
 from bench.config import BACKBONES, CACHE_DTYPES, memory_limit_bytes, parse_bytes
 from bench.errors import WeightsError, choice_error
-from bench.io import atomic_path, file_sha256
+from bench.io import atomic_path, file_sha256, file_version
 
 LAYERS = ("stem", "layer1", "layer2", "layer3", "layer4")  # stem: conv1 + bn + relu (timm's feature 0)
 IMAGENET_TAG = "tv_in1k"  # torchvision IMAGENET1K_V1, the papers' weights
@@ -83,11 +82,6 @@ def torchvision_url(backbone: str, tag: str) -> str:
     return get_model_weights(backbone)[TORCHVISION_WEIGHTS[tag]].url
 
 
-def published_prefix(url: str) -> str:
-    """The SHA-256 prefix torch.hub's naming puts in a weights file name (`resnet18-f37072fd.pth` -> f37072fd)."""
-    return re.fullmatch(r".*-([0-9a-f]{6,})\.pth", url).group(1)
-
-
 def published_sha256(url: str) -> str:
     """The full SHA-256 of the file torchvision publishes at `url` (PUBLISHED_SHA256)."""
     name = url.rsplit("/", 1)[-1]
@@ -124,16 +118,22 @@ def check_torchvision_file(path: Path, backbone: str, tag: str) -> None:
     restage = f"restage with `make weights` (it keeps {source.name} beside the staged file and checks it)"
     if not source.is_file():
         raise WeightsError(f"{path}: nothing shows these are torchvision's weights ({source} is missing): {restage}")
-    key = (_file_version(path), _file_version(source))
+    key = (_version_key(path), _version_key(source))
     if key not in _VERDICTS:
         _VERDICTS[key] = _published_mismatch(path, source)
     if _VERDICTS[key]:
         raise WeightsError(f"{_VERDICTS[key]}: {restage}")
 
 
-def _file_version(path: Path) -> tuple:
-    st = path.stat()
-    return str(path.resolve()), st.st_size, st.st_mtime_ns
+def _version_key(path: Path) -> tuple:
+    """(resolved path, FileVersion): what the per-process caches below key one version of a file by."""
+    return os.path.realpath(path), file_version(path)
+
+
+# The staged tensors the last passing check read, until a load takes them: a run checks the file (resolve_weights)
+# and then loads it (create_backbone), and reading 45-270 MB twice would cost a second read, not a second copy
+# held. One file at most; a process that checks without loading (planning a grid) keeps that one.
+_CHECKED_TENSORS: dict[tuple, dict] = {}
 
 
 def _published_mismatch(path: Path, source: Path) -> str | None:
@@ -151,6 +151,8 @@ def _published_mismatch(path: Path, source: Path) -> str | None:
                    or not torch.equal(ours[k], theirs[k])), None)
     if differ is not None:
         return f"{path}: tensor {differ} differs from {source.name}'s"
+    _CHECKED_TENSORS.clear()
+    _CHECKED_TENSORS[_version_key(path)] = ours
     return None
 
 
@@ -206,16 +208,17 @@ _WEIGHT_HASHES: dict[tuple, str] = {}
 
 def _weights_sha256(path: Path) -> str:
     """file_sha256 of a weights file, once per file version in this process: planning a grid resolves the
-    same 45-270 MB file for every run. Keyed by (path, size, mtime), so a rewritten file is hashed again."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    same 45-270 MB file for every run. Keyed by path and FileVersion, so a rewritten file is hashed again."""
+    key = _version_key(path)
     if key not in _WEIGHT_HASHES:
         _WEIGHT_HASHES[key] = file_sha256(path)
     return _WEIGHT_HASHES[key]
 
 
 def _load_state_dict(path: Path) -> dict:
-    sd = _read_tensors(path)
+    sd = _CHECKED_TENSORS.pop(_version_key(path), None)
+    if sd is None:
+        sd = _read_tensors(path)
     sd = sd.get("state_dict", sd) if isinstance(sd, dict) else sd
     if not isinstance(sd, dict) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise WeightsError(f"{path}: not a state dict (expected a mapping of parameter names to tensors, "

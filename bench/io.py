@@ -13,8 +13,11 @@ import fcntl
 import hashlib
 import os
 import tempfile
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 
 def _read_umask() -> int:
@@ -122,3 +125,72 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class FileVersion(NamedTuple):
+    """What tells one version of a file from the next without reading it. Size and mtime alone are not enough:
+    `cp -p`, `rsync -t` or `os.utime` put an old mtime on new content, but no program can set the ctime (the
+    kernel sets it on every write, rename or metadata change) and a file renamed into place has another inode.
+    A tuple, so a JSON cache can store it as a list and compare it back."""
+
+    ino: int
+    ctime_ns: int
+    size: int
+    mtime_ns: int
+
+
+def file_version(path) -> FileVersion:
+    """`path`'s FileVersion (OSError when it cannot be stat'ed)."""
+    st = os.stat(path)
+    return FileVersion(st.st_ino, st.st_ctime_ns, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class PinnedRead:
+    """A pinned file's content with CRLF read as LF (a Windows checkout must not change the digest), its SHA-256
+    and the digest it is pinned to (None: not pinned)."""
+
+    data: bytes
+    digest: str
+    pinned: str | None
+
+    @property
+    def intact(self) -> bool:
+        return self.pinned is None or self.digest == self.pinned
+
+
+_RACY_NS = 2_000_000_000
+_PINNED: dict[str, tuple[FileVersion, PinnedRead]] = {}  # resolved path -> its last version read (unpinned)
+
+
+def read_pinned(path, pinned: str | None) -> PinnedRead:
+    """`path`'s canonical content and SHA-256, read and hashed once per file version in this process (an
+    aggregate checks, digests and cites the same published tables several times). The caller judges `intact`:
+    whether an edit is refused or accepted is its rule. OSError when the file cannot be read."""
+    key = os.path.realpath(path)
+    version = file_version(key)
+    cached = _PINNED.get(key)
+    if cached is None or cached[0] != version:
+        with open(key, "rb") as f:
+            data = f.read().replace(b"\r\n", b"\n")
+        cached = (version, PinnedRead(data, hashlib.sha256(data).hexdigest(), None))
+        # not cached when changed while read, nor while its ctime is within the clock's coarse tick of now (a
+        # rewrite of the same size in that tick would keep every field: git's "racily clean" files)
+        if file_version(key) == version and time.time_ns() - version.ctime_ns > _RACY_NS:
+            _PINNED[key] = cached
+    return replace(cached[1], pinned=pinned)
+
+
+def recorded_paths(directory: Path, names, under: tuple[str, ...] = ()) -> set[Path]:
+    """`directory`/name for each name a record of written files lists (a manifest's outputs, the page's own files)
+    that stays inside `directory` and, given `under`, inside one of those folders. Any other name ('..',
+    absolute, empty, not text), as a crafted record may hold, is ignored, not followed: removing the files a
+    record lists must never reach outside the folder it describes."""
+    paths = set()
+    for name in names:
+        rel = Path(name) if isinstance(name, str) else None
+        if rel is None or not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            continue
+        if not under or rel.parts[0] in under:
+            paths.add(directory / rel)
+    return paths

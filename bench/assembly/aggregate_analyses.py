@@ -452,14 +452,9 @@ def _run_all(study: Study, st: Settings) -> list[Outcome]:
 # ------------------------------------------------------------------ writing
 
 def _markdown(name: str, df: pd.DataFrame) -> str:
-    from bench.report.render import markdown_table
+    from bench.report.render import frame_markdown
 
-    def fmt(v):
-        if isinstance(v, float):
-            return "–" if not math.isfinite(v) else f"{v:.4f}"
-        return str(v)
-    rows = [[fmt(v) for v in r] for r in df.itertuples(index=False)]
-    return "\n".join([f"# {name}", ""] + markdown_table([str(c) for c in df.columns], rows)) + "\n"
+    return "\n".join([f"# {name}", "", *frame_markdown(df)]) + "\n"
 
 
 def write_tables(outcomes: list[Outcome], folder: Path) -> dict[str, Path]:

@@ -38,13 +38,16 @@ def _plt():
 
 
 def _save(fig, directory: Path, stem: str) -> Path:
-    from bench.io import atomic_path
+    """The figure as <stem>.png, whole or not at all (a full disk is one BenchError naming the file)."""
+    from bench.report.figfile import write_figure
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{stem}.png"
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    _plt().close(fig)
+    try:
+        write_figure(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"),
+                     remedy="free space there and run aggregate again")
+    finally:
+        _plt().close(fig)
     return path
 
 

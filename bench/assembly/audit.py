@@ -252,21 +252,17 @@ def _pair_tables(pairs: tuple[PairAudit, ...], names: dict) -> dict:
 
 
 def markdown(a: AssemblyAudit) -> str:
-    """The audit as one markdown document (every table; the pooling identity's statement as written)."""
-    from bench.report.render import markdown_table
+    """The audit as one markdown document (every table, floats to 6 significant figures; the pooling identity's
+    statement as written)."""
+    from bench.report.render import frame_markdown
 
     lines = [f"# Assembly audit: {a.corpus}", "",
              f"Positional split: train {a.rule.train}, validation {a.rule.validation}, test the rest (held out).", ""]
     for name, df in tables(a).items():
-        cells = [[_cell(v) for v in row] for row in df.itertuples(index=False)]
-        lines += [f"## {name.replace('_', ' ')}", "", *markdown_table([str(c) for c in df.columns], cells), ""]
+        lines += [f"## {name.replace('_', ' ')}", "", *frame_markdown(df, 6, significant=True), ""]
     if a.pooling is not None:
         lines += ["## pooling identity", "", a.pooling.statement, ""]
     return "\n".join(lines)
-
-
-def _cell(v) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def write_audit(a: AssemblyAudit, folder) -> list[Path]:

@@ -5,17 +5,16 @@ cell's data-value."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-import jinja2
 import numpy as np
 import pandas as pd
 
 from bench.assembly import audit as audit_mod
 from bench.assembly.specs import RUNS
 from bench.io import write_text_atomic
-from bench.report.html import TEMPLATE, cell, para, rest_cells, rest_header, table
+from bench.report.html import cell, para, render_page, rest_cells, rest_header, table
+from bench.report.render import MISSING, is_missing, value_text
 
 AUDIT_TITLES = {
     "splits": "Split sizes: records, attacks and prevalence per segment of each arm",
@@ -30,11 +29,10 @@ AUDIT_TITLES = {
 
 
 def _num(v, digits: int = 4) -> dict:
-    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
-        return cell("–", None, "num")
-    if isinstance(v, float):
-        return cell(f"{v:.{digits}f}", repr(float(v)), "num")
-    return cell(str(v), str(v), "num")
+    """A number's cell: its text as the markdown shows it (render.value_text), its full value for sorting."""
+    if is_missing(v):
+        return cell(MISSING, None, "num")
+    return cell(value_text(v, digits), repr(float(v)) if isinstance(v, float) else str(v), "num")
 
 
 def _frame_rows(df: pd.DataFrame) -> list[list[dict]]:
@@ -160,9 +158,5 @@ def write_page(path: Path, dataset: str, df: pd.DataFrame, audits: list, parts: 
     sections += [audit_section(i, g, folder, result, error, path.parent)
                  for i, (g, folder, result, error) in enumerate(audits)]
     sections += analyses_sections(list(parts), path.parent)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
-                                                  title=f"bench report: {dataset} (stream assembly)")
-    write_text_atomic(path, page)
+    write_text_atomic(path, render_page(dataset, sections, f"bench report: {dataset} (stream assembly)"))
     return path

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import enum
-import hashlib
 import io
 import math
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from bench.assembly import records
 from bench.errors import BenchError
+from bench.io import PinnedRead, read_pinned
 
 PAPER = ("Stream assembly as a treatment (stream-assembly-and-provenance; released code and manifests "
          "MichelYsf/rcbsid-paper)")
@@ -57,21 +57,19 @@ class PaperCell:
     source: str
 
 
-def canonical_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes().replace(b"\r\n", b"\n")
-    except OSError as e:
-        raise BenchError(f"{path}: cannot read the published values ({e.strerror})") from None
-
-
-def _check_digest(path: Path, data: bytes) -> None:
+def _pinned(path: Path) -> PinnedRead:
+    """The shipped file's content (CRLF read as LF), refused unless its SHA-256 is the pinned one."""
     pinned = SHIPPED_SHA256.get(path.name)
     if pinned is None:
         raise BenchError(f"{path}: not a shipped table of the stream-assembly paper ({', '.join(SHIPPED_SHA256)})")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != pinned:
-        raise BenchError(f"{path}: SHA-256 {digest[:16]}… is not the pinned {pinned[:16]}… (an edited published "
-                         "value is refused)")
+    try:
+        table = read_pinned(path, pinned)
+    except OSError as e:
+        raise BenchError(f"{path}: cannot read the published values ({e.strerror})") from None
+    if not table.intact:
+        raise BenchError(f"{path}: SHA-256 {table.digest[:16]}… is not the pinned {pinned[:16]}… (an edited "
+                         "published value is refused)")
+    return table
 
 
 def _row(path: Path, line: int, row: dict) -> PaperCell:
@@ -89,9 +87,7 @@ def _row(path: Path, line: int, row: dict) -> PaperCell:
 def load(name: str, directory: Path | None = None) -> tuple[PaperCell, ...]:
     """The cells of one shipped file, its digest checked first."""
     path = (directory or DATA_DIR) / name
-    data = canonical_bytes(path)
-    _check_digest(path, data)
-    reader = csv.DictReader(io.StringIO(data.decode("utf-8")))
+    reader = csv.DictReader(io.StringIO(_pinned(path).data.decode("utf-8")))
     if tuple(reader.fieldnames or ()) != COLUMNS:
         raise BenchError(f"{path}: columns {reader.fieldnames} are not {list(COLUMNS)}")
     cells = tuple(_row(path, i + 2, row) for i, row in enumerate(reader))

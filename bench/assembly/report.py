@@ -110,20 +110,12 @@ def compute_audit(group: AuditGroup) -> audit_mod.AssemblyAudit:
     return audit_mod.audit(corpus, arms, SplitRule(**group.split))
 
 
-def _fmt(v) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4f}"
-    return str(v)
-
-
 def run_markdown(df: pd.DataFrame) -> str:
-    from bench.report.render import markdown_table
+    from bench.report.render import markdown_table, value_text
 
     cols = list(MARKDOWN_PLACED)
     rest = RUNS.unplaced((*MARKDOWN_PLACED, *LEFT_TO_CSV))
-    rows = [[_fmt(r[c]) if c != "batch_ids_sha256" else str(r[c])[:12] for c in cols]
+    rows = [[value_text(r[c]) if c != "batch_ids_sha256" else str(r[c])[:12] for c in cols]
             + [cell_text(c, r[c.name]) for c in rest] for r in df.to_dict("records")]
     head = [f"# {RUNS.title}", "",
             "p: the slice's attack prevalence (AP's chance level); random AP: the expected AP of a uniformly random "

@@ -5,12 +5,12 @@ an image replaced in place; a result keyed by it would be reported done for data
 includes the SHA-256 of every listed file. Hashing ten thousand images takes a while (VisA-sized: see
 docs/cluster.md), and planning a grid prepares a hundred runs over the same files, so digests are cached by
 absolute path in one JSON file: $BENCH_CACHE_DIR/file-digests.json (default $XDG_CACHE_HOME/bench or
-~/.cache/bench). An entry is reused only while the file's inode, ctime, size and mtime (st_ino, st_ctime_ns,
-st_size, st_mtime_ns) are all unchanged; otherwise the file is rehashed. Size and mtime alone are not enough: `cp
--p`, `rsync -t` or `os.utime` put an old mtime on new content, but no program can set the ctime (the kernel sets
-it on every write, rename or metadata change) and a file renamed into place has another inode. What the cache
-still trusts: a file system that updates ctime on every change (local disks, NFS and Lustre do; a FUSE mount may
-not: delete the cache file after replacing data there). A missing or unreadable cache file means hashing afresh.
+~/.cache/bench). An entry is reused only while the file's bench.io.FileVersion (inode, ctime, size and mtime) is
+unchanged; otherwise the file is rehashed. Size and mtime alone are not enough: `cp -p`, `rsync -t` or `os.utime`
+put an old mtime on new content, but no program can set the ctime (the kernel sets it on every write, rename or
+metadata change) and a file renamed into place has another inode. What the cache still trusts: a file system that
+updates ctime on every change (local disks, NFS and Lustre do; a FUSE mount may not: delete the cache file after
+replacing data there). A missing or unreadable cache file means hashing afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import DatasetError
-from bench.io import file_sha256, write_text_atomic
+from bench.io import file_sha256, file_version, write_text_atomic
 
 CACHE_NAME = "file-digests.json"
 CACHE_VERSION = 2  # 2: entries keyed on (st_ino, st_ctime_ns, st_size, st_mtime_ns); 1: size, mtime
@@ -70,10 +70,9 @@ def file_digests(paths: list) -> list[str]:
     stats = []
     for key in keys:
         try:
-            st = os.stat(key)
+            stats.append(file_version(key))
         except OSError as e:
             raise DatasetError(f"{key}: cannot read ({e.strerror})") from None
-        stats.append((st.st_ino, st.st_ctime_ns, st.st_size, st.st_mtime_ns))
     todo = [i for i, (k, s) in enumerate(zip(keys, stats))
             if not (isinstance(entries.get(k), list) and len(entries[k]) == 5 and tuple(entries[k][:4]) == s)]
     if todo:

@@ -32,7 +32,7 @@ import pandas as pd
 from bench import results
 from bench.config import SEED_RANGE, check_int
 from bench.errors import BenchError
-from bench.io import file_sha256, locked, write_text_atomic
+from bench.io import file_sha256, locked, recorded_paths, write_text_atomic
 from bench.report import heatmaps as hm
 from bench.report import html, paper, specs, stats
 from bench.report.bootstrap import DRAWS, INTERVAL_METRICS, run_intervals
@@ -145,11 +145,11 @@ def build(c: Collection, options: Options) -> tuple[list[Item], dict]:
     items += _spec_items(specs.TIMING, timing_table(runs), timing_markdown, timing_latex, footer)
 
     paper_tables = paper.table_digests(options.own_paper_tables)  # an edited published table stops here
-    pc = specs.PAPER_COMPARISON.frame(paper.comparison(runs, c.details, options.pool, options.own_paper_tables))
+    pc = paper.comparison(runs, c.details, options.pool, options.own_paper_tables)
     pt = specs.PAPER_TIMING.frame(paper.timing_comparison(runs, c.details, options.own_paper_tables))
-    items += [Item(specs.PAPER_COMPARISON.csv, specs.PAPER_COMPARISON.csv_text(pc)),
-              Item(specs.PAPER_TIMING.csv, specs.PAPER_TIMING.csv_text(pt)),
-              Item("tables/paper_comparison.md", paper.to_markdown(pc, pt, footer))]
+    # paper_comparison.md holds both tables: the timing one follows the comparison
+    items += [*_spec_items(specs.PAPER_COMPARISON, pc, lambda f, foot: paper.to_markdown(f, pt, foot), footer=footer),
+              *_spec_items(specs.PAPER_TIMING, pt)]
 
     rt = routing_table(runs, c.details)
     if len(rt):
@@ -238,11 +238,9 @@ def aggregate(outputs: Path, dataset: str, options: Options | None = None, log=p
 def _remove_unpublished(out: Path, previous: dict | None, items: list[Item]) -> None:
     """Files published last time and not now would look current: remove them, and only them (a name outside
     tables/ and figures/, as a crafted manifest may hold, is left alone)."""
-    names = {i.name for i in items}
-    for name in (previous or {}).get("outputs", {}):
-        rel = Path(name)
-        if name not in names and rel.parts[:1] in (("tables",), ("figures",)) and ".." not in rel.parts:
-            (out / rel).unlink(missing_ok=True)
+    recorded = recorded_paths(out, (previous or {}).get("outputs", {}), under=("tables", "figures"))
+    for stale in recorded - {out / i.name for i in items}:
+        stale.unlink(missing_ok=True)
 
 
 def _publish(out: Path, dataset: str, c: Collection, items: list[Item], record: dict, options: Options,

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import ProvenanceError
+from bench.report import specs
 from bench.tabular.filtering import CRITERIA
 from bench.tabular.orderings import FAMILIES, ORDERINGS
 
@@ -143,18 +144,9 @@ def frames(constructions: list[dict], outputs: Path) -> dict[str, pd.DataFrame]:
                 for model, by_o in (rec.get("model_orderings") or {}).items():
                     orders.append({**base, "ordering": o, "source": model, "w": per_w,
                                    "order": " → ".join(by_o.get(o, [])), "borda_points": ""})
-    cols = {"scenario_tasks.csv": ["construction", "candidate", "selected", "task", "status", "removed_in_pass",
-                                   "removed_by"],
-            "scenario_filtering.csv": ["construction", "candidate", "selected", "pass", "task", *CRITERIA, "flags",
-                                       *PASS_STATS, "removed"],
-            "scenario_w.csv": ["construction", "candidate", "selected", "tasks_kept", *[f"w_{f}" for f in FAMILIES],
-                               "w_mean"],
-            "scenario_orderings.csv": ["construction", "candidate", "selected", "ordering", "source", "w", "order",
-                                       "borda_points"],
-            "scenario_ste.csv": ["construction", "candidate", "selected", "model", "i", "j", "expert", "evaluated",
-                                 "roc_auc"]}
-    data = {"scenario_tasks.csv": tasks, "scenario_filtering.csv": passes, "scenario_w.csv": w,
-            "scenario_orderings.csv": orders, "scenario_ste.csv": ste}
-    out = {name: pd.DataFrame(data[name], columns=c) for name, c in cols.items()}
+    data = {specs.SCENARIO_TASKS: tasks, specs.SCENARIO_FILTERING: passes, specs.SCENARIO_W: w,
+            specs.SCENARIO_ORDERINGS: orders, specs.SCENARIO_STE: ste}
+    out = {f"{spec.name}.csv": spec.frame(pd.DataFrame(rows, columns=[c.name for c in spec.columns]))
+           for spec, rows in data.items()}
     out["scenario_tasks.csv"]["removed_in_pass"] = out["scenario_tasks.csv"]["removed_in_pass"].astype("Int64")
     return out

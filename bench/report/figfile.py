@@ -15,13 +15,16 @@ def plain(text) -> str:
     return str(text).replace("$", r"\$")
 
 
-def write_figure(path: Path, write: Callable[[Path], None]) -> None:
+AGGREGATE_REMEDY = "free space there (or publish the values only: --figures none) and run aggregate again"
+
+
+def write_figure(path: Path, write: Callable[[Path], None], remedy: str = AGGREGATE_REMEDY) -> None:
     """`write(tmp)` draws the file into a fresh temp file beside `path` (bench.io.atomic_path), which then replaces
-    `path`. An OSError on the way (a full disk, a quota) is one BenchError naming the file; the temp file is gone
-    and a previous `path` is kept as it was."""
+    `path`. An OSError on the way (a full disk, a quota) is one BenchError naming the file and `remedy` (what the
+    command writing it lets the user do); the temp file is gone and a previous `path` is kept as it was."""
     try:
         with atomic_path(path) as tmp:
             write(tmp)
     except OSError as e:
-        raise BenchError(f"{path}: cannot write the figure ({e.strerror or e}); free space there (or publish the "
-                         "values only: --figures none) and run aggregate again; the previous file is kept") from None
+        raise BenchError(f"{path}: cannot write the figure ({e.strerror or e}); {remedy}; the previous file is kept"
+                         ) from None

@@ -28,13 +28,14 @@ import pandas as pd
 from matplotlib import colormaps
 
 from bench.errors import BenchError
-from bench.io import write_text_atomic
+from bench.io import recorded_paths, write_text_atomic
 from bench.report import cdd, construction, specs
 from bench.report import curves as curves_draw
 from bench.report import heatmaps as hm
 from bench.report.paper import COMPARISON_PLACED
 from bench.report.render import METHOD, label
 from bench.report.table2 import PER_METHOD_PLACED, T2_PLACED
+from bench.tabular.filtering import CRITERIA
 
 REPORT = "report"
 PAGE = "index.html"
@@ -705,10 +706,10 @@ def tabular(tables: dict) -> dict | None:
     return {"id": "tabular", "title": "Tabular track", "blocks": blocks}
 
 
-def _own(frame: pd.DataFrame, name: str, own: dict) -> pd.DataFrame:
-    """Register a table the report publishes itself (report/tables/<name>); the page shows that CSV's text."""
-    text = frame.to_csv(index=False, lineterminator="\n")
-    own[f"tables/{name}"] = text
+def _own(spec: specs.TableSpec, frame: pd.DataFrame, own: dict) -> pd.DataFrame:
+    """Register a table the report publishes itself (report/<spec.csv>); the page shows that CSV's text."""
+    text = spec.csv_text(frame)
+    own[spec.csv] = text
     return _read(text)
 
 
@@ -723,57 +724,82 @@ def _construction_outcome(con: dict) -> dict:
                 f"({', '.join(m.get('tasks', []))}).")
 
 
+# the columns each constructed-scenario table places; any other its spec declares is shown after them
+SCENARIO_TASKS_PLACED = ("construction", "candidate", "selected", "task", "status", "removed_in_pass", "removed_by")
+# the pass statistics other than S* stay in the CSV (the page shows the criteria and the self-score)
+SCENARIO_FILTERING_PLACED = ("construction", "candidate", "selected", "pass", "task", *CRITERIA, "flags",
+                             "best_self", "gain", "incoming", "outgoing", "source_min_diff", "target_min_diff",
+                             "removed")
+SCENARIO_ORDERINGS_PLACED = ("construction", "candidate", "selected", "ordering", "source", "w", "order",
+                             "borda_points")
+
+
+def _candidate_cell(r: dict) -> dict:
+    return cell(r["candidate"] + (" (selected)" if _yes(r["selected"]) else ""))
+
+
+def _scenario_table(spec: specs.TableSpec, placed: tuple, rows: list[list[dict]], frame: pd.DataFrame,
+                    shown: tuple = ()) -> dict:
+    """One constructed-scenario table: the labels of the columns its rows show (`shown`; default the placed ones
+    but the selection, which shows inside the candidate cell), then every column its spec declares and the page
+    does not place."""
+    header = [spec.label(c) for c in shown or placed if c != "selected"]
+    rows = [row + rest_cells(spec, placed, r) for row, r in zip(rows, frame.to_dict("records"))]
+    return table(spec.title, f"{spec.name}.csv", header + rest_header(spec, placed), rows, href=spec.csv)
+
+
+def _scenario_tasks(t: pd.DataFrame) -> dict:
+    rows = [[cell(r["construction"]), _candidate_cell(r), cell(r["task"]),
+             cell(r["status"] if r["status"] == "kept" else f"removed in pass {r['removed_in_pass']} by "
+                  f"{r['removed_by'] or 'no criterion recorded'}", r["status"], f"task-{r['status']}"),
+             cell(r["removed_in_pass"], r["removed_in_pass"], "num"), cell(r["removed_by"])]
+            for r in t.to_dict("records")]
+    return _scenario_table(specs.SCENARIO_TASKS, SCENARIO_TASKS_PLACED, rows, t)
+
+
+def _scenario_w(w: pd.DataFrame) -> dict:
+    spec = specs.SCENARIO_W
+    placed = ("construction", "candidate", "selected", "tasks_kept", *[c.name for c in spec.values
+                                                                        if c.name.startswith("w_")])
+    rows = [[cell(r["construction"]), _candidate_cell(r), cell(r["tasks_kept"], r["tasks_kept"], "num"),
+             *[num(r, c) for c in placed[4:]]] for r in w.to_dict("records")]
+    return _scenario_table(spec, placed, rows, w)
+
+
+def _scenario_orderings(o: pd.DataFrame) -> dict:
+    rows = [[cell(r["construction"]), _candidate_cell(r), cell(r["ordering"]), cell(r["source"]), num(r, "w"),
+             cell(r["order"]), cell(r["borda_points"])] for r in o.to_dict("records")]
+    return _scenario_table(specs.SCENARIO_ORDERINGS, SCENARIO_ORDERINGS_PLACED, rows, o)
+
+
+def _scenario_filtering(f: pd.DataFrame) -> dict:
+    rows = [[cell(r["construction"]), _candidate_cell(r), cell(r["pass"], r["pass"], "num"), cell(r["task"]),
+             *[cell("" if r[c] == "0" else "×" if r[c] == "1" else f"×{r[c]}", r[c]) for c in CRITERIA],
+             cell(r["flags"], r["flags"], "num"), num(r, "best_self"),
+             cell("removed" if _yes(r["removed"]) else "", r["removed"])] for r in f.to_dict("records")]
+    return _scenario_table(specs.SCENARIO_FILTERING, SCENARIO_FILTERING_PLACED, rows, f,
+                           shown=("construction", "candidate", "pass", "task", *CRITERIA, "flags", "best_self",
+                                  "removed"))
+
+
 def scenario_construction(constructions: list[dict], frames: dict, own: dict) -> dict | None:
     """The tabular track's constructed scenarios: kept / removed tasks with the criterion and pass that removed
     them, Kendall's W per candidate × family, the orderings (per model and the Borda consensus), every pass."""
     if not constructions:
         return None
-    shown = {name: _own(df, name, own) for name, df in frames.items()}
+    shown = {spec.name: _own(spec, frames[f"{spec.name}.csv"], own)
+             for spec in (getattr(specs, n) for n in specs.SCENARIO_NAMES)}
     blocks = [_construction_outcome(con) for con in constructions]
-
-    def cand(r):
-        return cell(r["candidate"] + (" (selected)" if _yes(r["selected"]) else ""))
-
-    t = shown["scenario_tasks.csv"]
-    rows = [[cell(r["construction"]), cand(r), cell(r["task"]),
-             cell(r["status"] if r["status"] == "kept" else f"removed in pass {r['removed_in_pass']} by "
-                  f"{r['removed_by'] or 'no criterion recorded'}", r["status"], f"task-{r['status']}"),
-             cell(r["removed_in_pass"], r["removed_in_pass"], "num"), cell(r["removed_by"])]
-            for r in t.to_dict("records")]
-    blocks.append(table("Tasks of each candidate: kept, or removed with the pass and the criteria (FC1–FC5) that "
-                        "removed them", "scenario_tasks.csv", ["construction", "candidate", "task", "status",
-                                                              "pass", "removed by"], rows,
-                        href="tables/scenario_tasks.csv"))
-    w = shown["scenario_w.csv"]
-    if len(w):
-        fams = [c for c in w.columns if c.startswith("w_")]
-        rows = [[cell(r["construction"]), cand(r), cell(r["tasks_kept"], r["tasks_kept"], "num"),
-                 *[num(r, c) for c in fams]] for r in w.to_dict("records")]
-        blocks.append(table("Kendall's W across the construction models, per candidate × ordering family (the "
-                            "selection takes the highest mean)", "scenario_w.csv",
-                            ["construction", "candidate", "tasks kept", *[f"W {c[2:]}" for c in fams]], rows,
-                            href="tables/scenario_w.csv"))
-    o = shown["scenario_orderings.csv"]
-    if len(o):
-        rows = [[cell(r["construction"]), cand(r), cell(r["ordering"]), cell(r["source"]), num(r, "w"),
-                 cell(r["order"]), cell(r["borda_points"])] for r in o.to_dict("records")]
-        blocks.append(table("Orderings: each model's and the Borda consensus (points per task)",
-                            "scenario_orderings.csv", ["construction", "candidate", "ordering", "from", "W",
-                                                       "order", "Borda points"], rows,
-                            href="tables/scenario_orderings.csv"))
-    f = shown["scenario_filtering.csv"]
-    crit = [c for c in f.columns if c.startswith("fc")]
-    rows = [[cell(r["construction"]), cand(r), cell(r["pass"], r["pass"], "num"), cell(r["task"]),
-             *[cell("" if r[c] == "0" else "×" if r[c] == "1" else f"×{r[c]}", r[c]) for c in crit],
-             cell(r["flags"], r["flags"], "num"), num(r, "best_self"),
-             cell("removed" if _yes(r["removed"]) else "", r["removed"])] for r in f.to_dict("records")]
-    blocks.append(table("Filtering passes: every pass recomputes FC1–FC5 on the remaining tasks and removes the "
-                        "most-flagged one", "scenario_filtering.csv",
-                        ["construction", "candidate", "pass", "task", *[c.upper() for c in crit], "flags", "S*",
-                         "removed"], rows, href="tables/scenario_filtering.csv"))
-    if len(shown["scenario_ste.csv"]):
-        blocks.append(para('<a href="tables/scenario_ste.csv">scenario_ste.csv</a>: the STE matrices the filtering '
-                           "read (per candidate and model: the expert of task i evaluated on task j).", "raw"))
+    blocks.append(_scenario_tasks(shown["scenario_tasks"]))
+    if len(shown["scenario_w"]):
+        blocks.append(_scenario_w(shown["scenario_w"]))
+    if len(shown["scenario_orderings"]):
+        blocks.append(_scenario_orderings(shown["scenario_orderings"]))
+    blocks.append(_scenario_filtering(shown["scenario_filtering"]))
+    if len(shown["scenario_ste"]):
+        ste = specs.SCENARIO_STE
+        blocks.append(para(f'<a href="{ste.csv}">{ste.name}.csv</a>: the STE matrices the filtering read (per '
+                           "candidate and model: the expert of task i evaluated on task j).", "raw"))
     return {"id": "construction", "title": "Tabular scenarios", "blocks": blocks}
 
 
@@ -857,10 +883,7 @@ def write_report(out: Path, dataset: str, runs: pd.DataFrame, missing: pd.DataFr
         own["tables/method_heatmaps.csv"] = hm.heatmap_frame(figs.maps).to_csv(index=False, lineterminator="\n")
     sections.append(every_table(items, own))
     kept = figs.save()
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    page = env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections,
-                                                  title=f"bench report: {dataset}")
+    page = render_page(dataset, sections, f"bench report: {dataset}")
     path = directory / PAGE
     if not path.is_file() or path.read_text() != page:
         write_text_atomic(path, page)
@@ -886,6 +909,14 @@ def check_report_folder(out: Path) -> None:
                              "through it: make it a plain folder (link your web folder to it instead)")
 
 
+def render_page(dataset: str, sections: list[dict], title: str) -> str:
+    """The page (TEMPLATE) of `sections`: autoescaped, and a name the template uses that a section lacks is an
+    error, not an empty cell (StrictUndefined). The image/tabular report and the stream-assembly page share it."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(TEMPLATE.name).render(dataset=dataset, sections=sections, title=title)
+
+
 def owned_files(directory: Path) -> set[Path]:
     """The files under report/ the suite recorded as its own (none where no record exists: an older report's files
     are left as they are). A recorded name leaving the folder ('..', absolute) is ignored, not followed."""
@@ -893,12 +924,7 @@ def owned_files(directory: Path) -> set[Path]:
         names = json.loads((directory / OWNED).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return set()
-    own = set()
-    for name in names if isinstance(names, list) else []:
-        rel = Path(str(name))
-        if not rel.is_absolute() and ".." not in rel.parts and rel.parts:
-            own.add(directory / rel)
-    return own
+    return recorded_paths(directory, names if isinstance(names, list) else [])
 
 
 def _record_owned(directory: Path, written: set[Path]) -> None:

@@ -30,7 +30,6 @@ scale, not a check.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -44,6 +43,7 @@ import pandas as pd
 
 from bench.config import BACKBONES, IMAGE_LOADING_DEFAULTS, MASK_THRESHOLD, NO_BACKBONE, RunConfig
 from bench.errors import BenchError, ConfigError
+from bench.io import PinnedRead, read_pinned
 from bench.registry import INCLAD_MODELS, INCLAD_MULTI_MODELS
 from bench.report import render, specs
 from bench.report.choices import POOLS
@@ -90,10 +90,12 @@ _DURATION = re.compile(r"^(?:(\d+)m (\d+)s|(\d+(?:\.\d)?)s)$")
 
 # ------------------------------------------------------------------ the published tables
 
-def _canonical_bytes(path) -> bytes:
+def _pinned(name: str) -> PinnedRead:
+    """data/paper/`name`'s content (CRLF read as LF) and SHA-256, against its shipped digest where it has one;
+    read once per file version (an aggregate checks, digests and cites the same tables)."""
+    path = render.PAPER_DIR / name
     try:
-        with open(path, "rb") as f:
-            return f.read().replace(b"\r\n", b"\n")
+        return read_pinned(path, SHIPPED_SHA256.get(name))
     except OSError as e:
         raise BenchError(f"{path}: cannot read the published table ({e.strerror})") from None
 
@@ -124,14 +126,13 @@ def _read(name: str, own: bool = False) -> list[dict]:
     """The rows of data/paper/`name`, checked: a shipped file must have its pinned SHA-256 (unless `own`: the user
     says the edit is theirs), every file its columns, typed values and each key once; else one line naming it."""
     path = render.PAPER_DIR / name
-    data = _canonical_bytes(path)
-    digest = hashlib.sha256(data).hexdigest()
-    if name in SHIPPED_SHA256 and digest != SHIPPED_SHA256[name] and not own:
-        raise BenchError(f"{path}: not the shipped table (SHA-256 {digest[:12]}, shipped {SHIPPED_SHA256[name][:12]}):"
+    table = _pinned(name)
+    if not table.intact and not own:
+        raise BenchError(f"{path}: not the shipped table (SHA-256 {table.digest[:12]}, shipped {table.pinned[:12]}):"
                          f" an edited published number is refused; restore it (git checkout -- data/paper/{name}) "
                          f"or, if the table is yours, aggregate with --own-paper-tables")
     try:
-        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+        rows = list(csv.DictReader(io.StringIO(table.data.decode("utf-8"))))
     except (UnicodeDecodeError, csv.Error) as e:
         raise BenchError(f"{path}: not a UTF-8 CSV table ({e})") from None
     keys, values = LAYOUTS[name]
@@ -163,7 +164,7 @@ def table_digests(own: bool = False) -> dict:
     for name in names:
         _read(name, own)
     published_streams(own)  # the streams' own rules (positions, permutations)
-    return {"files": {n: hashlib.sha256(_canonical_bytes(render.PAPER_DIR / n)).hexdigest() for n in names},
+    return {"files": {n: _pinned(n).digest for n in names},
             "own_tables": own}
 
 
@@ -569,10 +570,10 @@ def published_source(own: bool = False) -> str:
     """Whose Table 2 the published column holds: the shipped transcription, or the user's edited copy (accepted by
     --own-paper-tables), which must never pass for InCLAD's."""
     name = "inclad_table2.csv"
-    digest = hashlib.sha256(_canonical_bytes(render.PAPER_DIR / name)).hexdigest()
-    if digest == SHIPPED_SHA256[name]:
+    table = _pinned(name)
+    if table.intact:
         return SHIPPED_SOURCE
-    return (f"the user's table (data/paper/{name} edited: SHA-256 {digest[:12]}, not the shipped "
+    return (f"the user's table (data/paper/{name} edited: SHA-256 {table.digest[:12]}, not the shipped "
             f"{SHIPPED_SHA256[name][:12]}; accepted by --own-paper-tables), not InCLAD's published Table 2")
 
 

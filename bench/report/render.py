@@ -144,6 +144,34 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+MISSING = "–"  # a missing or non-finite value, in every rendered table (format_cell's mark too)
+
+
+def is_missing(value) -> bool:
+    """None, pandas' NA, or a float that is not finite (NaN, ±inf)."""
+    return value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and not np.isfinite(value))
+
+
+def value_text(value, digits: int = 4, significant: bool = False, missing: str = MISSING) -> str:
+    """One cell of a rendered frame: a float to `digits` decimals (`significant`: to `digits` significant
+    figures), a missing value as `missing`, anything else (text, an integer) as str."""
+    if is_missing(value):
+        return missing
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}{'g' if significant else 'f'}}"
+    return str(value)
+
+
+def frame_markdown(df: pd.DataFrame, digits: int = 4, column_digits: dict[str, int] | None = None,
+                   significant: bool = False, missing: str = MISSING) -> list[str]:
+    """`df` as markdown table lines under its own column names, each cell by `value_text`: floats to `digits`
+    (`column_digits[column]` where given)."""
+    column_digits = column_digits or {}
+    rows = [[value_text(v, column_digits.get(c, digits), significant, missing) for c, v in zip(df.columns, row)]
+            for row in df.itertuples(index=False)]
+    return markdown_table([str(c) for c in df.columns], rows)
+
+
 def latex_grid(key_headers: list[str], rows: list[tuple[list[str], list[str]]], group_col: bool = True) -> list[str]:
     """booktabs tabular: key columns, then Image-level NCL/CL and Pixel-level NCL/CL; `\\midrule` between groups
     of the first key column, whose value is printed once per group (InCLAD Table 2 style)."""

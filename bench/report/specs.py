@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.report.render import latex_escape
+from bench.tabular.filtering import CRITERIA
+from bench.tabular.orderings import FAMILIES
 
 
 class Format(enum.Enum):
@@ -313,6 +315,39 @@ TABULAR_TASKS = TableSpec(
             *_cols(Kind.NUMBER, ("prevalence", "p"), ("random_ap", "Random AP"))),
     formats=(Format.CSV, Format.MARKDOWN, Format.HTML))
 
+# the tabular track's constructed scenarios, as the page publishes them itself under report/tables/
+# (bench/report/construction.frames, html.scenario_construction); the candidate's selection rides in every key
+_CANDIDATE = (*_text(("construction", "construction"), ("candidate", "candidate")),
+              Column("selected", "selected", kind=Kind.FLAG))
+SCENARIO_TASKS = TableSpec(
+    "scenario_tasks", "Tasks of each candidate: kept, or removed with the pass and the criteria (FC1–FC5) that "
+    "removed them", keys=(*_CANDIDATE, *_text(("task", "task"))),
+    values=(*_text(("status", "status")), *_cols(Kind.COUNT, ("removed_in_pass", "pass")),
+            *_text(("removed_by", "removed by"))), formats=(Format.CSV, Format.HTML))
+SCENARIO_FILTERING = TableSpec(
+    "scenario_filtering", "Filtering passes: every pass recomputes FC1–FC5 on the remaining tasks and removes the "
+    "most-flagged one", keys=(*_CANDIDATE, *_cols(Kind.COUNT, ("pass", "pass")), *_text(("task", "task"))),
+    values=(*_cols(Kind.COUNT, *((c, c.upper()) for c in CRITERIA), ("flags", "flags")),
+            *_cols(Kind.NUMBER, ("best_self", "S*"), ("gain", "gain"), ("incoming", "incoming"),
+                   ("outgoing", "outgoing"), ("source_min_diff", "source min diff"),
+                   ("target_min_diff", "target min diff")),
+            Column("removed", "removed", kind=Kind.FLAG)), formats=(Format.CSV, Format.HTML))
+SCENARIO_W = TableSpec(
+    "scenario_w", "Kendall's W across the construction models, per candidate × ordering family (the selection "
+    "takes the highest mean)", keys=_CANDIDATE,
+    values=(*_cols(Kind.COUNT, ("tasks_kept", "tasks kept")),
+            *_cols(Kind.NUMBER, *((f"w_{f}", f"W {f}") for f in FAMILIES), ("w_mean", "W mean"))),
+    formats=(Format.CSV, Format.HTML))
+SCENARIO_ORDERINGS = TableSpec(
+    "scenario_orderings", "Orderings: each model's and the Borda consensus (points per task)",
+    keys=(*_CANDIDATE, *_text(("ordering", "ordering"), ("source", "from"))),
+    values=(*_cols(Kind.NUMBER, ("w", "W")), *_text(("order", "order"), ("borda_points", "Borda points"))),
+    formats=(Format.CSV, Format.HTML))
+SCENARIO_STE = TableSpec(
+    "scenario_ste", "The STE matrices the filtering read (per candidate and model: the expert of task i evaluated "
+    "on task j)", keys=(*_CANDIDATE, *_text(("model", "model")), *_cols(Kind.COUNT, ("i", "i"), ("j", "j"))),
+    values=(*_text(("expert", "expert"), ("evaluated", "evaluated")), *_cols(Kind.NUMBER, ("roc_auc", "ROC-AUC"))))
+
 # the paired tests (bench/report/stats.py): labels as the page shows them
 _TEST = _text(("test", "test"), ("correction", "correction"))
 CL_VS_NCL = TableSpec(
@@ -338,6 +373,10 @@ FRIEDMAN_RANKS = TableSpec(
 NAMES = ("RUNS", "MISSING", "TABLE2", "PER_METHOD", "TIMING", "PAPER_COMPARISON", "PAPER_TIMING", "ROUTING",
          "MULTI_SELECTION", "HEATMAPS", "TABULAR_TABLE2", "VALIDATION", "TABULAR_HEATMAPS", "TABULAR_TASKS",
          "CL_VS_NCL", "FRIEDMAN", "FRIEDMAN_RANKS")
+
+
+# the report's own tables (report/tables/): not aggregate's, so not in NAMES (which `verify` reads by key)
+SCENARIO_NAMES = ("SCENARIO_TASKS", "SCENARIO_FILTERING", "SCENARIO_W", "SCENARIO_ORDERINGS", "SCENARIO_STE")
 
 
 def all_specs() -> tuple[TableSpec, ...]:

@@ -29,7 +29,7 @@ from bench.config import NO_BACKBONE
 from bench.errors import ConfigError
 from bench.registry import names
 from bench.report import render
-from bench.report.render import markdown_table
+from bench.report.render import frame_markdown
 
 STE_COLUMNS = ["dataset", "concept", "method", "backbone", "roc_auc"]
 RANDOM_SEED = 0  # the seed of the random ordering in every manifest this suite writes
@@ -187,16 +187,8 @@ def ordering_frame(r: Ranking) -> pd.DataFrame:
 
 
 def markdown(df: pd.DataFrame, digits: dict[str, int] | None = None, default_digits: int = 4) -> str:
-    """A GitHub table; float columns with `digits[col]` (else `default_digits`) decimals, NaN as n/a."""
-    digits = digits or {}
-
-    def cell(col, v):
-        if isinstance(v, (float, np.floating)):
-            return "n/a" if np.isnan(v) else f"{v:.{digits.get(col, default_digits)}f}"
-        return str(v)
-
-    rows = [[cell(c, v) for c, v in zip(df.columns, row)] for row in df.itertuples(index=False)]
-    return "\n".join(markdown_table([str(c) for c in df.columns], rows))
+    """A GitHub table; float columns with `digits[col]` (else `default_digits`) decimals, NaN as render.MISSING."""
+    return "\n".join(frame_markdown(df, default_digits, digits))
 
 
 def write_tables(rankings: dict[str, Ranking], out: Path) -> list[Path]:

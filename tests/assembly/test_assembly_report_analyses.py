@@ -216,3 +216,25 @@ def test_litnet_capture_arms_and_the_pooled_composite_report_the_pooling_identit
     ids = pd.read_csv(page.parent / "analyses" / "paper_identities.csv")
     pooling = ids[ids.paper_cell == "id.litnet_pooled_prevalence"].iloc[0]
     assert bool(pooling.holds) and pooling.ours == pytest.approx(1 / 3)
+
+
+def test_a_full_disk_while_drawing_an_analysis_figure_is_one_error_and_leaves_no_file(tmp_path, monkeypatch):
+    """The page's figures are written as the aggregate's are (bench.report.figfile.write_figure): whole or not
+    at all, a full disk one BenchError naming the file, no temp file left."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from bench.assembly import analysis_figures as af
+    from bench.errors import BenchError
+
+    def savefig(self, target, **kw):
+        Path(target).write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    fig = af._plt().figure()
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    with pytest.raises(BenchError, match=r"prevalence\.png: cannot write the figure \(No space left on device\); "
+                                         r"free space there and run aggregate again"):
+        af._save(fig, tmp_path / "figures", "prevalence")
+    assert list((tmp_path / "figures").iterdir()) == [] and not af._plt().fignum_exists(fig.number)

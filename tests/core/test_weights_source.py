@@ -15,8 +15,8 @@ from safetensors.torch import save_file
 
 from bench import features
 from bench.errors import WeightsError
-from bench.features import (is_published_id, kept_source_path, published_prefix, resolve_weights, stage_weights,
-                            staged_weights_path, torchvision_url)
+from bench.features import (is_published_id, kept_source_path, resolve_weights, stage_weights, staged_weights_path,
+                            torchvision_url)
 from bench.io import file_sha256
 
 
@@ -29,6 +29,7 @@ def _random_resnet18(seed: int) -> dict:
 def weights_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_WEIGHTS_DIR", str(tmp_path))
     monkeypatch.setattr(features, "_VERDICTS", {})
+    monkeypatch.setattr(features, "_CHECKED_TENSORS", {})
     return tmp_path
 
 
@@ -51,6 +52,12 @@ def test_the_shipped_digests_extend_the_prefixes_torchvision_publishes():
         digest = features.published_sha256(url)
         assert len(digest) == 64 and digest.startswith(published_prefix(url))
     assert published_prefix(torchvision_url("wide_resnet50_2", "tv2_in1k")) == "9ba9bcbe"
+
+
+def published_prefix(url: str) -> str:
+    """The SHA-256 prefix in a torch.hub file name (`resnet18-f37072fd.pth` -> f37072fd), read as torch.hub's
+    check_hash reads it."""
+    return torch.hub.HASH_REGEX.search(url.rsplit("/", 1)[-1]).group(1)
 
 
 def test_random_weights_with_a_self_written_record_are_refused(weights_dir):
@@ -90,6 +97,20 @@ def test_the_published_file_staged_is_accepted_and_marked(published):
     resolved, weights_id = resolve_weights("resnet18", "imagenet")
     assert resolved == path and weights_id.startswith("resnet18.tv_in1k:") and is_published_id(weights_id)
     model = features.create_backbone("resnet18", "imagenet", ("layer1",))
+    assert torch.equal(model.conv1.weight, torch.load(published, weights_only=True)["conv1.weight"])
+
+
+def test_a_fresh_process_reads_the_staged_file_once_to_check_and_load_it(published, monkeypatch):
+    """A run checks the staged file against the kept .pth (resolve_weights) and then loads it (create_backbone):
+    the tensors the check read are the ones loaded, not read again."""
+    [path] = stage_weights([("resnet18", "tv_in1k")])
+    monkeypatch.setattr(features, "_VERDICTS", {})  # a new process: nothing judged yet
+    monkeypatch.setattr(features, "_CHECKED_TENSORS", {})
+    reads, read = [], features._read_tensors
+    monkeypatch.setattr(features, "_read_tensors", lambda p: (reads.append(p), read(p))[1])
+    resolve_weights("resnet18", "imagenet")
+    model = features.create_backbone("resnet18", "imagenet", ("layer1",))
+    assert reads.count(path) == 1 and not features._CHECKED_TENSORS
     assert torch.equal(model.conv1.weight, torch.load(published, weights_only=True)["conv1.weight"])
 
 

@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -547,3 +548,24 @@ def test_shipped_digests_are_those_of_the_shipped_files():
     with a deliberate change of its pin."""
     for name, digest in paper.SHIPPED_SHA256.items():
         assert hashlib.sha256((PAPER / name).read_bytes().replace(b"\r\n", b"\n")).hexdigest() == digest
+
+
+def test_a_pinned_table_is_read_once_per_version_and_an_edit_is_seen(tmp_path, monkeypatch):
+    """The published tables are read and hashed once per file version (bench.io.read_pinned); a table rewritten
+    in place with the same size, even with its old mtime put back (cp -p, os.utime), is read afresh."""
+    from bench import io as bench_io
+
+    monkeypatch.setattr(bench_io, "_RACY_NS", 0)  # the test's edit follows the read within the clock's tick
+    path = tmp_path / "inclad_table2.csv"
+    shutil.copy(PAPER / "inclad_table2.csv", path)
+    reads = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: (reads.append(os.fspath(p)), real_open(p, *a, **k))[1])
+    first = bench_io.read_pinned(path, paper.SHIPPED_SHA256["inclad_table2.csv"])
+    ours = lambda: reads.count(os.path.realpath(path))  # noqa: E731
+    assert first.intact and bench_io.read_pinned(path, first.pinned) == first and ours() == 1
+    st = path.stat()
+    path.write_text(path.read_text().replace("0.861", "0.761", 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    edited = bench_io.read_pinned(path, first.pinned)
+    assert ours() == 2 and not edited.intact and edited.digest == hashlib.sha256(path.read_bytes()).hexdigest()

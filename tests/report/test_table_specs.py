@@ -236,9 +236,37 @@ def _one_published_time(runs, details, *args) -> pd.DataFrame:
                           "reason": "other hardware"}])
 
 
-@pytest.mark.parametrize("name", specs.NAMES)
+def _scenario_forms(name: str, outputs) -> dict:
+    """The constructed-scenario tables the page publishes itself (report/tables/scenario_*.csv) and their page
+    headers, for one released construction of hand-made STE matrices (tests/report/test_html.py)."""
+    import json
+
+    from test_html import _candidate
+
+    from bench.report import construction, html
+    from bench.tabular.scenario import _finite
+
+    spec, folder = getattr(specs, name), outputs / "d" / "tabular"
+    rec = _candidate("natural_day")
+    (folder / "candidates/natural_day").mkdir(parents=True)
+    (folder / "candidates/natural_day/filtering.json").write_text(json.dumps(_finite(
+        {"kept": rec["kept"], "removed": rec["removed"], "passes": rec["passes"]})))
+    (folder / "release").mkdir()
+    (folder / "release/manifest.json").write_text(json.dumps(_finite(
+        {"dataset": "d", "selected_candidate": "natural_day", "tasks": rec["kept"], "candidates": {"natural_day": rec},
+         "w_table": {"natural_day": {**rec["family_w"], "mean": rec["mean_w"]}}, "orderings": rec["consensus"]})))
+    cons = [{**construction.read(f), "name": construction._name(f, outputs)}
+            for f in construction.folders(outputs, "d", pd.DataFrame(columns=["track", "run_key"]), {})]
+    own: dict = {}
+    section = html.scenario_construction(cons, construction.frames(cons, outputs), own)
+    block = next((b for b in section["blocks"] if b.get("csv") == f"{spec.name}.csv"), None)
+    page = "" if block is None else "".join(f"<th>{h}</th>" for h in block["header"])
+    return {specs.Format.CSV: own[spec.csv], specs.Format.HTML: page}
+
+
+@pytest.mark.parametrize("name", (*specs.NAMES, *specs.SCENARIO_NAMES))
 def test_a_column_added_to_any_spec_shows_in_its_csv_markdown_latex_and_page_under_one_label(
-        name, every_table, monkeypatch):
+        name, every_table, monkeypatch, tmp_path):
     spec = getattr(specs, name)
     monkeypatch.setattr(specs, name, _probed(spec))
     if name == "RUNS":  # runs.csv's rule: the frame's columns; the page shows those RUN_SHOWN declares
@@ -246,7 +274,8 @@ def test_a_column_added_to_any_spec_shows_in_its_csv_markdown_latex_and_page_und
     if name == "PAPER_TIMING":
         monkeypatch.setattr(paper, "timing_comparison", _one_published_time)
     tabular = name in ("TABULAR_TABLE2", "VALIDATION", "TABULAR_TASKS", "TABULAR_HEATMAPS")
-    forms = _tabular_forms(name) if tabular else _image_forms(every_table, name)
+    forms = (_scenario_forms(name, tmp_path) if name in specs.SCENARIO_NAMES else _tabular_forms(name) if tabular
+             else _image_forms(every_table, name))
     header = forms[specs.Format.CSV].splitlines()[0].split(",")
     assert header.count(PROBE.name) == 1, name
     assert set(spec.formats) <= set(forms), name
@@ -259,7 +288,7 @@ def test_a_column_added_to_any_spec_shows_in_its_csv_markdown_latex_and_page_und
 
 
 def test_every_spec_declares_its_columns_once_with_a_label():
-    for spec in specs.all_specs():
+    for spec in (*specs.all_specs(), *(getattr(specs, n) for n in specs.SCENARIO_NAMES)):
         names = [c.name for c in spec.columns]
         assert len(names) == len(set(names)) and all(c.label for c in spec.columns), spec.name
         assert spec.variable or len(spec.columns) > len(spec.keys), spec.name  # keys only: runs.csv's rule alone
@@ -299,3 +328,18 @@ def test_a_column_added_to_the_assembly_runs_spec_shows_in_its_csv_markdown_and_
     assert "| held-out records |" in md and PROBE.name not in md
     header = page.run_section(df)["blocks"][0]["header"]
     assert header[-1] == PROBE.label and header[4] == assembly_specs.RUNS.label("test_records")
+
+
+def test_a_frame_renders_as_markdown_with_one_missing_mark_and_its_digits():
+    """render.frame_markdown: the markdown of the assembly analyses, runs, audit and scenario rankings. Floats to
+    the digits asked (per column where given, or significant figures), every missing or non-finite value as the
+    one mark render.MISSING, integers, flags and text as they are."""
+    from bench.report.render import MISSING, frame_markdown
+
+    df = pd.DataFrame({"name": ["a", "b"], "n": [3, 4], "p": [0.123456, float("nan")],
+                       "rank": [1.5, float("inf")], "ok": [True, False]})
+    assert frame_markdown(df, column_digits={"rank": 1}) == [
+        "| name | n | p | rank | ok |", "|---|---|---|---|---|",
+        "| a | 3 | 0.1235 | 1.5 | True |", f"| b | 4 | {MISSING} | {MISSING} | False |"]
+    assert frame_markdown(df[["p"]].astype(object).fillna(pd.NA), 2, significant=True)[2:] == ["| 0.12 |",
+                                                                                             f"| {MISSING} |"]
