@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace

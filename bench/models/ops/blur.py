@@ -12,8 +12,6 @@ implementations call:
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
