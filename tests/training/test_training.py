@@ -176,22 +176,26 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 
 
 # Each learning assertion below holds across the spread measured on this suite's inputs (tiny synthetic benchmark,
-# held-out textures, 64 px, random-init resnet18, quick settings) over training seeds 0-4 at 1 and 2 CPU threads
-# (OMP_NUM_THREADS and torch.set_num_threads in a subprocess; commit 7aa61eb, 2-core CI-class machine): a
-# threshold tuned on one seed and one thread count failed at another (RD4AD clouds, seed 0: 0.797 with one thread,
-# 0.625 with two).
-# Synthetic tasks, min-max over the spread: STFPM 0.875 (checker, stripes)-1.0; FastFlow 1.0 on every task;
-# RD4AD chip/grain 1.0, disc 0.938-1.0, stripes 0.844-0.984, checker 0.359-0.75 (at some seeds no better than
-# its untrained network: not asserted); PaSTe chip 0.984-1.0, grain 1.0, stripes 0.828-1.0, disc 0.734-0.984,
-# checker 0.688-0.859. PaSTe's student shares the teacher's stem and, with a random-init teacher, learns to
-# reproduce it, anomalies included (docs/models.md has the sweep that chose its quick setting).
-MIN_AUROC = {"stfpm": 0.8, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.7}
-# STFPM with timm's student start: the spread in test_replay_forgets_less_than_ncl's docstring was measured with it;
-# with the released torchvision start its NCL does not forget this 3-task stream at quick settings (BWT NCL +0.016,
-# Replay -0.188, seed 0), so there would be nothing for replay to recover
+# held-out textures, 64 px, random-init resnet18, quick settings) over training seeds and 1 and 2 CPU threads
+# (`tools/learning_spread.py`: OMP_NUM_THREADS and torch.set_num_threads in a subprocess per case): a threshold
+# tuned on one seed and one thread count failed at another (RD4AD clouds, seed 0: 0.797 with one thread, 0.625
+# with two). The tests train at seed 0; the other seeds show how far a threshold sits from what training gives.
+# Synthetic tasks, min-max over the spread:
+# - STFPM and PaSTe (torchvision student start, PaSTe's quick 10 epochs at lr 0.01; seeds 0-2 × 1, 2 threads,
+#   2026-12-07, code of commit 972dd32 for both, 2-core CI-class machine): STFPM checker/chip 1.0, disc
+#   0.906-1.0, grain 0.812-0.984, stripes 0.562-0.906 (its floor: WEAK); PaSTe checker 0.953-1.0, chip 0.984-1.0,
+#   disc 0.922-1.0, grain 0.953-1.0, stripes 0.672-0.844 (its floor: WEAK; seed 2 at two threads not measured).
+# - FastFlow and RD4AD (seeds 0-4 × 1, 2 threads, commit 7aa61eb): FastFlow 1.0 on every task; RD4AD chip/grain
+#   1.0, disc 0.938-1.0, stripes 0.844-0.984, checker 0.359-0.75 (at some seeds no better than its untrained
+#   network: not asserted).
+# PaSTe's student shares the teacher's stem and, with a random-init teacher, learns to reproduce it, anomalies
+# included (docs/models.md has the sweep that chose its quick setting).
+MIN_AUROC = {"stfpm": 0.75, "fastflow": 0.8, "rd4ad": 0.8, "paste": 0.8}
+# STFPM with timm's student start: with the released torchvision start its NCL does not forget this 3-task stream
+# at quick settings (BWT NCL +0.016, Replay -0.188, seed 0), so there would be nothing for replay to recover
 REPLAY_TEST_SETTINGS = {"rd4ad": {"epochs": 5}, "stfpm": {"student_init": "timm"}}
 # tasks held to their own floor (None: measured and reported, not asserted)
-WEAK = {"rd4ad": {"checker": None}, "paste": {"checker": 0.65}}
+WEAK = {"rd4ad": {"checker": None}, "stfpm": {"stripes": 0.5}, "paste": {"stripes": 0.6}}
 
 
 @pytest.mark.slow
@@ -210,10 +214,11 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
 
 
 # Held-out textures (tests/textures.py: none of the synthetic tasks the quick settings were chosen on). What holds
-# across the spread (seeds 0-4, 1 and 2 threads) is that training beats the same network untrained (its `build`
-# only) by a margin, and that the loss falls; the AUROC itself does not: STFPM clouds 0.938-1.0 (untrained at most
-# 0.812, gap at least 0.156), FastFlow weave 1.0 (untrained at most 0.906, gap 0.094), RD4AD clouds after 30
-# epochs 0.484-0.891 (gap at least 0.094), PaSTe clouds 0.484-0.969 (gap down to -0.016: not asserted, reported).
+# across the spread is that training beats the same network untrained (its `build` only) by a margin, and that the
+# loss falls; the AUROC itself does not. STFPM clouds 0.781-0.859 (untrained 0.422-0.516, gap at least 0.281) and
+# PaSTe clouds 0.797-0.828 (untrained 0.672-0.938, gap down to -0.126 at seed 2: not asserted, reported), both as
+# measured above; FastFlow weave 1.0 (untrained at most 0.906, gap 0.094) and RD4AD clouds after 30 epochs
+# 0.484-0.891 (gap at least 0.094), commit 7aa61eb.
 HELD_OUT = {"stfpm": ("clouds", 0.1), "fastflow": ("weave", 0.05), "paste": ("clouds", None),
             "rd4ad": ("clouds", 0.05)}
 HELD_OUT_SETTINGS = {"rd4ad": {"epochs": 30}}
@@ -247,9 +252,10 @@ def test_learns_a_held_out_texture(texture_root, model):
         assert auc["trained"] >= auc["untrained"] + margin, (model, task, auc)
 
 
-# Measured under the inclad preset (PaSTe's first-layer loss un-normalised, InCLAD's code): PaSTe's NCL BWT on this
-# 3-task stream is +0.047 (no forgetting) and Replay's −0.036, within the noise of its 8 + 8 test images. The test
-# still runs it and reports the figures; it asserts the others.
+# PaSTe under `inclad` (first-layer loss un-normalised, torchvision student start, quick 10 epochs at lr 0.01):
+# BWT NCL / Replay on this 3-task stream, seeds 0-2 × 1, 2 threads: −0.078/0.0, −0.068/0.0, −0.068/−0.104,
+# −0.052/−0.104, −0.068/−0.115 — replay helps at seed 0 and hurts at seeds 1-2, within the noise of 8 + 8 test
+# images. The test still runs it and reports the figures (xfail when replay does not help); it asserts the others.
 REPLAY_NOTHING_TO_RECOVER = {"paste"}
 
 
@@ -259,12 +265,13 @@ def test_replay_forgets_less_than_ncl(tiny_root, tmp_path, make_config, model):
     """InCLAD §4.3: replay is the continual variant of these methods. A 3-task stream, quick settings (RD4AD with
     half its quick epochs, to keep the suite short).
 
-    Measured spread (commit 33279b4, 2-core CI-class machine; BWT NCL / Replay). Two threads, seeds 0, 1, 2: STFPM
-    −0.401/−0.057, −0.255/−0.010, −0.083/−0.005; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089,
-    −0.724/−0.177; PaSTe +0.057/−0.042, −0.068/−0.193 (REPLAY_NOTHING_TO_RECOVER). One thread, seeds 0, 1: STFPM
-    −0.406/−0.036, −0.250/−0.010; FastFlow −0.125/−0.021, −0.333/−0.031; RD4AD (seed 0) −0.573/−0.115; PaSTe (seed
-    0) +0.042/−0.052. So the assertion is the sign, which held with a margin of at least 0.078 in every measured
-    case of the three models it asserts; a threshold on either BWT would not."""
+    Measured spread (BWT NCL / Replay). STFPM (timm student start, REPLAY_TEST_SETTINGS; 2026-12-07, code of
+    commit 972dd32), seeds 0, 1, 2 at one / two threads: −0.406/−0.036 and −0.401/−0.057, −0.250/−0.010 and
+    −0.255/−0.010, −0.099/−0.010 and −0.083/−0.005. FastFlow and RD4AD (commit 33279b4, two threads): FastFlow
+    −0.125/−0.021, −0.333/−0.031; RD4AD −0.573/−0.089, −0.724/−0.177; one thread, FastFlow −0.125/−0.021,
+    −0.333/−0.031, RD4AD (seed 0) −0.573/−0.115. PaSTe: REPLAY_NOTHING_TO_RECOVER. So the assertion is the sign,
+    which held with a margin of at least 0.073 in every measured case of the three models it asserts; a threshold
+    on either BWT would not."""
     tasks = ["chip", "stripes", "disc"]
     bwt = {}
     for protocol in ("ncl", "cl"):
