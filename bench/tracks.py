@@ -151,6 +151,13 @@ DETECTOR_PACKAGES = {name: t.detectors for name, t in TRACKS.items()}
 _PREPARE: dict[str, Callable] = {}
 
 
+def parallel_ops(track: str) -> bool:
+    """TrackEntry.parallel_ops of `track`; a track registered from outside this table (a plugin's, a test's toy)
+    keeps the caller's thread count."""
+    entry = TRACKS.get(track)
+    return entry.parallel_ops if entry else True
+
+
 def register(name: str, prepare: Callable) -> None:
     """Called once by a track's module: `prepare(config) -> (Track, index_sha256)`; bad input fails there,
     before any work."""

@@ -116,7 +116,7 @@ def execute(run: Run, *, progress: bool = True, max_steps: int | None = None, lo
         log(f"{run.out}: already complete (run key {run.run_key[:12]}); nothing to do")
         return run.out
     # the thread count is chosen here, so a run executed in-process (a test, a notebook) gets the count a job gets
-    with output_lock(run.out), stop_on_sigterm(), use_threads(tracks.TRACKS[run.config.track].parallel_ops):
+    with output_lock(run.out), stop_on_sigterm(), use_threads(tracks.parallel_ops(run.config.track)):
         remove_stale_temps(run.out, (run.checkpoint_path, run.epoch_checkpoint_path), log)
         if results.is_complete(run.out, run.run_key):
             # a kill between the final write and removing the checkpoint leaves it: the run is done
