@@ -6,7 +6,6 @@ and log lost, "not submitted" instead of "failed"). Without a cluster: the fake 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -91,21 +90,15 @@ def test_on_a_real_slurm_resubmit_records_the_job_a_killed_submit_left(slurm, gr
     """sbatch accepts the job, then the submitting process is SIGKILLed (no handler can run): the record stays
     "submitting". `resubmit` finds the job in squeue by its name, sends nothing, and writes the job's id into the
     record; cancelled, the job is the run's failed job, whatever squeue still lists."""
-    import shlex
-    import shutil
     import subprocess
     import sys
 
     from bench.hpc.grid import REPO
-    from test_slurm_trust import node_busy, submit_args
+    from test_slurm_trust import node_busy, sbatch_then_signal, submit_args
 
-    wrapper = tmp_path / "bin" / "sbatch"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/bash\n{shlex.quote(shutil.which("sbatch"))} "$@" || exit $?\nkill -KILL "$PPID"\n')
-    wrapper.chmod(0o755)
+    env = sbatch_then_signal(tmp_path, "KILL")
     outputs = tmp_path / "out"
     slurm.append(outputs)
-    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
     with node_busy():  # the job stays pending while resubmit looks for it
         first = subprocess.run([sys.executable, "-m", "bench", *submit_args(grid, tiny_root, outputs)], cwd=REPO,
                                env=env, capture_output=True, text=True)

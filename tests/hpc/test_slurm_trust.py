@@ -64,6 +64,19 @@ def refused(capsys, *argv) -> str:
     return err
 
 
+def sbatch_then_signal(folder, signal_name: str) -> dict:
+    """The environment of a `submit` whose `sbatch` is the real one followed by `kill -<signal_name>` of the
+    submitting process: what a hang-up or a kill right after SLURM accepted the array does."""
+    import shlex
+
+    wrapper = folder / "bin" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\n{shlex.quote(shutil.which("sbatch"))} "$@" || exit $?\n'
+                       f'kill -{signal_name} "$PPID"\n')
+    wrapper.chmod(0o755)
+    return {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
+
+
 @contextmanager
 def node_busy():
     """A job holding every CPU of the node, so the next one stays pending until this ends."""
@@ -211,15 +224,9 @@ def test_a_submit_hung_up_after_sbatch_leaves_a_record_status_and_resubmit_use(s
     """Issue 46 §3 on the real SLURM: an ssh disconnect (SIGHUP) the moment sbatch returns left a queued job and no
     record, so `status` said "not submitted" and `resubmit` queued a duplicate. The record holds the job; status
     shows it pending; resubmit sends nothing. (tests/hpc/test_hangup.py covers every signal with a fake sbatch.)"""
-    import shlex
-
-    wrapper = tmp_path / "bin" / "sbatch"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/bash\n{shlex.quote(shutil.which("sbatch"))} "$@" || exit $?\nkill -HUP "$PPID"\n')
-    wrapper.chmod(0o755)
+    env = sbatch_then_signal(tmp_path, "HUP")
     outputs = tmp_path / "out"
     slurm.append(outputs)
-    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
     with node_busy():  # the job stays pending while status and resubmit look at it
         first = subprocess.run([sys.executable, "-m", "bench", *submit_args(grid, tiny_root, outputs)], cwd=REPO,
                                env=env, capture_output=True, text=True)

@@ -7,18 +7,14 @@ InCLAD's PaSTe was copied from; InCLAD's own `paste/config.py` is not in the ref
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 
-import h5py
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import registry, results
-from bench.continual.runner import execute, prepare
+from bench import registry
 from bench.models.efficientad.detector import hard_feature_loss, normalise_map
 from bench.models.efficientad.pdn import Autoencoder, pdn_output_size, pdn_small
 from bench.models.fastflow import CouplingStep, Flow
@@ -93,29 +89,6 @@ def test_fastflow_flow_stays_invertible_with_its_exact_log_det(permute):
     torch.testing.assert_close(flow.inverse(z), x, rtol=1e-9, atol=1e-9)
     jac = torch.autograd.functional.jacobian(lambda v: flow(v.view(1, 4, 2, 2))[0].flatten(), x.flatten())
     torch.testing.assert_close(log_det[0], torch.linalg.slogdet(jac).logabsdet, rtol=1e-9, atol=1e-9)
-
-
-def test_fastflow_results_of_version_3_are_recomputed(tiny_root, tmp_path, make_config, monkeypatch):
-    """The permutation's move changes FastFlow's results, so its version is 4: a result file of version 3 has
-    another run key, is not reused, and every task is learnt again."""
-    spec = registry.get("fastflow")
-    assert spec.version == 4
-
-    def config():
-        return make_config(tiny_root, ["chip"], model="fastflow", image_size=64,
-                           hparams={"epochs": 1, "batch_size": 8, "flow_steps": 2})
-
-    monkeypatch.setitem(registry._SPECS, "fastflow", dataclasses.replace(spec, version=3))
-    old = execute(prepare(config(), out_dir=tmp_path), progress=False, log=lambda *_: None)
-    with h5py.File(old, "r", locking=False) as f:
-        assert json.loads(f.attrs["config"])["model_version"] == 3
-    monkeypatch.setitem(registry._SPECS, "fastflow", spec)
-    log: list[str] = []
-    current = prepare(config(), out_dir=tmp_path)
-    assert current.run_key != results.file_run_key(old) and current.out != old
-    execute(current, progress=False, log=log.append)
-    assert not any("already complete" in line for line in log)
-    assert any("learning task" in line for line in log)
 
 
 # --- EfficientAD ----------------------------------------------------------------------------------------------
