@@ -69,6 +69,7 @@ def _ignore_sighup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 @pytest.mark.parametrize("hangup", ["TERM", "HUP", "INT", "KILL"])
 def test_a_submit_signalled_after_sbatch_leaves_a_record_status_and_submit_use(hangup, fake_slurm, small_root,
                                                                                tmp_path):
@@ -135,6 +136,7 @@ def test_finish_sees_only_the_batches_that_were_sent(small_root, tmp_path, monke
     assert [e["job_id"] for e in record["runs"]] == ["4242"]  # the unsent run left the record
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 def test_arrays_of_different_resources_have_names_of_their_own(fake_slurm, small_root, tmp_path):
     """Two resource groups (one array each) in one submission: each array gets its own job name, so after a
     hang-up `status` finds every run at its own job, not both groups' index 0 at the first array."""
@@ -163,6 +165,7 @@ def test_local_processes_of_different_resources_hold_leases_of_their_own(planned
     assert len({b.lease for b in batches}) == len(batches) == 2
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 def test_a_submission_record_exists_before_sbatch_runs(fake_slurm, small_root, tmp_path):
     """sbatch sees the record already written: nothing it accepts can go unrecorded."""
     grid = write_grid(tmp_path / "grid.yaml", orderings=["easy_to_hard"], protocols=["cl"],

@@ -34,6 +34,7 @@ def _run_lines(result) -> list[str]:
     return [x for x in result.stdout.splitlines() if "_cl_" in x or "_ncl_" in x]
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 def test_resubmit_records_the_job_ids_found_in_the_queue(fake_slurm, small_root, tmp_path):
     outputs, path = _submit_killed(fake_slurm, small_root, tmp_path)
     again = bench(fake_slurm, "resubmit", "--dataset", "synthetic", "--outputs", outputs)
@@ -56,6 +57,7 @@ def test_resubmit_records_the_job_ids_found_in_the_queue(fake_slurm, small_root,
     assert len((fake_slurm / "sbatch.log").read_text().splitlines()) == 2  # the failed runs, once
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 def test_a_batch_never_sent_stays_unrecorded_and_is_sent_once(fake_slurm, small_root, tmp_path):
     """Killed after the first of two arrays (one run each): the first's id is recorded, the record stays
     "submitting" for the run never sent, which `resubmit` sends (once) under a record of its own."""
@@ -74,6 +76,7 @@ def test_a_batch_never_sent_stays_unrecorded_and_is_sent_once(fake_slurm, small_
                                         outputs).stdout
 
 
+@pytest.mark.slow(reason="end to end: `bench submit` in a subprocess against a fake sbatch")
 def test_status_alone_leaves_the_records_as_they_are(fake_slurm, small_root, tmp_path):
     """`status` holds no submission lock: a live submit may still own a "submitting" record, so status finds the
     jobs in the queue without writing."""
