@@ -32,6 +32,7 @@ from bench.assembly.analyses.common import score_batch
 from bench.assembly.corpus import build_corpus, feature_set, manifest_sha256, source, subsample
 from bench.assembly.records import Corpus, Kind, ScoredStream, SplitRule
 from bench.errors import ConfigError, DatasetError, choice_error
+from bench.io import file_version, write_text_atomic
 
 KEY_VERSION = 1
 CHUNK = 4096  # records per score_learn call (the scores do not depend on it: the detectors' chunk contract)
@@ -170,13 +171,14 @@ _CORPORA: dict = {}
 
 
 def _fingerprint(root: str) -> tuple:
-    """(path, size, mtime) of every file under root: a corpus built earlier in this process is reused only while
-    its inputs are unchanged (the manifest's SHA-256s are then still theirs)."""
+    """(path, FileVersion) of every file under root: a corpus built earlier in this process, or its cached facts,
+    are reused only while its inputs are unchanged (the manifest's SHA-256s are then still theirs). The version
+    holds the inode and ctime, so a same-size rewrite given back its old mtime (`cp -p`, `rsync -t`) is a change."""
     out = []
     for dirpath, _, files in os.walk(root):
-        for name in sorted(files):
-            st = os.stat(os.path.join(dirpath, name))
-            out.append((os.path.join(dirpath, name), st.st_size, st.st_mtime_ns))
+        for name in files:
+            path = os.path.join(dirpath, name)
+            out.append((path, *file_version(path)))
     return tuple(sorted(out))
 
 
@@ -203,8 +205,8 @@ class CorpusFacts:
 
 
 def corpus_facts(spec: CorpusSpec, cache_dir: Path | None = None) -> CorpusFacts:
-    """The corpus's facts, from `cache_dir/<spec digest>.json` while the root's files keep their paths, sizes and
-    modification times (so `make status` of a 1.6-million-record grid does not rebuild the corpus), else built.
+    """The corpus's facts, from `cache_dir/<spec digest>.json` while the root's files keep their paths and
+    versions (`_fingerprint`; so `make status` of a 1.6-million-record grid does not rebuild the corpus), else built.
     A run always builds its corpus and checks its key against it (`execute`), so a stale entry cannot pass."""
     spec.check()
     fingerprint = [list(f) for f in _fingerprint(spec.root)]
@@ -220,8 +222,6 @@ def corpus_facts(spec: CorpusSpec, cache_dir: Path | None = None) -> CorpusFacts
     corpus, sha = load_corpus(spec)
     facts = CorpusFacts(sha, corpus.captures, corpus.n, int(corpus.X.shape[1]))
     if path is not None:
-        from bench.io import write_text_atomic
-
         write_text_atomic(path, json.dumps({"spec": spec.as_dict(), "fingerprint": fingerprint, **asdict(facts)}))
     return facts
 

@@ -5,6 +5,7 @@ their batch, and bad input is one line."""
 from __future__ import annotations
 
 import json
+import os
 
 import h5py
 import numpy as np
@@ -206,4 +207,26 @@ def test_planning_reuses_the_corpus_facts_until_a_file_changes(tmp_path, monkeyp
     day = root / "TrafficLabelling" / "Friday-WorkingHours.pcap_ISCX.csv"
     day.write_bytes(day.read_bytes().replace(b"7/7/2017 9:00", b"7/7/2017 9:01", 1))
     with pytest.raises(AssertionError, match="rebuilt"):  # the root changed: the facts are not reused
+        runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
+
+
+def test_a_same_size_rewrite_given_back_its_mtime_is_a_change(tmp_path, monkeypatch):
+    """`cp -p` / `rsync -t` keep size and mtime: the corpus key must still see new content (inode, ctime)."""
+    root = generate(tmp_path / "week", K=1, seed=6)
+    runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
+    day = root / "TrafficLabelling" / "Friday-WorkingHours.pcap_ISCX.csv"
+    before = day.stat()
+    edited = day.read_bytes().replace(b"7/7/2017 9:00", b"7/7/2017 9:01", 1)
+    assert len(edited) == before.st_size
+    staged = day.with_suffix(".new")
+    staged.write_bytes(edited)
+    os.utime(staged, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(staged, day)  # what rsync -t does: a new file renamed into place, old mtime
+    assert (day.stat().st_size, day.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    def no_build(spec):
+        raise AssertionError("the corpus was rebuilt")
+
+    monkeypatch.setattr(runs, "load_corpus", no_build)
+    with pytest.raises(AssertionError, match="rebuilt"):
         runs.prepare(_spec(root, "iforest"), tmp_path / "runs", cache_dir=tmp_path / "corpus")
