@@ -155,7 +155,7 @@ def trained_gap(report: Report, det, side: Released) -> None:
     gap, key = state_gap(ours, released)
     report.row(f"student + AE after one step (worst: {key})", "", "", gap)
     moved = sum(int(((v.double() - released[k].double()).abs() > 1e-7).sum()) for k, v in ours.items())
-    report.row("  weights differing by more than 1e-7", moved, sum(v.numel() for v in released.values()))
+    report.row("  weights differing by > 1e-7 (of all)", moved, sum(v.numel() for v in released.values()))
 
 
 def train_both(report: Report, det, side: Released, train, steps: int) -> None:
