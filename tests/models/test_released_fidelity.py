@@ -176,3 +176,117 @@ def test_paste_student_starts_after_the_stems_max_pool():
     pool = student.stages[0][0]
     assert isinstance(pool, nn.MaxPool2d) and (pool.kernel_size, pool.stride, pool.padding) == (3, 2, 1)
     assert len(student.stages) == 3 and not list(pool.parameters())
+
+
+# --- EfficientAD, side by side (tools/released/efficientad.py) -----------------------------------------------
+def _released_shapes(c: int) -> list[tuple[int, ...]]:
+    """Parameter shapes, in registration order, of the released teacher (C = c) and student (C = 2c): InCLAD-benchmark
+    `src/pyclad/models/efficientad/standard/pdn.py:27-30`, `builder.py:40-41`; and autoencoder:
+    `standard/autoencoder.py:15-20` (encoder) and `:36-43` (decoder, deconv1-8), each weight then its bias."""
+    def convs(*layers):
+        return [shape for out, inp, k in layers for shape in ((out, inp, k, k), (out,))]
+
+    pdn = lambda out: convs((128, 3, 4), (256, 128, 4), (256, 256, 3), (out, 256, 4))  # noqa: E731
+    ae = convs((32, 3, 4), (32, 32, 4), (64, 32, 4), (64, 64, 4), (64, 64, 4), (64, 64, 8),
+               *[(64, 64, 4)] * 6, (64, 64, 3), (c, 64, 3))
+    return [*pdn(c), *pdn(2 * c), *ae]
+
+
+def test_efficientad_networks_have_the_released_parameter_shapes_in_order():
+    """The suite's teacher, student and autoencoder at 256 px, 384 channels (the released config defaults,
+    `config.py:8-12`), hold the released networks' parameters shape for shape in registration order (what lets
+    tools/released/efficientad.py copy one side's weights into the other): 2,694,144 + 4,267,392 + 1,096,320."""
+    c, s = 384, 256
+    nets = [pdn_small(c, False), pdn_small(2 * c, False), Autoencoder(c, s, pdn_output_size(s, False))]
+    assert [tuple(p.shape) for net in nets for p in net.parameters()] == _released_shapes(c)
+    assert [sum(p.numel() for p in net.parameters()) for net in nets] == [2_694_144, 4_267_392, 1_096_320]
+
+
+class _FixedImages:
+    """A split of fixed random [0, 1] images (what ImageSource reads through load_images)."""
+
+    def __init__(self, n: int, size: int):
+        self.images = torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(3))
+        self.keys = [f"img{i}" for i in range(n)]
+
+    def load_images(self, idx, workers: int = 0, normalize=None) -> torch.Tensor:
+        return self.images[torch.as_tensor(idx, dtype=torch.long)]
+
+
+def _fitted_teacher_detector(split):
+    from bench.features import ImageSource
+
+    det = create("efficientad", ImageSource(torch.device("cpu"), progress=False), 64, out_channels=8)
+    det.build(0)
+    det._lay_out_modules()
+    det.fit_teacher([(split, r) for r in range(len(split.keys))])
+    return det
+
+
+def _released_augment(batch: torch.Tensor) -> torch.Tensor:
+    """InCLAD-benchmark `src/pyclad/models/efficientad/architecture.py:86-100` (`_choose_random_aug_image`)."""
+    from torchvision.transforms import functional as tvf
+
+    out = []
+    for image in batch:
+        coefficient = float(torch.empty(1).uniform_(0.8, 1.2).item())
+        choice = int(torch.randint(0, 3, (1,)).item())
+        adjust = (tvf.adjust_brightness, tvf.adjust_contrast, tvf.adjust_saturation)[choice]
+        out.append(adjust(image, coefficient).clamp(0.0, 1.0))
+    return torch.stack(out, dim=0)
+
+
+def test_efficientad_loss_is_the_released_compute_losses_with_its_draws_in_order():
+    """InCLAD-benchmark `src/pyclad/models/efficientad/architecture.py:111-153` (`compute_losses`), written out with
+    the suite's networks in the released order: student on the clean batch and the hard loss (:117-121), no penalty
+    (the config's penalty sources default to None, `config.py:32-33`), the augmentation (:130), the autoencoder on
+    it (:131, six dropouts), teacher and student on it (:133-137); loss = hard + mean (teacher − AE)² + mean
+    (AE − student's second half)² (:139-144). From one RNG state the suite's `loss` draws the same augmentation and
+    dropout masks, so the two agree to float rounding (train mode, dropout on)."""
+    split = _FixedImages(4, 64)
+    det = _fitted_teacher_detector(split)
+    batch = [(split, 1), (split, 2)]
+    det.student_.train()
+    det.ae_.train()  # dropout on, as in training
+    torch.manual_seed(11)
+    ours = det.loss(batch)
+    torch.manual_seed(11)
+    x, c = det.layout_samples(batch), det.out_channels
+    with torch.no_grad():
+        d = (det.teacher_out(x) - det.student_(det.imagenet(x))[:, :c]) ** 2
+    hard = d[d >= torch.quantile(d.flatten(), 0.999)].mean()
+    aug = _released_augment(x)
+    ae = det.ae_(det.imagenet(aug))
+    with torch.no_grad():
+        student_aug = det.student_(det.imagenet(aug))[:, c:]
+        loss = hard + ((det.teacher_out(aug) - ae) ** 2).mean() + ((ae - student_aug) ** 2).mean()
+    torch.testing.assert_close(ours.detach(), loss, rtol=1e-5, atol=0)
+
+
+def test_efficientad_teacher_normalisation_is_the_released_population_std():
+    """InCLAD-benchmark `src/pyclad/models/efficientad/efficientad.py:84-93` (`_compute_teacher_channel_stats`):
+    per channel the mean and sqrt(E[t²] − mean²) (the population std, not the unbiased one) of the raw teacher
+    outputs over every training image, then std clamped at 1e-6 (`architecture.py:68`)."""
+    split = _FixedImages(3, 64)
+    det = _fitted_teacher_detector(split)
+    with torch.no_grad():
+        t = det.teacher_(det.imagenet(split.images)).double()
+    mean, std = t.mean((0, 2, 3)), t.var((0, 2, 3), unbiased=False).sqrt()
+    torch.testing.assert_close(det.stats_["t_mean"].flatten().double(), mean, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(det.stats_["t_std"].flatten().double(), std.clamp_min(1e-6), rtol=1e-5, atol=0)
+
+
+def test_efficientad_adam_is_the_released_configure_optimizers():
+    """InCLAD-benchmark `src/pyclad/models/efficientad/efficientad.py:419-423` (`configure_optimizers`): one Adam
+    over the student's then the autoencoder's parameters, lr 1e-4 and weight decay 1e-5 (`config.py:19-20`),
+    torch's other defaults."""
+    from bench.features import ImageSource
+
+    det = create("efficientad", ImageSource(torch.device("cpu"), progress=False), 64, out_channels=8)
+    det.build(0)
+    (opt,) = det.optimizers()
+    assert type(opt) is torch.optim.Adam and len(opt.param_groups) == 1
+    group = opt.param_groups[0]
+    assert [id(p) for p in group["params"]] == [id(p) for net in (det.student_, det.ae_) for p in net.parameters()]
+    assert (group["lr"], group["weight_decay"], group["betas"], group["eps"]) == (1e-4, 1e-5, (0.9, 0.999), 1e-8)
+    assert group["amsgrad"] is False

@@ -50,8 +50,10 @@ PLACEHOLDERS = {
     "pyclad/models/vision/preprocessing.py": "class ImagePreprocessor:\n"
                                             "    def __init__(self, *args, **kwargs):\n"
                                             "        raise RuntimeError('not in the reference repositories')\n",
-    # EfficientAD's architecture.py imports its autoencoder; the adapter runs only the augmentation
-    "pyclad/models/efficientad/standard.py": "class AutoEncoder:\n    pass\n",
+    # EfficientAD's efficientad.py imports resolve_device from a module the index does not hold; the adapter
+    # builds the network and module itself and never calls EfficientAD.__init__
+    "pyclad/models/vision/utils.py": "def resolve_device(device=None):\n"
+                                     "    raise RuntimeError('not in the reference repositories')\n",
     # PatchCore's and PaDiM's builders and configs: the adapters set the attributes __init__ would
     "pyclad/models/patchcore/builder.py": "def build(config):\n    raise RuntimeError('not read')\n",
     "pyclad/models/patchcore/config.py": "class PatchCoreConfig:\n    pass\n",
@@ -66,11 +68,12 @@ PLACEHOLDERS = {
 }
 
 
-def arguments(description: str) -> argparse.Namespace:
+def arguments(description: str, size: int = 64) -> argparse.Namespace:
+    """The adapters' command line; `size`: the default image size (a released network may need a larger one)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--released", type=Path, required=True,
                         help="folder holding the released files as <repository>/<path>")
-    parser.add_argument("--size", type=int, default=64, help="image size (px)")
+    parser.add_argument("--size", type=int, default=size, help="image size (px)")
     parser.add_argument("--steps", type=int, default=5, help="training steps before the scores are compared")
     parser.add_argument("--seeds", type=int, default=10, help="seeds of the start-distribution comparison")
     parser.add_argument("--dist-steps", type=int, default=19, help="steps per seed in that comparison")
