@@ -15,6 +15,8 @@ over `--seeds` seeds, the first loss compared as a distribution.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -115,6 +117,26 @@ CL_BATCH = 8  # training images per lock-step step (16-image tasks plus replay: 
 BANK_BATCHES = (32, 8)
 
 
+@dataclass
+class ClRun:
+    """One CFA-CL comparison: both R matrices, each side's buffer composition per task, the worst score gap."""
+
+    ours: np.ndarray
+    theirs: np.ndarray
+    own: list[str]
+    contents: list[str]
+    score_gap: float
+
+
+def recorded(scores, seen: list):
+    """`scores` that also appends what it returns to `seen`."""
+    def wrapped(test):
+        out = np.asarray(scores(test), np.float64)
+        seen.append(out)
+        return out
+    return wrapped
+
+
 def released_cl_model(det, stream, size: int, seed: int):
     """The released ContinualCFA (routing-cad-icdm src/pyclad/models/cfa/cfa_cl.py) with the suite's descriptor,
     its backbone the suite's extractor over the stream's splits; attributes set as CFA.__init__ (cfa.py) sets
@@ -138,10 +160,10 @@ def released_cl_model(det, stream, size: int, seed: int):
     return model
 
 
-def released_cl_matrix(model, stream, tasks, args, capacity: int):
+def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
     """R of the released CFACLStrategy (routing-cad-icdm src/pyclad/strategies/vision/cfa_cl.py) with upstream
     pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer; its Lightning fit replaced by lock-step steps. Returns R and the
-    buffer's content after each task."""
+    buffer's content after each task; every cell's image scores are appended to `seen`."""
     from pyclad.strategies.vision.cfa_cl import CFACLStrategy
     from replay import released_buffer, shared_order, snapshot, step_batches
 
@@ -171,10 +193,10 @@ def released_cl_matrix(model, stream, tasks, args, capacity: int):
         features.splits = list(stream.trains)
         return out
 
-    return r_matrix(tasks, learn, scores), contents
+    return r_matrix(tasks, learn, recorded(scores, seen)), contents
 
 
-def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: str):
+def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: str, seen: list):
     """R of the suite's CfaTaskBanks with lock-step training and, after each task, the released buffer content.
     `bank_order="released"` builds the training bank over replay + current (the released concatenation) instead
     of the suite's current + replay: the one place the two orders differ."""
@@ -203,13 +225,12 @@ def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: st
         own.append(composition(protocol.replay_.items_))
         impose(protocol.replay_, contents[i])
 
-    r = r_matrix(tasks, learn, lambda test: protocol.predict(test, list(range(len(test)))).scores)
+    r = r_matrix(tasks, learn, recorded(lambda test: protocol.predict(test, list(range(len(test)))).scores, seen))
     return r, own
 
 
 def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
-    """Both sides of CFA-CL from the same descriptor; returns (suite R, released R, suite's own compositions,
-    released compositions)."""
+    """Both sides of CFA-CL from the same descriptor."""
     from bench.image.protocols import make_protocol
     from harness import tiny_stream
     from replay import Stream, composition, seed_python
@@ -222,9 +243,11 @@ def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
     det.init_descriptor(det.cache(stream.trains[0]), protocol.step_seed(0))  # what learn(step 0) would draw
     model = released_cl_model(det, stream, args.size, seed)
     seed_python(seed)
-    theirs, contents = released_cl_matrix(model, stream, tasks, args, det.replay_size)
-    ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order)
-    return ours, theirs, own, [composition(c) for c in contents]
+    seen_theirs, seen_ours = [], []
+    theirs, contents = released_cl_matrix(model, stream, tasks, args, det.replay_size, seen_theirs)
+    ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order, seen_ours)
+    gap = max(max_gap(a, b) / float(np.abs(b).max()) for a, b in zip(seen_ours, seen_theirs))
+    return ClRun(ours, theirs, own, [composition(c) for c in contents], gap)
 
 
 def stream_cl(report: Report, _train, _test, args) -> None:
@@ -237,12 +260,13 @@ def stream_cl(report: Report, _train, _test, args) -> None:
     use_upstream(args.released)
     for bank_batch in BANK_BATCHES:
         for order in ("suite", "released"):
-            ours, theirs, own, contents = cl_run(args, bank_batch, order)
+            run = cl_run(args, bank_batch, order)
             if order == "suite" and bank_batch == BANK_BATCHES[0]:
                 report.note(f"CFA-CL replay buffer after each task: suite's own draw "
-                            f"[{'; '.join(own)}], released [{'; '.join(contents)}]")
-            print_matrices(report, f"CFA-CL, bank batch {bank_batch}, suite's training bank in {order} order, "
-                                   f"{args.cl_steps} steps per task", ours, theirs)
+                            f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
+            what = f"CFA-CL, bank batch {bank_batch}, suite's training bank in {order} order"
+            print_matrices(report, f"{what}, {args.cl_steps} steps per task", run.ours, run.theirs)
+            report.row(f"{what}: image scores, all cells, max |Δ| / max", "", "", run.score_gap)
 
 
 if __name__ == "__main__":
