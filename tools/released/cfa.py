@@ -128,15 +128,6 @@ class ClRun:
     score_gap: float
 
 
-def recorded(scores, seen: list):
-    """`scores` that also appends what it returns to `seen`."""
-    def wrapped(test):
-        out = np.asarray(scores(test), np.float64)
-        seen.append(out)
-        return out
-    return wrapped
-
-
 def released_cl_model(det, stream, size: int, seed: int):
     """The released ContinualCFA (routing-cad-icdm src/pyclad/models/cfa/cfa_cl.py) with the suite's descriptor,
     its backbone the suite's extractor over the stream's splits; attributes set as CFA.__init__ (cfa.py) sets
@@ -165,7 +156,7 @@ def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
     pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer; its Lightning fit replaced by lock-step steps. Returns R and the
     buffer's content after each task; every cell's image scores are appended to `seen`."""
     from pyclad.strategies.vision.cfa_cl import CFACLStrategy
-    from replay import released_buffer, shared_order, snapshot, step_batches
+    from replay import recorded, released_buffer, shared_order, snapshot, step_batches
 
     calls = []
 
@@ -201,7 +192,7 @@ def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: st
     `bank_order="released"` builds the training bank over replay + current (the released concatenation) instead
     of the suite's current + replay: the one place the two orders differ."""
     from bench.models.cfa import Radius
-    from replay import composition, impose, shared_order, step_batches
+    from replay import composition, impose, recorded, shared_order, step_batches
 
     calls, own = [], []
 
@@ -233,7 +224,7 @@ def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
     """Both sides of CFA-CL from the same descriptor."""
     from bench.image.protocols import make_protocol
     from harness import tiny_stream
-    from replay import Stream, composition, seed_python
+    from replay import Stream, composition, score_gap, seed_python
 
     tasks = tiny_stream(args.size)
     stream = Stream([train for train, _ in tasks])
@@ -246,8 +237,7 @@ def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
     seen_theirs, seen_ours = [], []
     theirs, contents = released_cl_matrix(model, stream, tasks, args, det.replay_size, seen_theirs)
     ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order, seen_ours)
-    gap = max(max_gap(a, b) / float(np.abs(b).max()) for a, b in zip(seen_ours, seen_theirs))
-    return ClRun(ours, theirs, own, [composition(c) for c in contents], gap)
+    return ClRun(ours, theirs, own, [composition(c) for c in contents], score_gap(seen_ours, seen_theirs))
 
 
 def stream_cl(report: Report, _train, _test, args) -> None:

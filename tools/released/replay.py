@@ -99,6 +99,20 @@ def composition(items: dict[str, list]) -> str:
     return ", ".join(f"{task} {len(rows)}" for task, rows in items.items()) or "empty"
 
 
+def recorded(scores, seen: list):
+    """`scores` (a test split's image scores) that also appends what it returns to `seen`."""
+    def wrapped(test):
+        out = np.asarray(scores(test), np.float64)
+        seen.append(out)
+        return out
+    return wrapped
+
+
+def score_gap(ours: list, theirs: list) -> float:
+    """max over the R matrix's cells of max |Δ| / max |released score|: what ROC-AUC's ranks can hide."""
+    return max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(ours, theirs))
+
+
 def seed_python(seed: int) -> None:
     """The released RandomSelection draws from Python's global `random`: seeded here so a run repeats."""
     random.seed(seed)
