@@ -211,3 +211,39 @@ def test_patchcore_cl_previous_banks_shrink_to_the_released_budget(sizes, ratio)
             expected = [torch.zeros(n, 2)]
         assert [len(b) for b in protocol.banks_] == [len(b) for b in expected]
         assert det.targets[len(det.targets) - len(released):] == released
+
+
+def _released_adaptive_balanced(sizes: list[int], max_size: int, rng) -> list[list[list[int]]]:
+    """Upstream pyCLAD v0.3.0 `src/pyclad/strategies/replay/buffers/adaptive_balanced.py:16-21`
+    (AdaptiveBalancedReplayBuffer.update, the buffer InCLAD's fork builds for replay and CFA-CL) with
+    `selection/random.py:10-11` (RandomSelection.select: random.sample of min(size, len) items): after each task the
+    new task's items are appended and every task's buffer is re-drawn to ⌊max_size / tasks⌋. Returns each task's
+    kept items after every update."""
+    buffers, history = [], []
+    for task, n in enumerate(sizes):
+        buffers.append([(task, i) for i in range(n)])
+        per_task = math.floor(max_size / len(buffers))
+        buffers = [[b[i] for i in rng.sample(range(len(b)), min(per_task, len(b)))] for b in buffers]
+        history.append([list(b) for b in buffers])
+    return history
+
+
+@pytest.mark.parametrize("capacity", [3, 48, 7])
+@pytest.mark.parametrize("sizes", [[16, 16, 16], [60, 200, 391, 10], [1, 5, 2, 40]])
+def test_replay_floor_shares_equal_pyclad_adaptive_balanced_buffer(sizes, capacity):
+    """What tools/released/{cfa,stfpm}.py's replay runs showed (buffers after chip, disc, grain at capacity 3:
+    chip 3; chip 1, disc 1; chip 1, disc 1, grain 1 on both sides): the suite's `replay_share=floor` buffer keeps
+    as many items per task as pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer after every task, and, as the released
+    re-draw of a task's kept items, only ever drops items of a task (each kept set within the previous one)."""
+    import random
+
+    from bench.training.replay import ReplayBuffer
+
+    released = _released_adaptive_balanced(sizes, capacity, random.Random(0))
+    buffer, before = ReplayBuffer(capacity, "floor"), {}
+    for step, n in enumerate(sizes):
+        buffer.add(f"t{step}", [(step, i) for i in range(n)], seed=step)
+        assert [len(v) for v in buffer.items_.values()] == [len(b) for b in released[step]]
+        for task, kept in buffer.items_.items():
+            assert set(kept) <= set(before.get(task, kept))
+        before = {task: list(kept) for task, kept in buffer.items_.items()}
