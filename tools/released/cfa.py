@@ -11,6 +11,11 @@ builds it) on the same batch, then `--steps` more; printed: the bank, the first 
 after one step, the image scores and maps (the bank built before training, as the released `CFA.fit` scores).
 Own draws: the released descriptor drawn by its own code (torch's default Conv2d initialisation, as the suite's)
 over `--seeds` seeds, the first loss compared as a distribution.
+CFA-CL: the released `CFACLStrategy` (`src/pyclad/strategies/vision/cfa_cl.py`) driving `ContinualCFA`
+(`src/pyclad/models/cfa/{cfa_cl,cfa}.py`) with upstream pyCLAD v0.3.0's replay buffer (tools/released/replay.py,
+staged under `<folder>/pyCLAD`), beside the suite's `CfaTaskBanks`, over the 3-task stream from the same descriptor
+and with the same replay content; the R matrix and the image scores of every cell, at feature batch 32 and 8, the
+suite's training bank in its own order (current + replay) and in the released one (replay + current).
 """
 
 from __future__ import annotations

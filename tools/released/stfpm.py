@@ -7,6 +7,9 @@
 2. Same distribution: the released student drawn by torchvision (its own seed) and the suite's drawn by timm
    cannot share weights; over `--seeds` seeds each trains `--dist-steps` steps on the same batches with the same
    teacher, and the final losses' mean ± std are compared, with timm's own start (`student_init=timm`) beside.
+3. The 3-task stream, same weights: NCL (warm-start fine-tuning) and CL = Replay (the suite's Replay protocol
+   beside upstream pyCLAD v0.3.0's ReplayEnhancedStrategy and AdaptiveBalancedReplayBuffer, staged under
+   `<folder>/pyCLAD`: tools/released/replay.py); printed: the R matrices.
 """
 
 from __future__ import annotations
