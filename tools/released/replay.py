@@ -10,10 +10,11 @@ staged as `<folder>/pyCLAD/src/pyclad/...`. InCLAD's fork (routing-cad-icdm) imp
 `AdaptiveBalancedReplayBuffer(selection_method=RandomSelection(), max_size=...)`, but the fork's index holds
 none of those files: upstream's are used (`use_upstream`), not stand-ins.
 
-Fair draws: the released buffer draws with `random.sample`, the suite's with a seeded permutation. The released
-side runs first (Python's `random` seeded for reproducibility), and the suite's buffer is then given the released
-buffer's content after each task (`impose`), in the released order; each side's own share arithmetic is printed
-beside (`composition`). Training is lock-step: both sides take `--cl-steps` steps per task over the same batches of
+Fair draws: the released buffer draws with `random.sample` from Python's global generator (which the fork's runner
+seeds once per run: `set_global_seeds` in examples/clvad/run_continual_visual_ad.py), the suite's with a seeded
+numpy permutation: different streams. The released side runs first (`random` seeded here the same way), and the
+suite's buffer is then given the released buffer's content after each task (`impose`), in the released order;
+each side's own share arithmetic is printed beside (`composition`). Training is lock-step: both sides take `--cl-steps` steps per task over the same batches of
 the same training set (`shared_order`: sorted by (task, row), then one seeded permutation, standing in for either
 side's shuffled loader). What each side computes from the set itself (its order, the banks) is its own code.
 """
