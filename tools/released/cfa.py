@@ -214,7 +214,7 @@ def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: st
     det.train = train
     if bank_order == "released":
         bank = det.bank
-        det.bank = lambda samples: bank(sorted(samples, key=lambda s: s[0] is protocol.kept_[-1]))
+        det.bank = lambda samples: bank(sorted(samples, key=lambda s: s[0].task == protocol.kept_[-1].task))
 
     def learn(i, train_split):
         protocol.learn(train_split, i)

@@ -63,8 +63,8 @@ class Stream:
         return [(self.trains[int(t)], int(r)) for t, r in np.asarray(data)]
 
     def data(self, samples) -> np.ndarray:
-        index = {id(split): t for t, split in enumerate(self.trains)}
-        return np.array([[index[id(split)], row] for split, row in samples], dtype=np.int64).reshape(-1, 2)
+        index = {split.task: t for t, split in enumerate(self.trains)}  # by name: a protocol may re-root splits
+        return np.array([[index[split.task], row] for split, row in samples], dtype=np.int64).reshape(-1, 2)
 
 
 def shared_order(data: np.ndarray, seed: int) -> np.ndarray:
