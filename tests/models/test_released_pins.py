@@ -211,3 +211,104 @@ def test_patchcore_cl_previous_banks_shrink_to_the_released_budget(sizes, ratio)
             expected = [torch.zeros(n, 2)]
         assert [len(b) for b in protocol.banks_] == [len(b) for b in expected]
         assert det.targets[len(det.targets) - len(released):] == released
+
+
+def _released_adaptive_balanced(sizes: list[int], max_size: int, rng) -> list[list[list[int]]]:
+    """Upstream pyCLAD v0.3.0 `src/pyclad/strategies/replay/buffers/adaptive_balanced.py:16-21`
+    (AdaptiveBalancedReplayBuffer.update, the buffer InCLAD's fork builds for replay and CFA-CL) with
+    `selection/random.py:10-11` (RandomSelection.select: random.sample of min(size, len) items): after each task the
+    new task's items are appended and every task's buffer is re-drawn to ⌊max_size / tasks⌋. Returns each task's
+    kept items after every update."""
+    buffers, history = [], []
+    for task, n in enumerate(sizes):
+        buffers.append([(task, i) for i in range(n)])
+        per_task = math.floor(max_size / len(buffers))
+        buffers = [[b[i] for i in rng.sample(range(len(b)), min(per_task, len(b)))] for b in buffers]
+        history.append([list(b) for b in buffers])
+    return history
+
+
+@pytest.mark.parametrize("capacity", [3, 48, 7])
+@pytest.mark.parametrize("sizes", [[16, 16, 16], [60, 200, 391, 10], [1, 5, 2, 40]])
+def test_replay_floor_shares_equal_pyclad_adaptive_balanced_buffer(sizes, capacity):
+    """What tools/released/{cfa,stfpm}.py's replay runs showed (buffers after chip, disc, grain at capacity 3:
+    chip 3; chip 1, disc 1; chip 1, disc 1, grain 1 on both sides): the suite's `replay_share=floor` buffer keeps
+    as many items per task as pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer after every task, and, as the released
+    re-draw of a task's kept items, only ever drops items of a task (each kept set within the previous one)."""
+    import random
+
+    from bench.training.replay import ReplayBuffer
+
+    released = _released_adaptive_balanced(sizes, capacity, random.Random(0))
+    buffer, before = ReplayBuffer(capacity, "floor"), {}
+    for step, n in enumerate(sizes):
+        buffer.add(f"t{step}", [(step, i) for i in range(n)], seed=step)
+        assert [len(v) for v in buffer.items_.values()] == [len(b) for b in released[step]]
+        for task, kept in buffer.items_.items():
+            assert set(kept) <= set(before.get(task, kept))
+        before = {task: list(kept) for task, kept in buffer.items_.items()}
+
+
+class _Split:
+    """The little of a TaskSplit that CfaTaskBanks.learn reads: its task, dataset, root and length."""
+
+    def __init__(self, task: str, n: int):
+        self.task, self.n, self.dataset, self.root = task, n, "d", "r"
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class _CfaCalls:
+    """A CFA stand-in that records, as task-name counts, the samples CfaTaskBanks builds banks on and trains on."""
+
+    replay_size, replay_share = 6, "floor"
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+
+    def cache(self, split) -> list:
+        return [(split, i) for i in range(len(split))]
+
+    def init_descriptor(self, samples, seed: int) -> None:
+        pass
+
+    def bank(self, samples) -> torch.Tensor:
+        self.calls.append(("bank", _task_counts(samples)))
+        return torch.zeros(1)
+
+    def train(self, samples, bank, seed: int) -> None:
+        self.calls.append(("train", _task_counts(samples)))
+
+    def extractor(self, split, idx) -> list[torch.Tensor]:
+        return [torch.zeros(1)]
+
+
+def _task_counts(samples) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for split, _ in samples:
+        counts[split.task] = counts.get(split.task, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("sizes", [[16, 16, 16], [10, 1, 25, 7]])
+def test_cfa_cl_banks_and_training_set_follow_the_released_strategy(sizes):
+    """routing-cad-icdm `src/pyclad/strategies/vision/cfa_cl.py:50-80` (CFACLStrategy.learn), the order the
+    side-by-side run (tools/released/cfa.py) compared cell by cell: per task, the training bank and the descriptor's
+    training both on buffer ∪ task (each earlier task contributing min(its size, ⌊6 / tasks so far⌋) images: the
+    AdaptiveBalancedReplayBuffer of upstream pyCLAD v0.3.0, updated only after the task), then one inference bank
+    per task seen, from that task's whole training split, in stream order. (The released code concatenates replay
+    before the task, the suite the task before replay: same sets, compared here as counts.)"""
+    from bench.models.cfa import CfaTaskBanks
+
+    det = _CfaCalls()
+    protocol = CfaTaskBanks(det, seed=0)
+    splits = [_Split(f"t{i}", n) for i, n in enumerate(sizes)]
+    for t, split in enumerate(splits):
+        det.calls.clear()
+        protocol.learn(split, t)
+        share = 6 // t if t else 0
+        united = {s.task: min(len(s), share) for s in splits[:t]} | {split.task: len(split)}
+        united = {task: n for task, n in united.items() if n}
+        rebuilt = [("bank", {s.task: len(s)}) for s in splits[:t + 1]]
+        assert det.calls == [("bank", united), ("train", united), *rebuilt]

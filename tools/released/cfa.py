@@ -11,14 +11,22 @@ builds it) on the same batch, then `--steps` more; printed: the bank, the first 
 after one step, the image scores and maps (the bank built before training, as the released `CFA.fit` scores).
 Own draws: the released descriptor drawn by its own code (torch's default Conv2d initialisation, as the suite's)
 over `--seeds` seeds, the first loss compared as a distribution.
+CFA-CL: the released `CFACLStrategy` (`src/pyclad/strategies/vision/cfa_cl.py`) driving `ContinualCFA`
+(`src/pyclad/models/cfa/{cfa_cl,cfa}.py`) with upstream pyCLAD v0.3.0's replay buffer (tools/released/replay.py,
+staged under `<folder>/pyCLAD`), beside the suite's `CfaTaskBanks`, over the 3-task stream from the same descriptor
+and with the same replay content; the R matrix and the image scores of every cell, at feature batch 32 and 8, the
+suite's training bank in its own order (current + replay) and in the released one (replay + current).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 
 from harness import Report, RowsToFeatures, compare_on_test, descend, lockstep, max_gap, mean_std, \
-    rows_tensor, run_sections, suite_detector
+    print_matrices, r_matrix, rows_tensor, run_sections, suite_detector
 from bench.models.cfa import Radius, soft_boundary_loss
 
 
@@ -106,5 +114,155 @@ def own_draws(report: Report, train, _test, args) -> None:
     report.row(f"first loss, own draws ({args.seeds} seeds)", mean_std(losses["suite"]), mean_std(losses["released"]))
 
 
+
+# CFA-CL over the 3-task stream ---------------------------------------------------------------------------------
+CL_BATCH = 8  # training images per lock-step step (16-image tasks plus replay: three batches a task)
+# bank batches: the suite's default feature batch (32: every bank of the tiny stream is one batch, so its order
+# cannot matter) and 8 (several batches: the mean of batch means depends on where replay images sit)
+BANK_BATCHES = (32, 8)
+
+
+@dataclass
+class ClRun:
+    """One CFA-CL comparison: both R matrices, each side's buffer composition per task, the worst score gap."""
+
+    ours: np.ndarray
+    theirs: np.ndarray
+    own: list[str]
+    contents: list[str]
+    score_gap: float
+
+
+def released_cl_model(det, stream, size: int, seed: int):
+    """The released ContinualCFA (routing-cad-icdm src/pyclad/models/cfa/cfa_cl.py) with the suite's descriptor,
+    its backbone the suite's extractor over the stream's splits; attributes set as CFA.__init__ (cfa.py) sets
+    them, with a fixed threshold (the threshold calibration is not compared)."""
+    from types import SimpleNamespace
+
+    from pyclad.models.cfa.cfa import CFAModule
+    from pyclad.models.cfa.cfa_cl import ContinualCFA
+    from replay import TaskRowsToFeatures
+
+    arch = released_arch(det, stream.trains[0], size, seed)
+    arch.feature_extractor = TaskRowsToFeatures(det.extractor, stream.trains)
+    copy_descriptor(det, arch)
+    model = ContinualCFA.__new__(ContinualCFA)
+    model.config = SimpleNamespace(batch_size=det.extractor.batch_size, threshold=0.0, threshold_quantile=0.99)
+    model._device, model._threshold, model._last_loss = torch.device("cpu"), 0.0, None
+    model.module = CFAModule(network=arch, learning_rate=det.lr, weight_decay=det.weight_decay, use_amsgrad=True)
+    model._preprocessor = SimpleNamespace(transform=lambda d: torch.as_tensor(np.asarray(d), dtype=torch.float32),
+                                          spatial_size=lambda d: (size, size))
+    model._task_inference_banks = []
+    return model
+
+
+def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
+    """R of the released CFACLStrategy (routing-cad-icdm src/pyclad/strategies/vision/cfa_cl.py) with upstream
+    pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer; its Lightning fit replaced by lock-step steps. Returns R and the
+    buffer's content after each task; every cell's image scores are appended to `seen`."""
+    from pyclad.strategies.vision.cfa_cl import CFACLStrategy
+    from replay import recorded, released_buffer, shared_order, snapshot, step_batches
+
+    calls = []
+
+    def fit_descriptor_only(data):
+        model._ensure_fitted()
+        optimizer = model.module.configure_optimizers()  # a new Trainer per call: a fresh optimiser
+        model.module.train()
+        for rows in step_batches(shared_order(data, len(calls)), CL_BATCH, args.cl_steps):
+            descend(optimizer, model.module.network.forward_train(torch.as_tensor(rows, dtype=torch.float32)))
+        calls.append(len(data))
+
+    model.fit_descriptor_only = fit_descriptor_only
+    buffer = released_buffer(capacity)
+    strategy, contents = CFACLStrategy(model, buffer), []
+    features = model.module.network.feature_extractor
+
+    def learn(i, train):
+        strategy.learn(stream.rows(i))
+        contents.append(snapshot(buffer, stream))
+
+    def scores(test):
+        features.splits = [*stream.trains, test]
+        rows = np.stack([np.full(len(test), len(stream.trains)), np.arange(len(test))], 1)
+        out = model.score_data(rows)
+        features.splits = list(stream.trains)
+        return out
+
+    return r_matrix(tasks, learn, recorded(scores, seen)), contents
+
+
+def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: str, seen: list):
+    """R of the suite's CfaTaskBanks with lock-step training and, after each task, the released buffer content.
+    `bank_order="released"` builds the training bank over replay + current (the released concatenation) instead
+    of the suite's current + replay: the one place the two orders differ."""
+    from bench.models.cfa import Radius
+    from replay import composition, impose, recorded, shared_order, step_batches
+
+    calls, own = [], []
+
+    def train(samples, bank, _seed):
+        det._radius, det._train_bank = Radius(det.radius_), bank
+        opts = det.optimizers()
+        for rows in step_batches(shared_order(stream.data(samples), len(calls)), CL_BATCH, args.cl_steps):
+            det.descriptor_.train()
+            det.train_step(stream.samples(rows), opts)
+        det.radius_ = det._radius.value.detach()
+        det._radius = det._train_bank = None
+        calls.append(len(samples))
+
+    det.train = train
+    if bank_order == "released":
+        bank = det.bank
+        det.bank = lambda samples: bank(sorted(samples, key=lambda s: s[0].task == protocol.kept_[-1].task))
+
+    def learn(i, train_split):
+        protocol.learn(train_split, i)
+        own.append(composition(protocol.replay_.items_))
+        impose(protocol.replay_, contents[i])
+
+    r = r_matrix(tasks, learn, recorded(lambda test: protocol.predict(test, list(range(len(test)))).scores, seen))
+    return r, own
+
+
+def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
+    """Both sides of CFA-CL from the same descriptor."""
+    from bench.image.protocols import make_protocol
+    from harness import tiny_stream
+    from replay import Stream, composition, score_gap, seed_python
+
+    tasks = tiny_stream(args.size)
+    stream = Stream([train for train, _ in tasks])
+    det = suite_detector("cfa", args.size, seed=seed)
+    det.extractor.batch_size = bank_batch
+    protocol = make_protocol("cl", det, seed, [len(s) for s in stream.trains])
+    det.init_descriptor(det.cache(stream.trains[0]), protocol.step_seed(0))  # what learn(step 0) would draw
+    model = released_cl_model(det, stream, args.size, seed)
+    seed_python(seed)
+    seen_theirs, seen_ours = [], []
+    theirs, contents = released_cl_matrix(model, stream, tasks, args, det.replay_size, seen_theirs)
+    ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order, seen_ours)
+    return ClRun(ours, theirs, own, [composition(c) for c in contents], score_gap(seen_ours, seen_theirs))
+
+
+def stream_cl(report: Report, _train, _test, args) -> None:
+    """CFA-CL over the 3-task stream (chip → disc → grain): the suite's CfaTaskBanks beside the released
+    CFACLStrategy driving ContinualCFA, same descriptor, same replay content (the released draw imposed on the
+    suite's buffer), `--cl-steps` lock-step AdamW steps of 8 images per task; at feature batch 32 and 8, the
+    suite's training bank over current + replay (its own order) and over replay + current (the released one)."""
+    from replay import use_upstream
+
+    use_upstream(args.released)
+    for bank_batch in BANK_BATCHES:
+        for order in ("suite", "released"):
+            run = cl_run(args, bank_batch, order)
+            if order == "suite" and bank_batch == BANK_BATCHES[0]:
+                report.note(f"CFA-CL replay buffer after each task: suite's own draw "
+                            f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
+            what = f"CFA-CL, bank batch {bank_batch}, suite's training bank in {order} order"
+            print_matrices(report, f"{what}, {args.cl_steps} steps per task", run.ours, run.theirs)
+            report.row(f"{what}: image scores, all cells, max |Δ| / max", "", "", run.score_gap)
+
+
 if __name__ == "__main__":
-    run_sections(__doc__, "cfa", "routing-cad-icdm", same_weights, own_draws)
+    run_sections(__doc__, "cfa", "routing-cad-icdm", same_weights, own_draws, stream_cl)

@@ -59,6 +59,9 @@ PLACEHOLDERS = {
     "pyclad/models/patchcore/config.py": "class PatchCoreConfig:\n    pass\n",
     "pyclad/models/padim/builder.py": "def build(config):\n    raise RuntimeError('not read')\n",
     "pyclad/models/padim/config.py": "class PaDiMConfig:\n    pass\n",
+    # CFA's builder and config (ContinualCFA's base imports them): the CFA-CL adapter sets the attributes
+    "pyclad/models/cfa/builder.py": "def build(config):\n    raise RuntimeError('not read')\n",
+    "pyclad/models/cfa/config.py": "class CFAConfig:\n    pass\n",
     # PaDiM imports align_feature_maps from a module in neither repository: a stand-in doing what upstream
     # pyCLAD's (models/vision/utilities/features.py) does, later layers upsampled bilinearly to the first's grid
     "pyclad/models/vision/features.py": ALIGN_STAND_IN,
