@@ -257,7 +257,9 @@ class CfaTaskBanks(Protocol):
         self.kept_.append(split)
         by_task = {s.task: s for s in self.kept_}
         replay = [(by_task[task], row) for task, row in self.replay_.items()]
-        united = current + replay
+        # the buffer first, as the released CFACLStrategy concatenates it: the bank is a mean of per-batch means,
+        # so the order moves it once the samples span several batches
+        united = replay + current
         det.train(united, det.bank(united), seed)
         self.banks_ = [det.bank([(s, i) for i in range(len(s))]) for s in self.kept_]
         self.replay_.add(split.task, list(range(len(split))), seed)
@@ -293,8 +295,9 @@ register(ModelSpec(
     name="cfa", label="CFA", factory=Cfa, source="InCLAD Table 6, App. C.3; InCLAD's released code",
     quick={"epochs": 3}, demo=True,
     # 3: `inclad` = the released code (layers 2+3, 3-tap blur, NCL bank before training, floor shares); 4:
-    # `original`'s σ = 4 filter is scipy's gaussian_filter at the borders too (bench/models/ops/blur.py)
-    version=4,
+    # `original`'s σ = 4 filter is scipy's gaussian_filter at the borders too (bench/models/ops/blur.py); 5: CL's
+    # training bank and training run over the replay buffer, then the task (the released order)
+    version=5,
     image_size=224,  # the paper's input size (InCLAD Tables 6-7)
     # `original`: Lee et al.'s CFA (layers 1–3, scipy's σ = 4 filter), App. C.3's rebuilt bank, water filling
     presets={"inclad": {}, "original": {"layers": ["layer1", "layer2", "layer3"], "blur_kernel": 0,

@@ -284,11 +284,15 @@ class _CfaCalls:
         return [torch.zeros(1)]
 
 
-def _task_counts(samples) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _task_counts(samples) -> list[tuple[str, int]]:
+    """(task, count) per run of consecutive samples of one task, in order: the order the bank's batches see."""
+    runs: list[list] = []
     for split, _ in samples:
-        counts[split.task] = counts.get(split.task, 0) + 1
-    return counts
+        if runs and runs[-1][0] == split.task:
+            runs[-1][1] += 1
+        else:
+            runs.append([split.task, 1])
+    return [tuple(run) for run in runs]
 
 
 @pytest.mark.parametrize("sizes", [[16, 16, 16], [10, 1, 25, 7]])
@@ -297,8 +301,9 @@ def test_cfa_cl_banks_and_training_set_follow_the_released_strategy(sizes):
     side-by-side run (tools/released/cfa.py) compared cell by cell: per task, the training bank and the descriptor's
     training both on buffer ∪ task (each earlier task contributing min(its size, ⌊6 / tasks so far⌋) images: the
     AdaptiveBalancedReplayBuffer of upstream pyCLAD v0.3.0, updated only after the task), then one inference bank
-    per task seen, from that task's whole training split, in stream order. (The released code concatenates replay
-    before the task, the suite the task before replay: same sets, compared here as counts.)"""
+    per task seen, from that task's whole training split, in stream order. The buffer comes first, as the released
+    `np.concatenate([replay_data, data])` (line 61) puts it: the bank is a mean of per-batch means, so the order
+    moves it once the samples span several batches (7 % of the largest image score at feature batch 8)."""
     from bench.models.cfa import CfaTaskBanks
 
     det = _CfaCalls()
@@ -308,7 +313,7 @@ def test_cfa_cl_banks_and_training_set_follow_the_released_strategy(sizes):
         det.calls.clear()
         protocol.learn(split, t)
         share = 6 // t if t else 0
-        united = {s.task: min(len(s), share) for s in splits[:t]} | {split.task: len(split)}
-        united = {task: n for task, n in united.items() if n}
-        rebuilt = [("bank", {s.task: len(s)}) for s in splits[:t + 1]]
+        united = [(s.task, min(len(s), share)) for s in splits[:t]] + [(split.task, len(split))]
+        united = [(task, n) for task, n in united if n]
+        rebuilt = [("bank", [(s.task, len(s))]) for s in splits[:t + 1]]
         assert det.calls == [("bank", united), ("train", united), *rebuilt]

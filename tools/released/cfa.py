@@ -14,8 +14,8 @@ over `--seeds` seeds, the first loss compared as a distribution.
 CFA-CL: the released `CFACLStrategy` (`src/pyclad/strategies/vision/cfa_cl.py`) driving `ContinualCFA`
 (`src/pyclad/models/cfa/{cfa_cl,cfa}.py`) with upstream pyCLAD v0.3.0's replay buffer (tools/released/replay.py,
 staged under `<folder>/pyCLAD`), beside the suite's `CfaTaskBanks`, over the 3-task stream from the same descriptor
-and with the same replay content; the R matrix and the image scores of every cell, at feature batch 32 and 8, the
-suite's training bank in its own order (current + replay) and in the released one (replay + current).
+and with the same replay content; the R matrix and the image scores of every cell, at feature batch 32 and 8 (both
+sides build the training bank over replay + current: at batch 8 the order moves the mean of batch means).
 """
 
 from __future__ import annotations
@@ -192,10 +192,8 @@ def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
     return r_matrix(tasks, learn, recorded(scores, seen)), contents
 
 
-def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: str, seen: list):
-    """R of the suite's CfaTaskBanks with lock-step training and, after each task, the released buffer content.
-    `bank_order="released"` builds the training bank over replay + current (the released concatenation) instead
-    of the suite's current + replay: the one place the two orders differ."""
+def suite_cl_matrix(det, protocol, stream, tasks, args, contents, seen: list):
+    """R of the suite's CfaTaskBanks with lock-step training and, after each task, the released buffer content."""
     from bench.models.cfa import Radius
     from replay import composition, impose, recorded, shared_order, step_batches
 
@@ -212,9 +210,6 @@ def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: st
         calls.append(len(samples))
 
     det.train = train
-    if bank_order == "released":
-        bank = det.bank
-        det.bank = lambda samples: bank(sorted(samples, key=lambda s: s[0].task == protocol.kept_[-1].task))
 
     def learn(i, train_split):
         protocol.learn(train_split, i)
@@ -225,7 +220,7 @@ def suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order: st
     return r, own
 
 
-def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
+def cl_run(args, bank_batch: int, seed: int = 0):
     """Both sides of CFA-CL from the same descriptor."""
     from bench.image.protocols import make_protocol
     from harness import tiny_stream
@@ -241,27 +236,25 @@ def cl_run(args, bank_batch: int, bank_order: str, seed: int = 0):
     seed_python(seed)
     seen_theirs, seen_ours = [], []
     theirs, contents = released_cl_matrix(model, stream, tasks, args, det.replay_size, seen_theirs)
-    ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, bank_order, seen_ours)
+    ours, own = suite_cl_matrix(det, protocol, stream, tasks, args, contents, seen_ours)
     return ClRun(ours, theirs, own, [composition(c) for c in contents], score_gap(seen_ours, seen_theirs))
 
 
 def stream_cl(report: Report, _train, _test, args) -> None:
     """CFA-CL over the 3-task stream (chip → disc → grain): the suite's CfaTaskBanks beside the released
     CFACLStrategy driving ContinualCFA, same descriptor, same replay content (the released draw imposed on the
-    suite's buffer), `--cl-steps` lock-step AdamW steps of 8 images per task; at feature batch 32 and 8, the
-    suite's training bank over current + replay (its own order) and over replay + current (the released one)."""
+    suite's buffer), `--cl-steps` lock-step AdamW steps of 8 images per task; at feature batch 32 and 8."""
     from replay import use_upstream
 
     use_upstream(args.released)
     for bank_batch in BANK_BATCHES:
-        for order in ("suite", "released"):
-            run = cl_run(args, bank_batch, order)
-            if order == "suite" and bank_batch == BANK_BATCHES[0]:
-                report.note(f"CFA-CL replay buffer after each task: suite's own draw "
-                            f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
-            what = f"CFA-CL, bank batch {bank_batch}, suite's training bank in {order} order"
-            print_matrices(report, f"{what}, {args.cl_steps} steps per task", run.ours, run.theirs)
-            report.row(f"{what}: image scores, all cells, max |Δ| / max", "", "", run.score_gap)
+        run = cl_run(args, bank_batch)
+        if bank_batch == BANK_BATCHES[0]:
+            report.note(f"CFA-CL replay buffer after each task: suite's own draw "
+                        f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
+        what = f"CFA-CL, bank batch {bank_batch}"
+        print_matrices(report, f"{what}, {args.cl_steps} steps per task", run.ours, run.theirs)
+        report.row(f"{what}: image scores, all cells, max |Δ| / max", "", "", run.score_gap)
 
 
 if __name__ == "__main__":
