@@ -21,7 +21,16 @@ BatchNorm scales, zero BatchNorm shifts.
 First convolution (`first_padding`) of both encoders and the discriminator: padding 4 (`inclad`, InCLAD's
 `standard/networks.py` `Encoder`: 131 × 131 after it at 256 px) or 1 (`original`, DCGAN's: 128 × 128). The
 later strided convolutions bring both to the same final side for sizes with three or more halvings (4 × 4 at
-256 px, 7 × 7 at 224 px); the last convolution's kernel is the side actually reached, so z is always 1 × 1.
+256 px, 7 × 7 at 224 px under `input_pad=none`); the last convolution's kernel is the side actually reached, so
+z is always 1 × 1.
+
+Input padding (`input_pad`): "pow2" (`inclad`) zero-pads every [−1, 1] input to a square whose side is the next
+power of two of the image size, centred (top = ⌊pad / 2⌋, the rest at the bottom; the same across), builds and
+trains both networks at that side (the losses see the padded batch), takes the image score from the padded
+image's latents and crops the pixel map back to the image size: InCLAD's `GANomalyArchitecture`
+(InCLAD-benchmark `src/pyclad/models/ganomaly/architecture.py:12-13, 28-31, 52-62, 75-88, 100-108`; its
+`training_step` in `ganomaly.py` gives the losses the padded batch). 224 px runs as 256 px; a power of two is
+left as is. "none" (`original`): the networks are built at the image size itself (224 px ends at 7 × 7).
 
 Image score = raw ‖z − ẑ‖² (no min–max over the test set: that would make one image's score depend on the other
 test images); pixel map = channel mean of the squared reconstruction error (this suite's choice: GANomaly defines
@@ -30,6 +39,9 @@ mode, so a test image's score depends on its batch).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import torch
@@ -45,6 +57,55 @@ from bench.training.loop import descend, seeded
 D_COLLAPSE = 1e-5  # discriminator loss below this: re-initialise it (Akcay et al.'s released code)
 LOSSES = ("anomalib", "akcay")
 INITS = ("pytorch", "dcgan")  # see the module docstring
+
+
+class InputPad(str, Enum):
+    """How an input reaches the networks (module docstring)."""
+    POW2 = "pow2"  # zero-padded to the next power of two, as InCLAD's code
+    NONE = "none"  # the image size itself
+
+
+INPUT_PADS = tuple(p.value for p in InputPad)
+
+
+def next_power_of_two(value: int) -> int:
+    """InCLAD-benchmark `architecture.py:12-13`, `2 ** ceil(log2(max(1, value)))`, in integers (no float log)."""
+    return 1 << (max(1, value) - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class InputPadding:
+    """Zero padding of a square `image_size` input to the networks' `net_size`: InCLAD's `_compute_padding`
+    (`architecture.py:52-62`): top = ⌊(net − image) / 2⌋, bottom the rest; left and right the same."""
+    image_size: int
+    net_size: int
+
+    @classmethod
+    def of(cls, image_size: int, input_pad: str) -> "InputPadding":
+        pow2 = InputPad(input_pad) is InputPad.POW2
+        return cls(image_size, next_power_of_two(image_size) if pow2 else image_size)
+
+    @property
+    def before(self) -> int:
+        """Rows above (= columns left of) the image."""
+        return (self.net_size - self.image_size) // 2
+
+    @property
+    def after(self) -> int:
+        """Rows below (= columns right of) the image."""
+        return self.net_size - self.image_size - self.before
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """[..., S, S] → [..., N, N], zeros around (0 is grey in the [−1, 1] scale, as the released code pads the
+        normalised batch)."""
+        if self.net_size == self.image_size:
+            return x
+        return F.pad(x, [self.before, self.after, self.before, self.after])
+
+    def crop(self, maps: torch.Tensor) -> torch.Tensor:
+        """[..., N, N] → [..., S, S]: the image's own pixels (`crop_to_input_size`, `architecture.py:81-88`)."""
+        lo, hi = self.before, self.before + self.image_size
+        return maps[..., lo:hi, lo:hi]
 
 
 def dcgan_depth(image_size: int) -> tuple[int, int]:
@@ -160,8 +221,10 @@ class Ganomaly(GradientDetector):
 
     def __init__(self, source, *, image_size: int, n_features: int, latent: int, epochs: int, batch_size: int,
                  lr: float, beta1: float, beta2: float, w_adv: float, w_con: float, w_enc: float,
-                 replay_size: int, replay_share: str, losses: str, init: str, first_padding: int):
-        dcgan_depth(image_size)  # a size the DCGAN cannot mirror fails at construction
+                 replay_size: int, replay_share: str, losses: str, init: str, first_padding: int,
+                 input_pad: str):
+        self.padding = InputPadding.of(image_size, input_pad)
+        dcgan_depth(self.padding.net_size)  # a size the DCGAN cannot mirror fails at construction
         super().__init__(source, image_size=image_size, epochs=epochs, batch_size=batch_size,
                          replay_size=replay_size, replay_share=replay_share)
         self.n_features, self.latent = n_features, latent
@@ -180,10 +243,10 @@ class Ganomaly(GradientDetector):
         if self.generator_ is not None:
             return
         with seeded(seed):
-            gen = Generator(self.image_size, self.n_features, self.latent, self.first_padding)
+            gen = Generator(self.padding.net_size, self.n_features, self.latent, self.first_padding)
             if self.init == "dcgan":
                 gen.apply(dcgan_init)
-            disc = Discriminator(self.image_size, self.n_features, self.first_padding)
+            disc = Discriminator(self.padding.net_size, self.n_features, self.first_padding)
             if self.init == "dcgan":
                 disc.apply(dcgan_init)
         self.generator_, self.discriminator_ = gen.to(self.device), disc.to(self.device)
@@ -197,9 +260,10 @@ class Ganomaly(GradientDetector):
 
     def train_step(self, batch, optimizers) -> float:
         """One GANomaly update: the generator first, then the discriminator (under `akcay` re-initialised from
-        the global RNG, which the loop seeds per epoch, when it collapses). Returns the generator loss."""
+        the global RNG, which the loop seeds per epoch, when it collapses). Both losses see the padded batch
+        (`input_pad`), as InCLAD's `training_step`. Returns the generator loss."""
         opt_g, opt_d = optimizers
-        x = self.scale(self.layout_samples(batch))
+        x = self.padding.pad(self.scale(self.layout_samples(batch)))
         fake, z, z_hat = self.generator_(x)
         loss_g = generator_loss(self.discriminator_, x, fake, z, z_hat, self.w_adv, self.w_con, self.w_enc,
                                 self.losses)
@@ -213,10 +277,11 @@ class Ganomaly(GradientDetector):
         return value
 
     def score(self, split, idx) -> Prediction:
-        x = self.scale(self.extractor(split, idx))
+        """Score from the (padded) image's latents; the map computed on the padded image, cropped to the image."""
+        x = self.padding.pad(self.scale(self.extractor(split, idx)))
         fake, z, z_hat = self.generator_(x)
         scores = ((z - z_hat) ** 2).sum(1)
-        maps = ((fake - x) ** 2).mean(1)
+        maps = self.padding.crop(((fake - x) ** 2).mean(1))
         return Prediction(scores.double().cpu().numpy(), maps.float().cpu().numpy())
 
 
@@ -231,13 +296,14 @@ def memory_bytes(image_size: int, batch_size: int, hparams: dict) -> int:
     count grows faster than the image (the DCGAN doubles its channels at every halving of the side: 2.9 G
     parameters, 43 GiB, at 1024 px), plus the activations of the larger of a training or a scoring batch."""
     f, latent = hparams["n_features"], hparams["latent"]
+    net_size = InputPadding.of(image_size, hparams["input_pad"]).net_size  # networks and activations run there
     with torch.device("meta"):  # shapes only: nothing is allocated
-        nets = (Generator(image_size, f, latent, hparams["first_padding"]),
-                Discriminator(image_size, f, hparams["first_padding"]))
+        nets = (Generator(net_size, f, latent, hparams["first_padding"]),
+                Discriminator(net_size, f, hparams["first_padding"]))
     params = sum(p.numel() for net in nets for p in net.parameters())
     activations = pixel_memory(TRAIN_BYTES_PER_PIXEL, SCORE_BYTES_PER_PIXEL, features=False,
                                scale=lambda hp: hp["n_features"] / 64)
-    return 16 * params + activations(image_size, batch_size, hparams)
+    return 16 * params + activations(net_size, batch_size, hparams)
 
 
 register(ModelSpec(
@@ -245,10 +311,12 @@ register(ModelSpec(
     image_size=256,  # the paper's input size (InCLAD Tables 6-7)
     quick={"epochs": 40, "n_features": 16, "batch_size": 4},
     # 2: anomalib's losses by default (InCLAD's); version 1 ran Akcay et al.'s. 3: PyTorch's default initialisation
-    # and a first-layer padding of 4 by default (InCLAD's code)
-    version=3,
+    # and a first-layer padding of 4 by default (InCLAD's code). 4: inputs zero-padded to the next power of two by
+    # default (InCLAD's code; results change at sizes that are not one, e.g. 224 px)
+    version=4,
     presets={"inclad": {},
-             "original": {"losses": "akcay", "replay_share": "water", "init": "dcgan", "first_padding": 1}},
+             "original": {"losses": "akcay", "replay_share": "water", "init": "dcgan", "first_padding": 1,
+                          "input_pad": "none"}},
     default_preset="inclad",
     params={
         **training_params(epochs=15, batch_size=16),
@@ -262,6 +330,8 @@ register(ModelSpec(
                                              "N(0, 0.02) convolutions, N(1, 0.02) BatchNorm scales (Akcay et al.)"),
         "first_padding": Int(4, 0, 8, doc="padding of the first convolution of both encoders and the "
                                           "discriminator: 4 InCLAD's code, 1 DCGAN's (Akcay et al.)"),
+        "input_pad": Choice(InputPad.POW2.value, INPUT_PADS, doc="pow2: inputs zero-padded (centred) to the next "
+                            "power of two, maps cropped back (InCLAD's code); none: the networks at the image size"),
         "w_adv": Float(1.0, 0, doc="adversarial loss weight"),
         "w_con": Float(50.0, 0, doc="contextual (L1 reconstruction) loss weight"),
         "w_enc": Float(1.0, 0, doc="latent (encoder) loss weight"),

@@ -44,7 +44,8 @@ def test_a_preset_alias_records_the_preset_its_values_are_whichever_command_made
              "--set", "latent=8"]
     # inclad's values beyond the hyperparameters: the released replay share, 8-bit resize and float32 cache
     alias = [*quick, "--preset", "original", "--set", "losses=anomalib", "--set", "replay_share=floor",
-             "--set", "init=pytorch", "--set", "first_padding=4", "--resize", "8bit", "--feature-dtype", "float32"]
+             "--set", "init=pytorch", "--set", "first_padding=4", "--set", "input_pad=pow2", "--resize", "8bit",
+             "--feature-dtype", "float32"]
     for first, second, name in ((alias, quick, "a.h5"), (quick, alias, "b.h5")):
         out = tmp_path / name
         assert main([*RUN, "--root", str(tiny_root), *first, "--out", str(out)]) == 0

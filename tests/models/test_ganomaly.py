@@ -111,3 +111,152 @@ def test_replay_forgets_less_than_ncl(tiny_root, make_config, tmp_path):
     b = {p: bwt(m) for p, m in r.items()}
     print("GANomaly image BWT:", {p: round(v, 3) for p, v in b.items()})
     assert b["cl"] > b["ncl"], r
+
+
+# --- input_pad: InCLAD's zero padding to the next power of two (issue 45) ---------------------------------------
+
+class _Images:
+    """A stand-in extractor serving fixed [0, 1] images: scoring reads `(split, idx)`, training `samples(batch)`."""
+    device = torch.device("cpu")
+
+    def __init__(self, images: torch.Tensor):
+        self.images = images
+
+    def __call__(self, split, idx) -> torch.Tensor:
+        return self.images[torch.as_tensor(np.asarray(idx))]
+
+    def samples(self, batch) -> torch.Tensor:
+        return self.images[: len(batch)]
+
+
+def _images(n: int, size: int, seed: int = 0) -> torch.Tensor:
+    return torch.rand(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def _released_decoder_exp_factor(net_size: int) -> int:
+    """InCLAD-benchmark `src/pyclad/models/ganomaly/standard/networks.py:82`, transcribed."""
+    import math
+    return math.ceil(math.log(net_size // 2, 2)) - 2
+
+
+@pytest.mark.parametrize("size, net", [(64, 64), (100, 128), (224, 256), (256, 256), (300, 512)])
+def test_inclad_builds_its_networks_at_the_next_power_of_two_with_the_released_depth(size, net):
+    """InCLAD-benchmark `src/pyclad/models/ganomaly/architecture.py:12-13, 29-30`: the networks are built for a
+    square of side 2^⌈log2(max side)⌉. At that side the released decoder starts from n_features · 2^exp_factor
+    channels (`standard/networks.py:82`) and has exp_factor stride-2 pyramid layers (`:101-102`, halving
+    ⌊side / 2⌋ while > 4); the suite's decoder has the same."""
+    from bench.models.ganomaly import InputPadding
+
+    assert InputPadding.of(size, "pow2").net_size == net
+    with torch.device("meta"):
+        gen = Generator(net, 2, 8, first_padding=4)
+    exp_factor = _released_decoder_exp_factor(net)
+    assert gen.decoder[0].out_channels == 2 * 2**exp_factor
+    strided = [m for m in gen.decoder if isinstance(m, torch.nn.ConvTranspose2d) and m.stride == (2, 2)]
+    assert len(strided) == exp_factor + 1  # the pyramid and the final layer to 3 channels
+
+
+def test_inclad_at_224_px_runs_its_networks_at_256_with_the_released_first_layer():
+    """At 224 px InCLAD's `GANomalyArchitecture` builds for 256 (`architecture.py:29-30`); its first convolution
+    (`standard/networks.py:24`: kernel 4, stride 2, padding 4) gives (256 + 2·4 − 4) // 2 + 1 = 131; the decoder
+    starts from 2^5 · n_features channels (`:82`: ⌈log2(128)⌉ − 2 = 5) and generates 256 × 256."""
+    det = create("ganomaly", _source(), 224, n_features=2, latent=8)
+    det.build(0)
+    assert det.image_size == 224 and det.padding.net_size == 256
+    x = torch.zeros(1, 3, 256, 256)
+    with torch.no_grad():
+        for first in (det.generator_.encoder1[0], det.generator_.encoder2[0], det.discriminator_.features[0]):
+            assert first(x).shape[-2:] == (131, 131)
+        det.generator_.eval()
+        fake, _, _ = det.generator_(x)
+    assert det.generator_.decoder[0].out_channels == 2 * 2**5 and fake.shape[-2:] == (256, 256)
+
+
+@pytest.mark.parametrize("size, before, after", [(100, 14, 14), (97, 15, 16), (224, 16, 16), (256, 0, 0)])
+def test_padding_is_centred_with_the_odd_pixel_after(size, before, after):
+    """InCLAD-benchmark `architecture.py:56-62`: top = pad_h // 2, bottom = pad_h − top (left/right alike); the
+    image sits at [top, top + size) on both axes, zeros around it, and the crop (`:81-88`) gives it back."""
+    from bench.models.ganomaly import InputPadding
+
+    pad = InputPadding.of(size, "pow2")
+    assert (pad.before, pad.after) == (before, after) and before + size + after == pad.net_size
+    x = _images(2, size) * 2 - 1
+    padded = pad.pad(x)
+    assert padded.shape[-2:] == (pad.net_size, pad.net_size)
+    assert torch.equal(padded[..., before:before + size, before:before + size], x)
+    border = padded.clone()
+    border[..., before:before + size, before:before + size] = 0
+    assert not border.any()
+    assert torch.equal(pad.crop(padded), x)
+    assert InputPadding.of(size, "none").net_size == size
+
+
+def test_inclad_maps_come_back_at_the_image_size_as_the_crop_of_the_padded_map():
+    """InCLAD-benchmark `architecture.py:100-108`: the score from the padded image's latents, the map computed on
+    the padded batch and cropped (100 px: rows and columns 14 to 113 of 128)."""
+    images = _images(3, 100)
+    det = create("ganomaly", _Images(images), 100, n_features=2, latent=8)
+    det.build(0)
+    pred = det.predict(None, [0, 1, 2])
+    x = torch.nn.functional.pad(images * 2 - 1, [14, 14, 14, 14])
+    with torch.no_grad():
+        fake, z, z_hat = det.generator_(x)
+    full = ((fake - x) ** 2).mean(1)
+    assert pred.maps.shape == (3, 100, 100)
+    np.testing.assert_array_equal(pred.maps, full[:, 14:114, 14:114].numpy())
+    np.testing.assert_array_equal(pred.scores, ((z - z_hat) ** 2).sum(1).double().numpy())
+
+
+def test_inclad_losses_see_the_padded_batch(monkeypatch):
+    """InCLAD-benchmark `ganomaly.py` `training_step`: `padded, fake, ... = self.network.forward_train(x)` and both
+    losses take `padded`; the suite's generator and discriminator losses get the 128 px padded batch at 100 px."""
+    from bench.models import ganomaly
+
+    seen = []
+    real_loss = ganomaly.generator_loss
+
+    def spy(disc, x, *args, **kwargs):
+        seen.append(x.detach().clone())
+        return real_loss(disc, x, *args, **kwargs)
+
+    monkeypatch.setattr(ganomaly, "generator_loss", spy)
+    images = _images(2, 100)
+    det = create("ganomaly", _Images(images), 100, n_features=2, latent=8)
+    det.build(0)
+    det.train_step([0, 1], det.optimizers())
+    (x,) = seen
+    assert x.shape == (2, 3, 128, 128)
+    assert torch.equal(x, torch.nn.functional.pad(images * 2 - 1, [14, 14, 14, 14]))
+
+
+def test_original_keeps_the_networks_at_the_image_size():
+    """`input_pad=none` (preset `original`): built and scored at 100 px itself, the map uncropped."""
+    assert get("ganomaly").resolve(preset="original")["input_pad"] == "none"
+    assert get("ganomaly").resolve()["input_pad"] == "pow2"
+    images = _images(2, 100)
+    det = create("ganomaly", _Images(images), 100, n_features=2, latent=8, input_pad="none")
+    det.build(0)
+    assert det.padding.net_size == 100
+    pred = det.predict(None, [0, 1])
+    x = images * 2 - 1
+    with torch.no_grad():
+        fake, z, z_hat = det.generator_(x)
+    assert fake.shape[-2:] == (100, 100)
+    np.testing.assert_array_equal(pred.maps, ((fake - x) ** 2).mean(1).numpy())
+    np.testing.assert_array_equal(pred.scores, ((z - z_hat) ** 2).sum(1).double().numpy())
+
+
+def test_at_a_power_of_two_pow2_and_none_are_the_same_detector():
+    """256 px is its own next power of two: the same seed gives the same weights, scores and maps either way."""
+    images = _images(2, 256)
+    preds, states = [], []
+    for input_pad in ("pow2", "none"):
+        det = create("ganomaly", _Images(images), 256, n_features=2, latent=8, input_pad=input_pad)
+        det.build(0)
+        states.append(det.state_dict())
+        preds.append(det.predict(None, [0, 1]))
+    for net in ("generator", "discriminator"):
+        for k, v in states[0][net].items():
+            assert torch.equal(v, states[1][net][k]), k
+    np.testing.assert_array_equal(preds[0].scores, preds[1].scores)
+    np.testing.assert_array_equal(preds[0].maps, preds[1].maps)

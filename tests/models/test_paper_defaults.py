@@ -85,7 +85,7 @@ PRESETS = {
     "fastflow": {"inclad": {}, "original": {"replay_share": "water"}},
     # Akcay et al.'s code: DCGAN init applied layer by layer, DCGAN's first padding 1
     "ganomaly": {"inclad": {}, "original": {"losses": "akcay", "replay_share": "water", "init": "dcgan",
-                                            "first_padding": 1}},
+                                            "first_padding": 1, "input_pad": "none"}},
 }
 # InCLAD's RD4AD/PaSTe (and STFPM through the same code path) ask torchvision for DEFAULT weights, and so do its CFA,
 # FastFlow, PatchCore and PaDiM (routing-cad-icdm src/pyclad/models/vision/backbones.py:72-75
@@ -117,8 +117,9 @@ INCLAD_CODE = {
     "efficientad": {"teacher": "random", "penalty": "", "pdn_padding": False, "holdout_fraction": 0.0,
                     "image_score": "grid", "replay_share": "floor", "lr_drop": "epoch"},  # efficientad.py StepLR
     # InCLAD-benchmark src/pyclad/models/ganomaly/architecture.py:48-49 (weights_init a no-op: PyTorch's default),
-    # standard/networks.py:24 (first convolution padding 4)
-    "ganomaly": {"losses": "anomalib", "replay_share": "floor", "init": "pytorch", "first_padding": 4},
+    # standard/networks.py:24 (first convolution padding 4), architecture.py:28-31 (inputs padded to a power of two)
+    "ganomaly": {"losses": "anomalib", "replay_share": "floor", "init": "pytorch", "first_padding": 4,
+                 "input_pad": "pow2"},
 }
 
 

@@ -195,7 +195,8 @@ def test_efficientad_colour_augmentation_is_torchvisions():
 
 
 BUMPED = {"stfpm": {"epochs": 1, "batch_size": 8}, "paste": {"epochs": 1, "batch_size": 8},
-          "rd4ad": {"epochs": 1, "batch_size": 8}, "ganomaly": {"epochs": 1, "batch_size": 8, "n_features": 4},
+          "rd4ad": {"epochs": 1, "batch_size": 8},
+          "ganomaly": {"epochs": 1, "batch_size": 8, "n_features": 4},  # 4: inputs padded to a power of two
           "efficientad": {"epochs": 1, "batch_size": 4, "out_channels": 8},
           "fastflow": {"epochs": 1, "batch_size": 8, "flow_steps": 2},  # 4: the released step's permutation order
           "patchcore": {}, "padim": {}, "cfa": {"epochs": 1}}  # 4: scipy's blur borders (rd4ad: 6); cfa 5: CL bank order

@@ -8,6 +8,11 @@
    same images both give the same z, x̂, ẑ, discriminator probabilities and generator loss (released
    `GeneratorLoss`, anomalib's), and in eval mode the same image scores (released: mean over the latent, the
    suite: the sum, × latent size).
+3. Padded (`input_pad=pow2`), at sizes that are not a power of two (PADDED_SIZES, run as the next one): from the
+   same weights, the padded batch, x̂, z, ẑ, the generator and discriminator losses on the padded batch (released
+   `GeneratorLoss`/`DiscriminatorLoss` as its `training_step` calls them), the weights after one Adam step of
+   each (the released `training_step` done by hand: generator then discriminator), then in eval mode the image
+   scores and the maps cropped back to the image size.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from torch import nn
 from harness import Report, arguments, copy_by_order, max_gap, suite_detector, tiny_task, use_released
 
 FEATURES, LATENT = 8, 100
+PADDED_SIZES = (100, 224)  # run as 128 and 256 px by both sides
 
 
 def released_arch(size: int, init: bool = True):
@@ -94,6 +100,90 @@ def same_weights(report: Report, test, size: int) -> None:
     report.row("pixel maps", "", "", max_gap(pred.maps, maps))
 
 
+def module_gap(ours: nn.Module, theirs: nn.Module) -> float:
+    """max |Δ| over two networks' state entries taken in registration order (names differ, shapes match)."""
+    return max(max_gap(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()))
+
+
+def released_step(arch, x: torch.Tensor, opt_g, opt_d) -> tuple[float, float]:
+    """InCLAD-benchmark `ganomaly.py` `GANomalyModule.training_step` without Lightning: the generator's loss on the
+    padded batch, a step, then the discriminator's on the detached padded and generated batches, a step."""
+    from pyclad.models.ganomaly.loss import DiscriminatorLoss, GeneratorLoss
+
+    padded, fake, latent_i, latent_o = arch.forward_train(x)
+    pred_real, _ = arch.discriminator(padded)
+    pred_fake, _ = arch.discriminator(fake)
+    loss_g = GeneratorLoss()(latent_i, latent_o, padded, fake, pred_real, pred_fake)
+    opt_g.zero_grad()
+    loss_g.backward()
+    opt_g.step()
+    loss_d = DiscriminatorLoss()(arch.discriminator(padded.detach())[0], arch.discriminator(fake.detach())[0])
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+    return float(loss_g.detach()), float(loss_d.detach())
+
+
+def padded_forward(report: Report, det, arch, x: torch.Tensor, size: int) -> None:
+    """Train-mode forward from the same weights: the padded batch, x̂, z, ẑ, and both losses on the padded batch
+    (the released ones as its `training_step` calls them)."""
+    from bench.models.ganomaly import discriminator_loss, generator_loss
+    from pyclad.models.ganomaly.loss import DiscriminatorLoss, GeneratorLoss
+
+    det.generator_.train(), det.discriminator_.train(), arch.train()
+    with torch.no_grad():
+        ours_x = det.padding.pad(x)
+        fake, z, z_hat = det.generator_(ours_x)
+        ours_g = float(generator_loss(det.discriminator_, ours_x, fake, z, z_hat, 1.0, 50.0, 1.0, "anomalib"))
+        ours_d = float(discriminator_loss(det.discriminator_, ours_x, fake))
+        padded, r_fake, r_z, r_zhat = arch.forward_train(x)
+        pred_real, pred_fake = arch.discriminator(padded)[0], arch.discriminator(r_fake)[0]
+        theirs_g = float(GeneratorLoss()(r_z, r_zhat, padded, r_fake, pred_real, pred_fake))
+        theirs_d = float(DiscriminatorLoss()(arch.discriminator(padded)[0], arch.discriminator(r_fake)[0]))
+    report.row(f"{size} px: networks' side (suite / released)", det.padding.net_size, arch.model_input_size[0])
+    report.row(f"{size} px: padded batch", "", "", max_gap(ours_x, padded))
+    report.row(f"{size} px: x̂", "", "", max_gap(fake, r_fake))
+    report.row(f"{size} px: z, ẑ", "", "", max(max_gap(z, r_z.flatten(1)), max_gap(z_hat, r_zhat.flatten(1))))
+    report.row(f"{size} px: generator loss (padded batch)", ours_g, theirs_g, abs(ours_g - theirs_g))
+    report.row(f"{size} px: discriminator loss (padded batch)", ours_d, theirs_d, abs(ours_d - theirs_d))
+
+
+def padded_step(report: Report, det, arch, train, size: int) -> None:
+    """One update of each side on the same 8 training images: its generator loss and the weights after it."""
+    samples = [(train, i) for i in range(8)]
+    x = det.scale(det.extractor.samples(samples))
+    opt_g = torch.optim.Adam(arch.generator.parameters(), lr=det.lr, betas=det.betas)
+    opt_d = torch.optim.Adam(arch.discriminator.parameters(), lr=det.lr, betas=det.betas)
+    det.generator_.train(), det.discriminator_.train(), arch.train()
+    theirs = released_step(arch, x, opt_g, opt_d)[0]
+    ours = det.train_step(samples, det.optimizers())
+    report.row(f"{size} px: generator loss of the step (train images)", ours, theirs, abs(ours - theirs))
+    report.row(f"{size} px: generator weights after one step", "", "", module_gap(det.generator_, arch.generator))
+    report.row(f"{size} px: discriminator weights after one step", "", "",
+               module_gap(det.discriminator_, arch.discriminator))
+
+
+def padded(report: Report, size: int) -> None:
+    """Section 3 at one size: same weights, forward, one step, eval-mode scores and cropped maps."""
+    train, test = tiny_task(size)
+    det = suite_detector("ganomaly", size, seed=0, n_features=FEATURES, latent=LATENT)
+    torch.manual_seed(0)
+    arch = released_arch(size)
+    copy_by_order(det.generator_.state_dict(), [arch.generator])
+    copy_by_order(det.discriminator_.state_dict(), [arch.discriminator])
+    idx = list(range(len(test)))
+    padded_forward(report, det, arch, det.scale(det.extractor(test, idx[:8])), size)
+    padded_step(report, det, arch, train, size)
+    pred = det.predict(test, idx)
+    arch.eval()
+    with torch.no_grad():
+        maps, scores = arch(det.scale(det.extractor(test, idx)))
+    report.row(f"{size} px: image scores (suite / latent size), max", float(pred.scores.max() / LATENT),
+               float(scores.max()), max_gap(pred.scores / LATENT, scores))
+    report.row(f"{size} px: pixel maps ({tuple(pred.maps.shape[1:])} / {tuple(maps.shape[1:])})", "", "",
+               max_gap(pred.maps, maps))
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     use_released(args.released, "InCLAD-benchmark")
@@ -101,6 +191,8 @@ def main() -> None:
     report = Report("ganomaly")
     starts(report)
     same_weights(report, test, args.size)
+    for size in PADDED_SIZES:
+        padded(report, size)
     report.print()
 
 
