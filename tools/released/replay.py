@@ -4,7 +4,7 @@ The released replay is upstream pyCLAD v0.3.0's (the version InCLAD ran; lifelon
 `strategies/replay/replay.py` (`ReplayEnhancedStrategy`: fit on buffer ∪ task, then update the buffer),
 `strategies/replay/buffers/{buffer,adaptive_balanced}.py` (`AdaptiveBalancedReplayBuffer`: after each task every
 task keeps ⌊max_size / tasks⌋ items), `strategies/replay/selection/{selection,random}.py` (`RandomSelection`:
-Python's unseeded `random.sample`), `strategies/strategy.py` and `output/output_writer.py` (the base classes),
+`random.sample` on Python's global generator), `strategies/strategy.py` and `output/output_writer.py` (the base classes),
 staged as `<folder>/pyCLAD/src/pyclad/...`. InCLAD's fork (routing-cad-icdm) imports
 `pyclad.strategies.replay.buffers.buffer` in `strategies/vision/cfa_cl.py:8` and builds CFA-CL and replay with
 `AdaptiveBalancedReplayBuffer(selection_method=RandomSelection(), max_size=...)`, but the fork's index holds
@@ -14,8 +14,8 @@ Fair draws: the released buffer draws with `random.sample` from Python's global 
 seeds once per run: `set_global_seeds` in examples/clvad/run_continual_visual_ad.py), the suite's with a seeded
 numpy permutation: different streams. The released side runs first (`random` seeded here the same way), and the
 suite's buffer is then given the released buffer's content after each task (`impose`), in the released order;
-each side's own share arithmetic is printed beside (`composition`). Training is lock-step: both sides take `--cl-steps` steps per task over the same batches of
-the same training set (`shared_order`: sorted by (task, row), then one seeded permutation, standing in for either
+each side's own share arithmetic is printed beside (`composition`). Training is lock-step: both sides take
+`--cl-steps` steps per task over the same batches of the same training set (`shared_order`: sorted by (task, row), then one seeded permutation, standing in for either
 side's shuffled loader). What each side computes from the set itself (its order, the banks) is its own code.
 """
 
