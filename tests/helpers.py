@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,12 @@ def small_tabular_index(base: Path) -> Path:
     preprocess.build_index("synthetic", scenario.raw_table("synthetic", root), lambda df: discovery.discover(df, cand),
                            preprocess.PrepSettings(), base / "index", cand.to_dict())
     return base / "index"
+
+
+def default_signals() -> None:
+    """A child's preexec_fn: the hang-up, interrupt and terminate signals at their default action, as in a login
+    shell. A test run under `nohup` or as a background job of a non-interactive shell (SIGINT ignored) would
+    otherwise pass the ignored dispositions on through exec, and a signal the test sends would be ignored."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+

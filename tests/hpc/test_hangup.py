@@ -18,7 +18,7 @@ import pytest
 
 from bench.hpc import executors, grid as grids, records, status as st
 from bench.hpc.grid import REPO
-from helpers import write_grid
+from helpers import default_signals, write_grid
 
 FAKE_SBATCH = r"""#!/bin/bash
 # Accepts the script like sbatch: queues its array (or lone job) under its name, prints the id; then, when
@@ -58,7 +58,7 @@ def fake_slurm(tmp_path) -> Path:
     return bin_dir
 
 
-def bench(bin_dir: Path, *argv, preexec_fn=None, **env) -> subprocess.CompletedProcess:
+def bench(bin_dir: Path, *argv, preexec_fn=default_signals, **env) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env}
     return subprocess.run([sys.executable, "-m", "bench", *map(str, argv)], cwd=REPO, env=environ,
                           capture_output=True, text=True, timeout=600, preexec_fn=preexec_fn)
@@ -66,6 +66,7 @@ def bench(bin_dir: Path, *argv, preexec_fn=None, **env) -> subprocess.CompletedP
 
 def _ignore_sighup() -> None:
     """What `nohup` does before it runs the command (the ignored disposition survives exec)."""
+    default_signals()
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 

@@ -29,7 +29,7 @@ from bench import results
 from bench.cli import main
 from bench.hpc import records
 from bench.hpc.grid import REPO
-from helpers import cancel_recorded_jobs, squeue_state, write_grid
+from helpers import cancel_recorded_jobs, default_signals, squeue_state, write_grid
 from helpers import cli_stdout as bench
 from test_slurm import entries, wait_all_complete, wait_until
 
@@ -229,7 +229,7 @@ def test_a_submit_hung_up_after_sbatch_leaves_a_record_status_and_resubmit_use(s
     slurm.append(outputs)
     with node_busy():  # the job stays pending while status and resubmit look at it
         first = subprocess.run([sys.executable, "-m", "bench", *submit_args(grid, tiny_root, outputs)], cwd=REPO,
-                               env=env, capture_output=True, text=True)
+                               env=env, capture_output=True, text=True, preexec_fn=default_signals)
         assert first.returncode != 0, first.stdout  # the hang-up ended it
         (record,) = records.load_records(outputs, "synthetic")
         job = record["runs"][0]["job_id"]
