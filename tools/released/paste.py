@@ -9,7 +9,9 @@
 2. The 3-task stream, same weights, CL = Replay: the suite's Replay protocol beside upstream pyCLAD v0.3.0's
    ReplayEnhancedStrategy and AdaptiveBalancedReplayBuffer (staged under `<folder>/pyCLAD`) around the released
    network, `--cl-steps` lock-step SGD steps of 8 images per task (tools/released/replay.py); printed: each
-   side's buffer composition, the R matrices, the image scores' (suite × 8) largest gap.
+   side's buffer composition, the R matrices, the image scores' (suite × 8) largest gap; then the same with the
+   suite's student trained contiguous (`channels_last = False`), the released code's layout, where the rounding
+   of the two sides is the same.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ def released_arch(size: int):
                              freeze_teacher=True, input_size=(size, size))
 
 
-def same_start(size: int, seed: int = 0):
+def same_start(size: int, seed: int = 0, channels_last: bool = True):
     """The suite's seeded PaSTe (laid out) and the released network holding its teacher and student."""
     det = suite_detector("paste", size, seed=seed)
+    det.channels_last = channels_last  # False: trained in the released code's (contiguous) layout
     det._lay_out_modules()
     arch = released_arch(size)
     copy_by_order(det.extractor.model.state_dict(), [arch.teacher])
@@ -82,17 +85,19 @@ def same_weights(report: Report, train, test, args) -> None:
     report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
 
 
-def stream_replay(report: Report, args, seed: int = 0) -> None:
+def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = True) -> None:
     """PaSTe CL = Replay over the 3-task stream (replay.replay_side_by_side): the suite's `--protocol cl`
     (Replay, floor shares, capacity round(0.2 × 16) = 3) beside ReplayEnhancedStrategy with a buffer of 3, from
-    the same weights; each released fit a fresh SGD, as each suite task; the suite's scores × 8 (½ per layer)."""
+    the same weights; each released fit a fresh SGD, as each suite task; the suite's scores × 8 (½ per layer).
+    `channels_last=False`: the suite's student in the released code's layout."""
     from replay import ReleasedSide, SuiteSide, replay_side_by_side
 
-    det, arch = same_start(args.size, seed)
+    det, arch = same_start(args.size, seed, channels_last)
     released = ReleasedSide(new_step=lambda: functools.partial(released_step, arch, released_optimizer(arch)),
                             scores=functools.partial(released_scores, arch))
-    replay_side_by_side(report, "PaSTe", SuiteSide(det, det.student_, scale=8.0), released,
-                        tiny_stream(args.size), args, seed)
+    label = "PaSTe" if channels_last else "PaSTe (suite contiguous)"
+    suite = SuiteSide(det, det.student_, scale=8.0)
+    replay_side_by_side(report, label, suite, released, tiny_stream(args.size), args, seed)
 
 
 def main() -> None:
@@ -102,6 +107,7 @@ def main() -> None:
     report = Report("paste")
     same_weights(report, train, test, args)
     stream_replay(report, args)
+    stream_replay(report, args, channels_last=False)
     report.print()
 
 

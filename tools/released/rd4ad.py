@@ -10,7 +10,9 @@
 3. The 3-task stream, same weights, CL = Replay: the suite's Replay protocol beside upstream pyCLAD v0.3.0's
    ReplayEnhancedStrategy and AdaptiveBalancedReplayBuffer (staged under `<folder>/pyCLAD`) around the released
    network, `--cl-steps` lock-step Adam steps of 8 images per task (tools/released/replay.py); printed: each
-   side's buffer composition, the R matrices, the image scores' largest gap.
+   side's buffer composition, the R matrices, the image scores' largest gap; then the same with the suite's
+   network trained contiguous (`channels_last = False`), the released code's layout, where the rounding of the
+   two sides is the same.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ def one_step_gap(report: Report, det, arch) -> None:
                sum(v.numel() for v in released.values() if v.is_floating_point()))
 
 
-def same_start(size: int, seed: int = 0):
+def same_start(size: int, seed: int = 0, channels_last: bool = True):
     """The suite's seeded RD4AD (laid out) and the released network holding its weights: encoder by name, OCBE
     and decoder in registration order."""
     det = suite_detector("rd4ad", size, seed=seed)
+    det.channels_last = channels_last  # False: trained in the released code's (contiguous) layout
     det._lay_out_modules()
     arch = released_arch(size)
     copy_into(arch.encoder, {k: v.contiguous() for k, v in det.extractor.model.state_dict().items()})
@@ -107,16 +110,18 @@ def same_weights(report: Report, train, test, args) -> None:
     report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
 
 
-def stream_replay(report: Report, args, seed: int = 0) -> None:
+def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = True) -> None:
     """RD4AD CL = Replay over the 3-task stream (replay.replay_side_by_side): the suite's `--protocol cl`
     (Replay, floor shares, capacity round(0.2 × 16) = 3) beside ReplayEnhancedStrategy with a buffer of 3, from
-    the same weights; each released fit a fresh Adam, as each suite task."""
+    the same weights; each released fit a fresh Adam, as each suite task. `channels_last=False`: the suite's
+    network in the released code's layout."""
     from replay import ReleasedSide, SuiteSide, replay_side_by_side
 
-    det, arch = same_start(args.size, seed)
+    det, arch = same_start(args.size, seed, channels_last)
     released = ReleasedSide(new_step=lambda: functools.partial(released_step, arch, released_optimizer(arch)),
                             scores=functools.partial(released_scores, arch))
-    replay_side_by_side(report, "RD4AD", SuiteSide(det, det.net_), released, tiny_stream(args.size), args, seed)
+    label = "RD4AD" if channels_last else "RD4AD (suite contiguous)"
+    replay_side_by_side(report, label, SuiteSide(det, det.net_), released, tiny_stream(args.size), args, seed)
 
 
 def main() -> None:
@@ -127,6 +132,7 @@ def main() -> None:
     starts(report, args.size)
     same_weights(report, train, test, args)
     stream_replay(report, args)
+    stream_replay(report, args, channels_last=False)
     report.print()
 
 
