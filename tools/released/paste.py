@@ -1,19 +1,27 @@
 """PaSTe side by side: the suite's `inclad` PaSTe and InCLAD's released one (InCLAD-benchmark
 `src/pyclad/models/paste/{architecture.py,standard/backbones.py}`), bootstrap layer 0.
 
-Same weights: the released teacher and student get the suite's (copied in registration order: the released
-student's stages are layers 1-3, the suite's the stem's max-pool + layer 1, layers 2, 3); both take one SGD step
-(Table 7: lr 0.4, momentum 0.9, weight decay 1e-4, over the student) on the same batch, then `--steps` more;
-printed: the first loss (the released `feature_loss`, first layer un-normalised), the student after one step,
-the image scores and maps (released `post_process`; the suite's map carries ½ per layer: × 8).
+1. Same weights: the released teacher and student get the suite's (copied in registration order: the released
+   student's stages are layers 1-3, the suite's the stem's max-pool + layer 1, layers 2, 3); both take one SGD
+   step (Table 7: lr 0.4, momentum 0.9, weight decay 1e-4, over the student) on the same batch, then `--steps`
+   more; printed: the first loss (the released `feature_loss`, first layer un-normalised), the student after one
+   step, the image scores and maps (released `post_process`; the suite's map carries ½ per layer: × 8).
+2. The 3-task stream, same weights, CL = Replay: the suite's Replay protocol beside upstream pyCLAD v0.3.0's
+   ReplayEnhancedStrategy and AdaptiveBalancedReplayBuffer (staged under `<folder>/pyCLAD`) around the released
+   network, `--cl-steps` lock-step SGD steps of 8 images per task (tools/released/replay.py); printed: each
+   side's buffer composition, the R matrices, the image scores' (suite × 8) largest gap; then the same with the
+   suite's student trained contiguous (`channels_last = False`), the released code's layout, where the rounding
+   of the two sides is the same.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from harness import Report, arguments, copy_by_order, descend, lockstep, max_gap, roc_auc, state_gap, \
-    suite_detector, tiny_task, use_released
+    suite_detector, tiny_stream, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -23,22 +31,38 @@ def released_arch(size: int):
                              freeze_teacher=True, input_size=(size, size))
 
 
-def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
-    use_released(args.released, "InCLAD-benchmark")
-    train, test = tiny_task(args.size)
-    report = Report("paste")
-    det = suite_detector("paste", args.size, seed=0)
+def same_start(size: int, seed: int = 0, channels_last: bool = True):
+    """The suite's seeded PaSTe (laid out) and the released network holding its teacher and student."""
+    det = suite_detector("paste", size, seed=seed)
+    det.channels_last = channels_last  # False: trained in the released code's (contiguous) layout
     det._lay_out_modules()
-    arch = released_arch(args.size)
+    arch = released_arch(size)
     copy_by_order(det.extractor.model.state_dict(), [arch.teacher])
     copy_by_order(det.student_.state_dict(), [arch.student])
-    optimizer = torch.optim.SGD(arch.student.parameters(), lr=0.4, momentum=0.9, weight_decay=1e-4)
+    return det, arch
 
-    def released_step(images):
-        arch.train()
-        loss = arch.feature_loss(*arch.forward_train(images))
-        return descend(optimizer, loss)
+
+def released_optimizer(arch) -> torch.optim.SGD:
+    """The released `PaSTeModule.configure_optimizers` over the student, at Table 7's values."""
+    return torch.optim.SGD(arch.student.parameters(), lr=0.4, momentum=0.9, weight_decay=1e-4)
+
+
+def released_step(arch, optimizer, images: torch.Tensor) -> float:
+    """One step of the released `PaSTeModule.training_step`, optimised as Lightning does."""
+    arch.train()
+    return descend(optimizer, arch.feature_loss(*arch.forward_train(images)))
+
+
+def released_scores(arch, test):
+    """The released image scores of a test split (`post_process`: max of the product map)."""
+    arch.eval()
+    with torch.no_grad():
+        return arch(test.load_images(list(range(len(test)))))[1].numpy()
+
+
+def same_weights(report: Report, train, test, args) -> None:
+    det, arch = same_start(args.size)
+    optimizer = released_optimizer(arch)
 
     def first(step):
         if step.index == 0:
@@ -47,7 +71,8 @@ def main() -> None:
             gap, _ = state_gap(dict(zip(released, det.student_.state_dict().values())), released)
             report.row("student after one step", "", "", gap)
 
-    last = lockstep(det, det.student_, train, 1 + args.steps, released_step, first)
+    last = lockstep(det, det.student_, train, 1 + args.steps, functools.partial(released_step, arch, optimizer),
+                    first)
     report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
     idx = list(range(len(test)))
     pred = det.predict(test, idx)
@@ -58,6 +83,31 @@ def main() -> None:
                max_gap(pred.scores * 8, scores))
     report.row("pixel maps, max |Δ| / max", "", "", max_gap(pred.maps * 8, maps) / float(maps.max()))
     report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
+
+
+def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = True) -> None:
+    """PaSTe CL = Replay over the 3-task stream (replay.replay_side_by_side): the suite's `--protocol cl`
+    (Replay, floor shares, capacity round(0.2 × 16) = 3) beside ReplayEnhancedStrategy with a buffer of 3, from
+    the same weights; each released fit a fresh SGD, as each suite task; the suite's scores × 8 (½ per layer).
+    `channels_last=False`: the suite's student in the released code's layout."""
+    from replay import ReleasedSide, SuiteSide, replay_side_by_side
+
+    det, arch = same_start(args.size, seed, channels_last)
+    released = ReleasedSide(new_step=lambda: functools.partial(released_step, arch, released_optimizer(arch)),
+                            scores=functools.partial(released_scores, arch))
+    label = "PaSTe" if channels_last else "PaSTe (suite contiguous)"
+    suite = SuiteSide(det, det.student_, scale=8.0)
+    replay_side_by_side(report, label, suite, released, tiny_stream(args.size), args, seed)
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    use_released(args.released, "InCLAD-benchmark")
+    train, test = tiny_task(args.size)
+    report = Report("paste")
+    same_weights(report, train, test, args)
+    stream_replay(report, args)
+    stream_replay(report, args, channels_last=False)
     report.print()
 
 

@@ -7,15 +7,23 @@
    take one Adam step (lr 5e-3, β (0.5, 0.999), over OCBE + decoder as the released `configure_optimizers`) on
    the same batch, then `--steps` more; printed: the first loss, the weights after one step, the image scores
    and maps of the test images (released `post_process`, kernel 1 = no blur).
+3. The 3-task stream, same weights, CL = Replay: the suite's Replay protocol beside upstream pyCLAD v0.3.0's
+   ReplayEnhancedStrategy and AdaptiveBalancedReplayBuffer (staged under `<folder>/pyCLAD`) around the released
+   network, `--cl-steps` lock-step Adam steps of 8 images per task (tools/released/replay.py); printed: each
+   side's buffer composition, the R matrices, the image scores' largest gap; then the same with the suite's
+   network trained contiguous (`channels_last = False`), the released code's layout, where the rounding of the
+   two sides is the same.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch import nn
 
 from harness import Report, arguments, copy_by_order, copy_into, descend, lockstep, max_gap, roc_auc, \
-    state_gap, suite_detector, tiny_task, use_released
+    state_gap, suite_detector, tiny_stream, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -49,27 +57,48 @@ def one_step_gap(report: Report, det, arch) -> None:
                sum(v.numel() for v in released.values() if v.is_floating_point()))
 
 
-def same_weights(report: Report, train, test, args) -> None:
-    det = suite_detector("rd4ad", args.size, seed=0)
+def same_start(size: int, seed: int = 0, channels_last: bool = True):
+    """The suite's seeded RD4AD (laid out) and the released network holding its weights: encoder by name, OCBE
+    and decoder in registration order."""
+    det = suite_detector("rd4ad", size, seed=seed)
+    det.channels_last = channels_last  # False: trained in the released code's (contiguous) layout
     det._lay_out_modules()
-    arch = released_arch(args.size)
+    arch = released_arch(size)
     copy_into(arch.encoder, {k: v.contiguous() for k, v in det.extractor.model.state_dict().items()})
     copy_by_order(det.net_.state_dict(), [arch.bn, arch.decoder])
-    optimizer = torch.optim.Adam(list(arch.decoder.parameters()) + list(arch.bn.parameters()), lr=5e-3,
-                                 betas=(0.5, 0.999))
+    return det, arch
 
-    def released_step(images):
-        arch.train()
-        teacher, _, student = arch.forward_train(images)
-        loss = arch.cosine_loss(teacher, student)
-        return descend(optimizer, loss)
+
+def released_optimizer(arch) -> torch.optim.Adam:
+    """The released `RD4ADModule.configure_optimizers` (decoder + OCBE, the encoder frozen; config defaults)."""
+    return torch.optim.Adam(list(arch.decoder.parameters()) + list(arch.bn.parameters()), lr=5e-3,
+                            betas=(0.5, 0.999))
+
+
+def released_step(arch, optimizer, images: torch.Tensor) -> float:
+    """One step of the released `RD4ADModule.training_step`, optimised as Lightning does."""
+    arch.train()
+    teacher, _, student = arch.forward_train(images)
+    return descend(optimizer, arch.cosine_loss(teacher, student))
+
+
+def released_scores(arch, test):
+    """The released image scores of a test split (`post_process`: max of the map)."""
+    arch.eval()
+    with torch.no_grad():
+        return arch(test.load_images(list(range(len(test)))))[1].numpy()
+
+
+def same_weights(report: Report, train, test, args) -> None:
+    det, arch = same_start(args.size)
+    optimizer = released_optimizer(arch)
 
     def first(step):
         if step.index == 0:
             report.row("loss of the first step", step.suite, step.released, abs(step.suite - step.released))
             one_step_gap(report, det, arch)
 
-    last = lockstep(det, det.net_, train, 1 + args.steps, released_step, first)
+    last = lockstep(det, det.net_, train, 1 + args.steps, functools.partial(released_step, arch, optimizer), first)
     report.row(f"loss of step {1 + args.steps}", last.suite, last.released, abs(last.suite - last.released))
     idx = list(range(len(test)))
     pred = det.predict(test, idx)
@@ -81,6 +110,20 @@ def same_weights(report: Report, train, test, args) -> None:
     report.row("image ROC-AUC", roc_auc(pred.scores, test.labels), roc_auc(scores.numpy(), test.labels))
 
 
+def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = True) -> None:
+    """RD4AD CL = Replay over the 3-task stream (replay.replay_side_by_side): the suite's `--protocol cl`
+    (Replay, floor shares, capacity round(0.2 × 16) = 3) beside ReplayEnhancedStrategy with a buffer of 3, from
+    the same weights; each released fit a fresh Adam, as each suite task. `channels_last=False`: the suite's
+    network in the released code's layout."""
+    from replay import ReleasedSide, SuiteSide, replay_side_by_side
+
+    det, arch = same_start(args.size, seed, channels_last)
+    released = ReleasedSide(new_step=lambda: functools.partial(released_step, arch, released_optimizer(arch)),
+                            scores=functools.partial(released_scores, arch))
+    label = "RD4AD" if channels_last else "RD4AD (suite contiguous)"
+    replay_side_by_side(report, label, SuiteSide(det, det.net_), released, tiny_stream(args.size), args, seed)
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     use_released(args.released, "InCLAD-benchmark")
@@ -88,6 +131,8 @@ def main() -> None:
     report = Report("rd4ad")
     starts(report, args.size)
     same_weights(report, train, test, args)
+    stream_replay(report, args)
+    stream_replay(report, args, channels_last=False)
     report.print()
 
 

@@ -137,3 +137,115 @@ class TaskRowsToFeatures(torch.nn.Module):
             parts.append(self.extractor(self.splits[pairs[start][0]], [r for _, r in pairs[start:end]]))
             start = end
         return [torch.cat(layer) for layer in zip(*parts)]
+
+
+class LockstepModel:
+    """A released Lightning model inside upstream's ReplayEnhancedStrategy (it calls only `fit`), its fit replaced
+    by lock-step steps: `steps` steps of `batch` rows in `shared_order` (seeded by the number of fits so far, as
+    the suite's side), the images loaded as the suite loads them. `new_step()` returns a step(images) -> loss on a
+    fresh optimiser: every released fit builds a new Trainer and so calls `configure_optimizers` again."""
+
+    def __init__(self, stream: Stream, new_step, steps: int, batch: int):
+        self.stream, self.new_step, self.steps, self.batch = stream, new_step, steps, batch
+        self.fits: list[int] = []  # training-set size of each fit
+
+    def fit(self, data: np.ndarray) -> None:
+        from bench.training.loop import sample_images
+
+        step = self.new_step()
+        for rows in step_batches(shared_order(data, len(self.fits)), self.batch, self.steps):
+            step(sample_images(self.stream.samples(rows), torch.device("cpu")))
+        self.fits.append(len(data))
+
+
+@dataclass(frozen=True)
+class ReleasedSide:
+    """What the generic replay comparison needs of a released model: `new_step()` (see LockstepModel) and
+    `scores(test)`, the released image scores of a test split (numpy)."""
+
+    new_step: object
+    scores: object
+
+
+@dataclass(frozen=True)
+class SuiteSide:
+    """The suite's detector (built, weights equal to the released side's), the module its steps train
+    (switched to train mode before each step, as the training loop does) and the factor that puts its image
+    scores on the released scale."""
+
+    det: object
+    net: torch.nn.Module
+    scale: float = 1.0
+
+
+def released_replay_r(side: ReleasedSide, stream: Stream, tasks, capacity: int, steps: int, batch: int,
+                      seen: list):
+    """R of upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer(RandomSelection(),
+    capacity) around a LockstepModel; returns R and the buffer's content after each task (`snapshot`)."""
+    from harness import r_matrix
+    from pyclad.strategies.replay.replay import ReplayEnhancedStrategy
+
+    buffer = released_buffer(capacity)
+    strategy, contents = ReplayEnhancedStrategy(LockstepModel(stream, side.new_step, steps, batch), buffer), []
+
+    def learn(i, train):
+        strategy.learn(stream.rows(i))
+        contents.append(snapshot(buffer, stream))
+
+    return r_matrix(tasks, learn, recorded(side.scores, seen)), contents
+
+
+def suite_replay_r(side: SuiteSide, protocol, stream: Stream, tasks, contents: list, steps: int, batch: int,
+                   seen: list):
+    """R of the suite's Replay protocol (bench/image/protocols.py) with the detector's fit replaced by the same
+    lock-step steps (a fresh optimiser per task, as the suite's training loop builds it) and its buffer given the
+    released content after each task; returns R and its own composition after each task, before the imposition."""
+    from harness import r_matrix
+
+    det, calls, own = side.det, [], []
+
+    def fit_samples(samples, _seed):
+        opts = det.optimizers()
+        for rows in step_batches(shared_order(stream.data(samples), len(calls)), batch, steps):
+            side.net.train()
+            det.train_step(stream.samples(rows), opts)
+        calls.append(len(samples))
+        return det
+
+    det.fit_samples = fit_samples
+
+    def learn(i, train):
+        protocol.learn(train, i)
+        own.append(composition(protocol.buffer_.items_))
+        impose(protocol.buffer_, contents[i])
+
+    def scores(test):
+        return det.predict(test, list(range(len(test)))).scores * side.scale
+
+    return r_matrix(tasks, learn, recorded(scores, seen)), own
+
+
+def replay_side_by_side(report, label: str, suite: SuiteSide, released: ReleasedSide, tasks, args,
+                        seed: int = 0, batch: int = 8) -> None:
+    """CL = Replay over the 3-task stream `tasks`: the suite's `--protocol cl` (Replay, its capacity rule) beside
+    upstream's ReplayEnhancedStrategy with a buffer of the same capacity, both sides from the weights they hold
+    now, `args.cl_steps` lock-step steps of `batch` images per task over the same training set, the released
+    buffer's seeded draw imposed on the suite's after each task. Prints each side's own buffer composition, both
+    R matrices, their largest cell difference and the image scores' largest gap."""
+    from harness import print_matrices
+    from bench.image.protocols import make_protocol
+
+    use_upstream(args.released)
+    stream = Stream([train for train, _ in tasks])
+    protocol = make_protocol("cl", suite.det, seed, [len(s) for s in stream.trains])
+    capacity = suite.det.replay_size
+    seed_python(seed)
+    seen_theirs, seen_ours = [], []
+    theirs, contents = released_replay_r(released, stream, tasks, capacity, args.cl_steps, batch, seen_theirs)
+    ours, own = suite_replay_r(suite, protocol, stream, tasks, contents, args.cl_steps, batch, seen_ours)
+    report.note(f"{label} replay buffer after each task (capacity {capacity}): suite's own draw "
+                f"[{'; '.join(own)}], released [{'; '.join(composition(c) for c in contents)}]")
+    print_matrices(report, f"{label} CL = Replay, {args.cl_steps} steps per task", ours, theirs)
+    scaled = "" if suite.scale == 1 else f" × {suite.scale:g}"
+    report.row(f"{label} replay: image scores{scaled}, all cells, max |Δ| / max", "", "",
+               score_gap(seen_ours, seen_theirs))
