@@ -137,3 +137,109 @@ class TaskRowsToFeatures(torch.nn.Module):
             parts.append(self.extractor(self.splits[pairs[start][0]], [r for _, r in pairs[start:end]]))
             start = end
         return [torch.cat(layer) for layer in zip(*parts)]
+
+
+# --- a lock-step replay run for any gradient-trained detector (FastFlow, GANomaly, EfficientAD adapters) -----------
+
+
+@dataclass
+class LockSide:
+    """One side of a lock-step replay run. `begin()` is called at each fit (one per task, on buffer ∪ task, its data
+    as [N, 2] (task, row) rows) and returns the step taking one batch of such rows (a fresh optimiser per fit, as
+    both sides build one); `end(data)`, if given, runs after the steps (e.g. statistics over the fit's data);
+    `scores(test)` scores a test split's images."""
+
+    begin: object
+    scores: object
+    end: object = None
+
+
+@dataclass
+class ReplayRun:
+    """Both R matrices of a replay run, each side's own buffer composition after each task, and the image-score
+    gap over every cell (`score_gap`, scores put on the released scale by the suite side's `scores`)."""
+
+    ours: np.ndarray
+    theirs: np.ndarray
+    own: list
+    contents: list
+    score_gap: float
+
+
+def lock_fit(side: LockSide, stream: Stream, calls: list, batch: int, steps: int):
+    """The fit both sides' replay calls: `steps` steps over `shared_order` of the fit's data (seeded by the call's
+    index, the same on both sides), then `side.end`."""
+    def fit(data) -> None:
+        data = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+        step = side.begin()
+        for rows in step_batches(shared_order(data, len(calls)), batch, steps):
+            step(rows)
+        if side.end is not None:
+            side.end(data)
+        calls.append(len(data))
+    return fit
+
+
+def released_replay(stream: Stream, tasks: list, side: LockSide, batch: int, steps: int, capacity: int,
+                    seen: list):
+    """R of upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer around a model whose
+    fit is `lock_fit` of `side`; returns R and the buffer after each task (task → rows)."""
+    from types import SimpleNamespace
+
+    from harness import r_matrix
+    from pyclad.strategies.replay.replay import ReplayEnhancedStrategy
+
+    buffer = released_buffer(capacity)
+    model = SimpleNamespace(fit=lock_fit(side, stream, [], batch, steps))  # the strategy calls only fit
+    strategy, contents = ReplayEnhancedStrategy(model, buffer), []
+
+    def learn(i, _train):
+        strategy.learn(stream.rows(i))
+        contents.append(snapshot(buffer, stream))
+
+    return r_matrix(tasks, learn, recorded(side.scores, seen)), contents
+
+
+def suite_replay(det, protocol, stream: Stream, tasks: list, side: LockSide, batch: int, steps: int,
+                 contents: list, seen: list):
+    """R of the suite's Replay protocol (bench/image/protocols.py) with `det.fit_samples` replaced by `lock_fit`
+    of `side` and its buffer given the released content after each task; returns R and its own composition."""
+    from harness import r_matrix
+
+    fit = lock_fit(side, stream, [], batch, steps)
+
+    def fit_samples(samples, _seed):
+        fit(stream.data(samples))
+        return det
+
+    det.fit_samples = fit_samples
+    own = []
+
+    def learn(i, train):
+        protocol.learn(train, i)
+        own.append(composition(protocol.buffer_.items_))
+        impose(protocol.buffer_, contents[i])
+
+    return r_matrix(tasks, learn, recorded(side.scores, seen)), own
+
+
+def replay_run(det, protocol, stream: Stream, tasks: list, sides: tuple, batch: int, steps: int,
+               seed: int = 0) -> ReplayRun:
+    """Both sides over the stream: the released first (Python's `random` seeded), then the suite's with the
+    released buffer imposed; `sides` = (suite LockSide, released LockSide), from the same weights."""
+    ours_side, theirs_side = sides
+    seed_python(seed)
+    seen_theirs, seen_ours = [], []
+    theirs, contents = released_replay(stream, tasks, theirs_side, batch, steps, det.replay_size, seen_theirs)
+    ours, own = suite_replay(det, protocol, stream, tasks, ours_side, batch, steps, contents, seen_ours)
+    return ReplayRun(ours, theirs, own, [composition(c) for c in contents], score_gap(seen_ours, seen_theirs))
+
+
+def print_replay(report, name: str, run: ReplayRun, capacity: int, steps: int, batch: int, scale: str) -> None:
+    """The buffer compositions, both R matrices with their largest cell gap, and the image-score gap."""
+    from harness import print_matrices
+
+    report.note(f"{name} replay buffer after each task (capacity {capacity}): suite's own draw "
+                f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
+    print_matrices(report, f"{name} CL = Replay, {steps} steps of {batch} per task", run.ours, run.theirs)
+    report.row(f"{name} replay: image scores{scale}, all cells, max |Δ| / max", "", "", run.score_gap)
