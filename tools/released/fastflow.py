@@ -137,7 +137,7 @@ def replay_sides(det, arch, stream):
     features = TaskRowsToFeatures(det.extractor, stream.trains)
     arch.feature_extractor = features
 
-    def begin_ours():
+    def begin_ours(_data):
         opts = det.optimizers()
 
         def step(rows):
@@ -145,7 +145,7 @@ def replay_sides(det, arch, stream):
             det.train_step(stream.samples(rows), opts)
         return step
 
-    def begin_theirs():
+    def begin_theirs(_data):
         optimizer = released_adam(det, arch)
 
         def step(rows):

@@ -197,7 +197,7 @@ def replay_sides(det, arch, stream):
     `training_step` done by hand (`released_step`)."""
     from replay import LockSide
 
-    def begin_ours():
+    def begin_ours(_data):
         opts = det.optimizers()
 
         def step(rows):
@@ -205,7 +205,7 @@ def replay_sides(det, arch, stream):
             det.train_step(stream.samples(rows), opts)
         return step
 
-    def begin_theirs():
+    def begin_theirs(_data):
         opt_g = torch.optim.Adam(arch.generator.parameters(), lr=det.lr, betas=det.betas)
         opt_d = torch.optim.Adam(arch.discriminator.parameters(), lr=det.lr, betas=det.betas)
 

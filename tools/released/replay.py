@@ -144,9 +144,10 @@ class TaskRowsToFeatures(torch.nn.Module):
 
 @dataclass
 class LockSide:
-    """One side of a lock-step replay run. `begin()` is called at each fit (one per task, on buffer ∪ task, its data
-    as [N, 2] (task, row) rows) and returns the step taking one batch of such rows (a fresh optimiser per fit, as
-    both sides build one); `end(data)`, if given, runs after the steps (e.g. statistics over the fit's data);
+    """One side of a lock-step replay run. `begin(data)` is called at each fit (one per task, on buffer ∪ task: `data`
+    its [N, 2] (task, row) rows) and returns the step taking one batch of such rows (a fresh optimiser per fit, as
+    both sides build one; statistics over `data` the training needs, e.g. EfficientAD's teacher normalisation, are
+    taken here); `end(data)`, if given, runs after the steps (e.g. EfficientAD's map quantiles);
     `scores(test)` scores a test split's images."""
 
     begin: object
@@ -171,7 +172,7 @@ def lock_fit(side: LockSide, stream: Stream, calls: list, batch: int, steps: int
     index, the same on both sides), then `side.end`."""
     def fit(data) -> None:
         data = np.asarray(data, dtype=np.int64).reshape(-1, 2)
-        step = side.begin()
+        step = side.begin(data)
         for rows in step_batches(shared_order(data, len(calls)), batch, steps):
             step(rows)
         if side.end is not None:
