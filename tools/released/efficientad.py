@@ -23,6 +23,14 @@
    the suite's, because dropout draws its mask in memory order. The penalty is off on both sides: the released
    `penalty_source_root` / `penalty_source_paths` default to None (no penalty image, `has_penalty` false) and the
    suite's `inclad` has penalty="" — neither could read ImageNet offline anyway.
+4. CL = Replay over the 3-task stream (chip → disc → grain) at 256 px, same weights: the suite's Replay protocol
+   beside upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer (staged under
+   `<folder>/pyCLAD`: tools/released/replay.py), the released buffer's draw imposed on the suite's. Each fit, on
+   buffer ∪ task: the teacher normalisation over its images (released `_compute_teacher_channel_stats`, suite
+   `fit_teacher`), `--cl-steps` lock-step steps of 1 image (the batch of both the released config and `inclad`),
+   step k of the run drawing from `torch.manual_seed(BASE_SEED + k)` on both sides, a fresh Adam per fit and no
+   learning-rate drop (a few steps of the first epoch), then the map quantiles over its images. Kept small (256 px
+   only): printed both R matrices, the image-score gap, each side's own buffer composition.
 """
 
 from __future__ import annotations
@@ -212,6 +220,83 @@ def same_weights(report: Report, args) -> None:
     quantiles_and_scores(report, det, side, train, test)
 
 
+def stream_images(stream, rows) -> torch.Tensor:
+    """[0, 1] images of (task, row) rows of the stream's training splits, channels-last, in order."""
+    return torch.cat([images(stream.trains[int(t)], [int(r)]) for t, r in rows]).contiguous(
+        memory_format=torch.channels_last)
+
+
+def suite_replay_side(det, stream):
+    """The suite's fit_samples cut into lock-step pieces: fit_teacher, the steps, fit_quantiles (holdout 0:
+    every image of the fit for both, as under `inclad`)."""
+    from replay import LockSide
+
+    taken = [0]
+
+    def begin(data):
+        det.fit_teacher(stream.samples(data))
+        opts = det.optimizers()
+
+        def step(rows):
+            torch.manual_seed(BASE_SEED + taken[0])
+            taken[0] += 1
+            det.student_.train(), det.ae_.train()
+            det.train_step(stream.samples(rows), opts)
+        return step
+
+    def end(data):
+        det._teacher_cache.clear()
+        det.fit_quantiles(stream.samples(data))
+
+    return LockSide(begin, lambda test: det.predict(test, list(range(len(test)))).scores, end)
+
+
+def released_replay_side(side: Released, stream):
+    """The released `EfficientAD.fit` with Lightning's loop replaced by lock-step steps of its own
+    `training_step` (a new Trainer per fit: a fresh Adam from its `configure_optimizers`)."""
+    from pyclad.models.efficientad.efficientad import _compute_map_quantiles, _compute_teacher_channel_stats
+    from replay import LockSide
+
+    taken, cpu, cfg = [0], torch.device("cpu"), side.model.config
+
+    def begin(data):
+        loader = side.model._normalization_loader(stream_images(stream, data))
+        side.arch.set_teacher_normalization(*_compute_teacher_channel_stats(side.arch, loader, cpu))
+        optimizer = side.model.module.configure_optimizers()["optimizer"]
+
+        def step(rows):
+            torch.manual_seed(BASE_SEED + taken[0])
+            taken[0] += 1
+            side.arch.train()
+            x = stream_images(stream, rows)
+            batch = (x, torch.zeros_like(x), torch.zeros(len(x), dtype=torch.bool))  # no penalty image
+            descend(optimizer, side.model.module.training_step(batch, 0))
+        return step
+
+    def end(data):
+        loader = side.model._normalization_loader(stream_images(stream, data))
+        side.arch.set_map_quantiles(*_compute_map_quantiles(side.arch, loader, cpu, cfg.map_quantile_low,
+                                                            cfg.map_quantile_high))
+
+    return LockSide(begin, lambda test: side.model.score_data(images(test, range(len(test)))), end)
+
+
+def stream_replay(report: Report, args, seed: int = 0) -> None:
+    """EfficientAD CL = Replay over the 3-task stream at 256 px (replay.replay_section), from the same weights,
+    the `inclad` batch a step."""
+    from harness import tiny_stream
+    from replay import replay_section
+
+    det = suite_detector("efficientad", SIZE, seed=seed)
+    det._lay_out_modules()  # what the suite's fit does before training
+    if det.holdout_fraction != 0:
+        raise SystemExit("error: the replay comparison needs holdout_fraction=0 (the released fit holds none out)")
+    side = released_side(det)
+    replay_section(report, "EfficientAD", det, tiny_stream(SIZE),
+                   lambda stream: (suite_replay_side(det, stream), released_replay_side(side, stream)), args,
+                   det.batch_size, seed)
+
+
 def main() -> None:
     warnings.filterwarnings("ignore", message="Detected call of")  # rates: no optimiser step is taken
     warnings.filterwarnings("ignore", message=".*self.log.*")  # the released training_step outside a Trainer
@@ -221,6 +306,7 @@ def main() -> None:
     augmentation(report)
     rates(report)
     same_weights(report, args)
+    stream_replay(report, args)
     report.print()
 
 

@@ -12,14 +12,21 @@ Both take one Adam step (the suite's lr and weight decay, InCLAD Table 7; the re
 read) on the same batch, then `--steps` more; printed: the first loss, the flows after one step, the image scores
 and maps. Own draws: the released flows drawn by their own code (global torch RNG) over `--seeds` seeds, the first
 loss compared as a distribution.
+CL = Replay over the 3-task stream (chip → disc → grain), same weights: the suite's Replay protocol beside upstream
+pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer (staged under `<folder>/pyCLAD`:
+tools/released/replay.py), `--cl-steps` lock-step Adam steps of 8 images (the `inclad` batch) per task, the
+released buffer's draw imposed on the suite's; the released network sees the suite's features of any task's rows
+(TaskRowsToFeatures); printed: both R matrices, the image-score gap, each side's own buffer composition.
 """
 
 from __future__ import annotations
 
 import torch
 
+import numpy as np
+
 from harness import Report, RowsToFeatures, compare_on_test, descend, lockstep, max_gap, mean_std, \
-    rows_tensor, run_sections, suite_detector
+    rows_tensor, run_sections, suite_detector, tiny_stream
 
 
 class PermutedFeatures(RowsToFeatures):
@@ -116,5 +123,55 @@ def own_draws(report: Report, train, _test, args) -> None:
     report.row(f"first loss, own draws ({args.seeds} seeds)", mean_std(losses["suite"]), mean_std(losses["released"]))
 
 
+def released_adam(det, arch) -> torch.optim.Optimizer:
+    """Table 7's Adam over the released flows (the released fastflow.py optimiser was not read)."""
+    return torch.optim.Adam([p for p in arch.parameters() if p.requires_grad], lr=det.lr,
+                            weight_decay=det.weight_decay)
+
+
+def replay_sides(det, arch, stream):
+    """(suite, released) LockSides: each fit a fresh Adam (the suite's training loop builds one per task, the
+    released fit a new Trainer), the released network fed (task, row) rows through TaskRowsToFeatures."""
+    from replay import LockSide, TaskRowsToFeatures, suite_side
+
+    features = TaskRowsToFeatures(det.extractor, stream.trains)
+    arch.feature_extractor = features
+
+    def begin_theirs(_data):
+        optimizer = released_adam(det, arch)
+
+        def step(rows):
+            arch.train()
+            descend(optimizer, arch.fastflow_loss(*arch.forward_train(torch.as_tensor(rows, dtype=torch.float32))))
+        return step
+
+    def theirs(test):
+        features.splits = [*stream.trains, test]
+        rows = np.stack([np.full(len(test), len(stream.trains)), np.arange(len(test))], 1)
+        arch.eval()
+        with torch.no_grad():
+            scores = arch(torch.as_tensor(rows, dtype=torch.float32))[1]
+        features.splits = list(stream.trains)
+        return scores.numpy()
+
+    return suite_side(det, stream, [det.net_]), LockSide(begin_theirs, theirs)
+
+
+def stream_replay(report: Report, _train, _test, args, seed: int = 0) -> None:
+    """FastFlow CL = Replay over the 3-task stream (replay.replay_section), from the same flows, the `inclad`
+    batch a step."""
+    from replay import replay_section
+
+    tasks = tiny_stream(args.size)
+    det = suite_detector("fastflow", args.size, seed=seed)
+    if not all(flow.steps[0].permute_after for flow in det.net_.flows):
+        raise SystemExit("error: the replay comparison copies the flows as they are: it needs permute=after")
+    det._lay_out_modules()  # what the suite's fit does before training
+    arch = released_arch(det, tasks[0][0], args.size)
+    copy_flows(det, arch, tasks[0][0])
+    replay_section(report, "FastFlow", det, tasks, lambda stream: replay_sides(det, arch, stream), args,
+                   det.batch_size, seed)
+
+
 if __name__ == "__main__":
-    run_sections(__doc__, "fastflow", "routing-cad-icdm", same_weights, own_draws)
+    run_sections(__doc__, "fastflow", "routing-cad-icdm", same_weights, own_draws, stream_replay)

@@ -13,6 +13,12 @@
    `GeneratorLoss`/`DiscriminatorLoss` as its `training_step` calls them), the weights after one Adam step of
    each (the released `training_step` done by hand: generator then discriminator), then in eval mode the image
    scores and the maps cropped back to the image size.
+4. CL = Replay over the 3-task stream (chip → disc → grain), same weights, at `--size`: the suite's Replay protocol
+   beside upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer (staged under
+   `<folder>/pyCLAD`: tools/released/replay.py), `--cl-steps` lock-step updates (the released `training_step` by
+   hand, as in 3) of 8 images per task (not the `inclad` batch of 16: 8 as every other replay comparison), the
+   released buffer's draw imposed on the suite's; printed: both R matrices (released scores: mean over the
+   latent; the suite's sum / latent size), the image-score gap, each side's own buffer composition.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness import Report, arguments, copy_by_order, max_gap, suite_detector, tiny_task, use_released
+from harness import Report, arguments, copy_by_order, max_gap, suite_detector, tiny_stream, tiny_task, use_released
 
 FEATURES, LATENT = 8, 100
 PADDED_SIZES = (100, 224)  # run as 128 and 256 px by both sides
+CL_BATCH = 8  # images per lock-step update of the replay comparison
 
 
 def released_arch(size: int, init: bool = True):
@@ -184,6 +191,44 @@ def padded(report: Report, size: int) -> None:
                max_gap(pred.maps, maps))
 
 
+def replay_sides(det, arch, stream):
+    """(suite, released) LockSides: each fit fresh Adams for the generator and discriminator (the suite's
+    training loop builds them per task, the released fit a new Trainer); the released update is its
+    `training_step` done by hand (`released_step`)."""
+    from replay import LockSide, suite_side
+
+    def begin_theirs(_data):
+        opt_g = torch.optim.Adam(arch.generator.parameters(), lr=det.lr, betas=det.betas)
+        opt_d = torch.optim.Adam(arch.discriminator.parameters(), lr=det.lr, betas=det.betas)
+
+        def step(rows):
+            arch.train()
+            released_step(arch, det.scale(det.extractor.samples(stream.samples(rows))), opt_g, opt_d)
+        return step
+
+    def theirs(test):
+        arch.eval()
+        with torch.no_grad():
+            return arch(det.scale(det.extractor(test, list(range(len(test))))))[1].numpy()
+
+    ours = suite_side(det, stream, [det.generator_, det.discriminator_], scale=1 / LATENT)
+    return ours, LockSide(begin_theirs, theirs)
+
+
+def stream_replay(report: Report, args, seed: int = 0) -> None:
+    """GANomaly CL = Replay over the 3-task stream (replay.replay_section), from the same weights, CL_BATCH
+    images an update."""
+    from replay import replay_section
+
+    det = suite_detector("ganomaly", args.size, seed=seed, n_features=FEATURES, latent=LATENT)
+    det._lay_out_modules()  # what the suite's fit does before training (GANomaly keeps the contiguous layout)
+    arch = released_arch(args.size)
+    copy_by_order(det.generator_.state_dict(), [arch.generator])
+    copy_by_order(det.discriminator_.state_dict(), [arch.discriminator])
+    replay_section(report, "GANomaly", det, tiny_stream(args.size), lambda stream: replay_sides(det, arch, stream),
+                   args, CL_BATCH, seed, " (suite / latent size)")
+
+
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
     use_released(args.released, "InCLAD-benchmark")
@@ -193,6 +238,7 @@ def main() -> None:
     same_weights(report, test, args.size)
     for size in PADDED_SIZES:
         padded(report, size)
+    stream_replay(report, args)
     report.print()
 
 

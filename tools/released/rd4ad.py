@@ -111,17 +111,20 @@ def same_weights(report: Report, train, test, args) -> None:
 
 
 def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = True) -> None:
-    """RD4AD CL = Replay over the 3-task stream (replay.replay_side_by_side): the suite's `--protocol cl`
-    (Replay, floor shares, capacity round(0.2 × 16) = 3) beside ReplayEnhancedStrategy with a buffer of 3, from
-    the same weights; each released fit a fresh Adam, as each suite task. `channels_last=False`: the suite's
-    network in the released code's layout."""
-    from replay import ReleasedSide, SuiteSide, replay_side_by_side
+    """RD4AD CL = Replay over the 3-task stream (replay.replay_section), from the same weights, 8 images a step;
+    each released fit a fresh Adam, as each suite task. `channels_last=False`: the suite's network in the released
+    code's layout."""
+    from replay import image_side, replay_section, suite_side
 
     det, arch = same_start(args.size, seed, channels_last)
-    released = ReleasedSide(new_step=lambda: functools.partial(released_step, arch, released_optimizer(arch)),
-                            scores=functools.partial(released_scores, arch))
+
+    def sides(stream):
+        new_step = lambda: functools.partial(released_step, arch, released_optimizer(arch))  # noqa: E731
+        return (suite_side(det, stream, [det.net_]),
+                image_side(new_step, stream, functools.partial(released_scores, arch)))
+
     label = "RD4AD" if channels_last else "RD4AD (suite contiguous)"
-    replay_side_by_side(report, label, SuiteSide(det, det.net_), released, tiny_stream(args.size), args, seed)
+    replay_section(report, label, det, tiny_stream(args.size), sides, args, batch=8, seed=seed)
 
 
 def main() -> None:

@@ -139,113 +139,151 @@ class TaskRowsToFeatures(torch.nn.Module):
         return [torch.cat(layer) for layer in zip(*parts)]
 
 
-class LockstepModel:
-    """A released Lightning model inside upstream's ReplayEnhancedStrategy (it calls only `fit`), its fit replaced
-    by lock-step steps: `steps` steps of `batch` rows in `shared_order` (seeded by the number of fits so far, as
-    the suite's side), the images loaded as the suite loads them. `new_step()` returns a step(images) -> loss on a
-    fresh optimiser: every released fit builds a new Trainer and so calls `configure_optimizers` again."""
-
-    def __init__(self, stream: Stream, new_step, steps: int, batch: int):
-        self.stream, self.new_step, self.steps, self.batch = stream, new_step, steps, batch
-        self.fits: list[int] = []  # training-set size of each fit
-
-    def fit(self, data: np.ndarray) -> None:
-        from bench.training.loop import sample_images
-
-        step = self.new_step()
-        for rows in step_batches(shared_order(data, len(self.fits)), self.batch, self.steps):
-            step(sample_images(self.stream.samples(rows), torch.device("cpu")))
-        self.fits.append(len(data))
+# --- a lock-step replay run for any gradient-trained detector (FastFlow, GANomaly, EfficientAD adapters) -----------
 
 
-@dataclass(frozen=True)
-class ReleasedSide:
-    """What the generic replay comparison needs of a released model: `new_step()` (see LockstepModel) and
-    `scores(test)`, the released image scores of a test split (numpy)."""
+@dataclass
+class LockSide:
+    """One side of a lock-step replay run. `begin(data)` is called at each fit (one per task, on buffer ∪ task: `data`
+    its [N, 2] (task, row) rows) and returns the step taking one batch of such rows (a fresh optimiser per fit, as
+    both sides build one; statistics over `data` the training needs, e.g. EfficientAD's teacher normalisation, are
+    taken here); `end(data)`, if given, runs after the steps (e.g. EfficientAD's map quantiles);
+    `scores(test)` scores a test split's images."""
 
-    new_step: object
+    begin: object
     scores: object
+    end: object = None
 
 
-@dataclass(frozen=True)
-class SuiteSide:
-    """The suite's detector (built, weights equal to the released side's), the module its steps train
-    (switched to train mode before each step, as the training loop does) and the factor that puts its image
-    scores on the released scale."""
+@dataclass
+class ReplayRun:
+    """Both R matrices of a replay run, each side's own buffer composition after each task, and the image-score
+    gap over every cell (`score_gap`, scores put on the released scale by the suite side's `scores`)."""
 
-    det: object
-    net: torch.nn.Module
-    scale: float = 1.0
+    ours: np.ndarray
+    theirs: np.ndarray
+    own: list
+    contents: list
+    score_gap: float
 
 
-def released_replay_r(side: ReleasedSide, stream: Stream, tasks, capacity: int, steps: int, batch: int,
-                      seen: list):
-    """R of upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer(RandomSelection(),
-    capacity) around a LockstepModel; returns R and the buffer's content after each task (`snapshot`)."""
+def lock_fit(side: LockSide, stream: Stream, calls: list, batch: int, steps: int):
+    """The fit both sides' replay calls: `steps` steps over `shared_order` of the fit's data (seeded by the call's
+    index, the same on both sides), then `side.end`."""
+    def fit(data) -> None:
+        data = np.asarray(data, dtype=np.int64).reshape(-1, 2)
+        step = side.begin(data)
+        for rows in step_batches(shared_order(data, len(calls)), batch, steps):
+            step(rows)
+        if side.end is not None:
+            side.end(data)
+        calls.append(len(data))
+    return fit
+
+
+def released_replay(stream: Stream, tasks: list, side: LockSide, batch: int, steps: int, capacity: int,
+                    seen: list):
+    """R of upstream pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer around a model whose
+    fit is `lock_fit` of `side`; returns R and the buffer after each task (task → rows)."""
+    from types import SimpleNamespace
+
     from harness import r_matrix
     from pyclad.strategies.replay.replay import ReplayEnhancedStrategy
 
     buffer = released_buffer(capacity)
-    strategy, contents = ReplayEnhancedStrategy(LockstepModel(stream, side.new_step, steps, batch), buffer), []
+    model = SimpleNamespace(fit=lock_fit(side, stream, [], batch, steps))  # the strategy calls only fit
+    strategy, contents = ReplayEnhancedStrategy(model, buffer), []
 
-    def learn(i, train):
+    def learn(i, _train):
         strategy.learn(stream.rows(i))
         contents.append(snapshot(buffer, stream))
 
     return r_matrix(tasks, learn, recorded(side.scores, seen)), contents
 
 
-def suite_replay_r(side: SuiteSide, protocol, stream: Stream, tasks, contents: list, steps: int, batch: int,
-                   seen: list):
-    """R of the suite's Replay protocol (bench/image/protocols.py) with the detector's fit replaced by the same
-    lock-step steps (a fresh optimiser per task, as the suite's training loop builds it) and its buffer given the
-    released content after each task; returns R and its own composition after each task, before the imposition."""
+def suite_replay(det, protocol, stream: Stream, tasks: list, side: LockSide, batch: int, steps: int,
+                 contents: list, seen: list):
+    """R of the suite's Replay protocol (bench/image/protocols.py) with `det.fit_samples` replaced by `lock_fit`
+    of `side` and its buffer given the released content after each task; returns R and its own composition."""
     from harness import r_matrix
 
-    det, calls, own = side.det, [], []
+    fit = lock_fit(side, stream, [], batch, steps)
 
     def fit_samples(samples, _seed):
-        opts = det.optimizers()
-        for rows in step_batches(shared_order(stream.data(samples), len(calls)), batch, steps):
-            side.net.train()
-            det.train_step(stream.samples(rows), opts)
-        calls.append(len(samples))
+        fit(stream.data(samples))
         return det
 
     det.fit_samples = fit_samples
+    own = []
 
     def learn(i, train):
         protocol.learn(train, i)
         own.append(composition(protocol.buffer_.items_))
         impose(protocol.buffer_, contents[i])
 
-    def scores(test):
-        return det.predict(test, list(range(len(test)))).scores * side.scale
-
-    return r_matrix(tasks, learn, recorded(scores, seen)), own
+    return r_matrix(tasks, learn, recorded(side.scores, seen)), own
 
 
-def replay_side_by_side(report, label: str, suite: SuiteSide, released: ReleasedSide, tasks, args,
-                        seed: int = 0, batch: int = 8) -> None:
-    """CL = Replay over the 3-task stream `tasks`: the suite's `--protocol cl` (Replay, its capacity rule) beside
-    upstream's ReplayEnhancedStrategy with a buffer of the same capacity, both sides from the weights they hold
-    now, `args.cl_steps` lock-step steps of `batch` images per task over the same training set, the released
-    buffer's seeded draw imposed on the suite's after each task. Prints each side's own buffer composition, both
-    R matrices, their largest cell difference and the image scores' largest gap."""
+def replay_run(det, protocol, stream: Stream, tasks: list, sides: tuple, batch: int, steps: int,
+               seed: int = 0) -> ReplayRun:
+    """Both sides over the stream: the released first (Python's `random` seeded), then the suite's with the
+    released buffer imposed; `sides` = (suite LockSide, released LockSide), from the same weights."""
+    ours_side, theirs_side = sides
+    seed_python(seed)
+    seen_theirs, seen_ours = [], []
+    theirs, contents = released_replay(stream, tasks, theirs_side, batch, steps, det.replay_size, seen_theirs)
+    ours, own = suite_replay(det, protocol, stream, tasks, ours_side, batch, steps, contents, seen_ours)
+    return ReplayRun(ours, theirs, own, [composition(c) for c in contents], score_gap(seen_ours, seen_theirs))
+
+
+def print_replay(report, name: str, run: ReplayRun, capacity: int, steps: int, batch: int, scale: str) -> None:
+    """The buffer compositions, both R matrices with their largest cell gap, and the image-score gap."""
     from harness import print_matrices
+
+    report.note(f"{name} replay buffer after each task (capacity {capacity}): suite's own draw "
+                f"[{'; '.join(run.own)}], released [{'; '.join(run.contents)}]")
+    print_matrices(report, f"{name} CL = Replay, {steps} steps of {batch} per task", run.ours, run.theirs)
+    report.row(f"{name} replay: image scores{scale}, all cells, max |Δ| / max", "", "", run.score_gap)
+
+
+def suite_side(det, stream: Stream, modules, scale: float = 1.0) -> LockSide:
+    """The suite's side of a lock-step replay run for a detector trained by `det.train_step`: each fit a fresh
+    `det.optimizers()` (the suite's training loop builds them per task), `modules` switched to train mode before
+    each step (as the loop does), image scores × `scale` (the released scale)."""
+    def begin(_data):
+        opts = det.optimizers()
+
+        def step(rows):
+            for module in modules:
+                module.train()
+            det.train_step(stream.samples(rows), opts)
+        return step
+
+    return LockSide(begin, lambda test: det.predict(test, list(range(len(test)))).scores * scale)
+
+
+def image_side(new_step, stream: Stream, scores) -> LockSide:
+    """The released side for a network trained on images: `new_step()` returns step(images) on a fresh optimiser
+    (every released fit builds a new Trainer, so `configure_optimizers` runs again); the images are loaded as the
+    suite loads them; `scores(test)` gives the released image scores of a test split."""
+    from bench.training.loop import sample_images
+
+    def begin(_data):
+        step = new_step()
+        return lambda rows: step(sample_images(stream.samples(rows), torch.device("cpu")))
+
+    return LockSide(begin, scores)
+
+
+def replay_section(report, name: str, det, tasks: list, sides_of, args, batch: int, seed: int = 0,
+                   scale: str = "") -> None:
+    """CL = Replay over `tasks` (harness.tiny_stream), printed: the suite's `--protocol cl` (Replay, floor shares,
+    its capacity rule) beside upstream's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer of that capacity,
+    from the weights both sides hold now; `sides_of(stream)` gives the (suite, released) LockSides."""
     from bench.image.protocols import make_protocol
 
     use_upstream(args.released)
     stream = Stream([train for train, _ in tasks])
-    protocol = make_protocol("cl", suite.det, seed, [len(s) for s in stream.trains])
-    capacity = suite.det.replay_size
-    seed_python(seed)
-    seen_theirs, seen_ours = [], []
-    theirs, contents = released_replay_r(released, stream, tasks, capacity, args.cl_steps, batch, seen_theirs)
-    ours, own = suite_replay_r(suite, protocol, stream, tasks, contents, args.cl_steps, batch, seen_ours)
-    report.note(f"{label} replay buffer after each task (capacity {capacity}): suite's own draw "
-                f"[{'; '.join(own)}], released [{'; '.join(composition(c) for c in contents)}]")
-    print_matrices(report, f"{label} CL = Replay, {args.cl_steps} steps per task", ours, theirs)
-    scaled = "" if suite.scale == 1 else f" × {suite.scale:g}"
-    report.row(f"{label} replay: image scores{scaled}, all cells, max |Δ| / max", "", "",
-               score_gap(seen_ours, seen_theirs))
+    protocol = make_protocol("cl", det, seed, [len(s) for s in stream.trains])
+    run = replay_run(det, protocol, stream, tasks, sides_of(stream), batch, args.cl_steps, seed)
+    print_replay(report, name, run, det.replay_size, args.cl_steps, batch, scale)

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from harness import Report, arguments, copy_into, max_gap, mean_std, print_matrices, r_matrix, roc_auc, state_gap, \
@@ -140,85 +142,26 @@ def stream_ncl(report: Report, args) -> None:
     print_matrices(report, f"STFPM NCL, {args.cl_steps} steps per task", ours_r, theirs_r)
 
 
-def released_replay_matrix(model, stream, tasks, args, capacity: int, seen: list):
-    """R of upstream pyCLAD v0.3.0's ReplayEnhancedStrategy (what InCLAD ran as `replay`) around the released
-    STFPM, whose Lightning fit is replaced by lock-step SGD steps; returns R and the buffer after each task."""
-    from pyclad.strategies.replay.replay import ReplayEnhancedStrategy
-    from replay import recorded, released_buffer, shared_order, snapshot, step_batches
-    from bench.training.loop import sample_images
+def stream_replay(report: Report, args, seed: int = 0) -> None:
+    """STFPM CL = Replay over the 3-task stream (replay.replay_section), from the same weights, BATCH images a
+    step; each released fit a fresh optimiser from its `configure_optimizers`, as each suite task; the suite's
+    scores × 8 (½ per layer)."""
+    from replay import image_side, replay_section, suite_side
 
-    calls = []
+    det = suite_detector("stfpm", args.size, seed=seed)
+    det._lay_out_modules()
+    model = released_model(contiguous_state(det.extractor.model), contiguous_state(det.student_), args.size)
 
-    def fit(data):
-        optimizer = model.module.configure_optimizers()  # every released fit builds a new Trainer and optimiser
-        for rows in step_batches(shared_order(data, len(calls)), BATCH, args.cl_steps):
-            released_step(model.module, optimizer, sample_images(stream.samples(rows), torch.device("cpu")))
-        calls.append(len(data))
-
-    model.fit = fit
-    buffer = released_buffer(capacity)
-    strategy, contents = ReplayEnhancedStrategy(model, buffer), []
-
-    def learn(i, train):
-        strategy.learn(stream.rows(i))
-        contents.append(snapshot(buffer, stream))
+    def new_step():
+        return functools.partial(released_step, model.module, model.module.configure_optimizers())
 
     def scores(test):
         return model._batch_score_maps(test.load_images(list(range(len(test))))).flatten(1).amax(1).numpy()
 
-    return r_matrix(tasks, learn, recorded(scores, seen)), contents
+    def sides(stream):
+        return suite_side(det, stream, [det.student_], scale=8.0), image_side(new_step, stream, scores)
 
-
-def suite_replay_matrix(det, protocol, stream, tasks, args, contents, seen: list):
-    """R of the suite's Replay protocol (bench/image/protocols.py), its fit replaced by the same lock-step steps
-    and its buffer given the released content after each task; returns R and its own composition per task."""
-    from replay import composition, impose, recorded, shared_order, step_batches
-
-    calls, own = [], []
-
-    def fit_samples(samples, _seed):
-        opts = det.optimizers()  # a fresh optimiser per task, as the suite's training loop builds it
-        for rows in step_batches(shared_order(stream.data(samples), len(calls)), BATCH, args.cl_steps):
-            det.student_.train()
-            det.train_step(stream.samples(rows), opts)
-        calls.append(len(samples))
-        return det
-
-    det.fit_samples = fit_samples
-
-    def learn(i, train):
-        protocol.learn(train, i)
-        own.append(composition(protocol.buffer_.items_))
-        impose(protocol.buffer_, contents[i])
-
-    scores = recorded(lambda test: det.predict(test, list(range(len(test)))).scores * 8, seen)  # ½ per layer
-    return r_matrix(tasks, learn, scores), own
-
-
-def stream_replay(report: Report, args, seed: int = 0) -> None:
-    """STFPM CL = Replay over the 3-task stream: the suite's `--protocol cl` (Replay, floor shares, capacity by
-    its rule: round(0.2 × 16) = 3) beside pyCLAD v0.3.0's ReplayEnhancedStrategy + AdaptiveBalancedReplayBuffer
-    of the same capacity, same weights, `--cl-steps` lock-step SGD steps of 8 images per task over the same
-    training set (tools/released/replay.py: the released buffer's random draw, seeded, imposed on the suite's)."""
-    from bench.image.protocols import make_protocol
-    from replay import Stream, composition, score_gap, seed_python, use_upstream
-
-    use_upstream(args.released)
-    tasks = tiny_stream(args.size)
-    stream = Stream([train for train, _ in tasks])
-    det = suite_detector("stfpm", args.size, seed=seed)
-    det._lay_out_modules()
-    protocol = make_protocol("cl", det, seed, [len(s) for s in stream.trains])
-    model = released_model(contiguous_state(det.extractor.model), contiguous_state(det.student_), args.size)
-    seed_python(seed)
-    seen_theirs, seen_ours = [], []
-    theirs, contents = released_replay_matrix(model, stream, tasks, args, det.replay_size, seen_theirs)
-    ours, own = suite_replay_matrix(det, protocol, stream, tasks, args, contents, seen_ours)
-    report.note(f"STFPM replay buffer after each task (capacity {det.replay_size}): suite's own draw "
-                f"[{'; '.join(own)}], released [{'; '.join(composition(c) for c in contents)}]")
-    print_matrices(report, f"STFPM CL = Replay, {args.cl_steps} steps per task", ours, theirs)
-    report.row("STFPM replay: image scores × 8, all cells, max |Δ| / max", "", "",
-               score_gap(seen_ours, seen_theirs))
+    replay_section(report, "STFPM", det, tiny_stream(args.size), sides, args, BATCH, seed, " × 8")
 
 
 def main() -> None:
