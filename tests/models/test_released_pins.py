@@ -231,7 +231,7 @@ def _released_adaptive_balanced(sizes: list[int], max_size: int, rng) -> list[li
 @pytest.mark.parametrize("capacity", [3, 48, 7])
 @pytest.mark.parametrize("sizes", [[16, 16, 16], [60, 200, 391, 10], [1, 5, 2, 40]])
 def test_replay_floor_shares_equal_pyclad_adaptive_balanced_buffer(sizes, capacity):
-    """What tools/released/{cfa,stfpm}.py's replay runs showed (buffers after chip, disc, grain at capacity 3:
+    """What every replay run of tools/released/ showed (buffers after chip, disc, grain at capacity 3:
     chip 3; chip 1, disc 1; chip 1, disc 1, grain 1 on both sides): the suite's `replay_share=floor` buffer keeps
     as many items per task as pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer after every task, and, as the released
     re-draw of a task's kept items, only ever drops items of a task (each kept set within the previous one)."""
