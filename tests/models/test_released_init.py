@@ -199,7 +199,8 @@ BUMPED = {"stfpm": {"epochs": 1, "batch_size": 8}, "paste": {"epochs": 1, "batch
           "ganomaly": {"epochs": 1, "batch_size": 8, "n_features": 4},  # 4: inputs padded to a power of two
           "efficientad": {"epochs": 1, "batch_size": 4, "out_channels": 8},
           "fastflow": {"epochs": 1, "batch_size": 8, "flow_steps": 2},  # 4: the released step's permutation order
-          "patchcore": {}, "padim": {}, "cfa": {"epochs": 1}}  # 4: scipy's blur borders (rd4ad: 6); cfa 5: CL bank order
+          "patchcore": {}, "padim": {},  # 4: scipy's blur borders (rd4ad: 6, the same)
+          "cfa": {"epochs": 1}}  # 5: CL's training bank over the buffer, then the task
 
 
 @pytest.mark.parametrize("model", sorted(BUMPED))

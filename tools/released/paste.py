@@ -20,8 +20,8 @@ import functools
 
 import torch
 
-from harness import Report, arguments, copy_by_order, descend, lockstep, max_gap, roc_auc, state_gap, \
-    suite_detector, tiny_stream, tiny_task, use_released
+from harness import Report, arguments, copy_by_order, descend, lockstep, max_gap, released_image_scores, roc_auc, \
+    state_gap, suite_detector, tiny_stream, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -51,13 +51,6 @@ def released_step(arch, optimizer, images: torch.Tensor) -> float:
     """One step of the released `PaSTeModule.training_step`, optimised as Lightning does."""
     arch.train()
     return descend(optimizer, arch.feature_loss(*arch.forward_train(images)))
-
-
-def released_scores(arch, test):
-    """The released image scores of a test split (`post_process`: max of the product map)."""
-    arch.eval()
-    with torch.no_grad():
-        return arch(test.load_images(list(range(len(test)))))[1].numpy()
 
 
 def same_weights(report: Report, train, test, args) -> None:
@@ -96,7 +89,7 @@ def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = Tru
     def sides(stream):
         new_step = lambda: functools.partial(released_step, arch, released_optimizer(arch))  # noqa: E731
         return (suite_side(det, stream, [det.student_], scale=8.0),
-                image_side(new_step, stream, functools.partial(released_scores, arch)))
+                image_side(new_step, stream, functools.partial(released_image_scores, arch)))
 
     label = "PaSTe" if channels_last else "PaSTe (suite contiguous)"
     replay_section(report, label, det, tiny_stream(args.size), sides, args, batch=8, seed=seed, scale=" × 8")

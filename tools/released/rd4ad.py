@@ -22,8 +22,8 @@ import functools
 import torch
 from torch import nn
 
-from harness import Report, arguments, copy_by_order, copy_into, descend, lockstep, max_gap, roc_auc, \
-    state_gap, suite_detector, tiny_stream, tiny_task, use_released
+from harness import Report, arguments, copy_by_order, copy_into, descend, lockstep, max_gap, released_image_scores, \
+    roc_auc, state_gap, suite_detector, tiny_stream, tiny_task, use_released
 
 
 def released_arch(size: int):
@@ -82,13 +82,6 @@ def released_step(arch, optimizer, images: torch.Tensor) -> float:
     return descend(optimizer, arch.cosine_loss(teacher, student))
 
 
-def released_scores(arch, test):
-    """The released image scores of a test split (`post_process`: max of the map)."""
-    arch.eval()
-    with torch.no_grad():
-        return arch(test.load_images(list(range(len(test)))))[1].numpy()
-
-
 def same_weights(report: Report, train, test, args) -> None:
     det, arch = same_start(args.size)
     optimizer = released_optimizer(arch)
@@ -121,7 +114,7 @@ def stream_replay(report: Report, args, seed: int = 0, channels_last: bool = Tru
     def sides(stream):
         new_step = lambda: functools.partial(released_step, arch, released_optimizer(arch))  # noqa: E731
         return (suite_side(det, stream, [det.net_]),
-                image_side(new_step, stream, functools.partial(released_scores, arch)))
+                image_side(new_step, stream, functools.partial(released_image_scores, arch)))
 
     label = "RD4AD" if channels_last else "RD4AD (suite contiguous)"
     replay_section(report, label, det, tiny_stream(args.size), sides, args, batch=8, seed=seed)

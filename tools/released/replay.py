@@ -1,11 +1,13 @@
-"""Replay side by side: what the replay adapters (`cfa.py`'s CFA-CL, `stfpm.py`'s replay) share.
+"""Replay side by side: what the replay adapters share (CFA-CL in `cfa.py`; CL = Replay of every gradient-trained
+detector through `replay_section`: `stfpm.py`, `rd4ad.py`, `paste.py`, `fastflow.py`, `ganomaly.py`,
+`efficientad.py`).
 
 The released replay is upstream pyCLAD v0.3.0's (the version InCLAD ran; lifelonglab/pyCLAD at tag v0.3.0):
 `strategies/replay/replay.py` (`ReplayEnhancedStrategy`: fit on buffer ∪ task, then update the buffer),
 `strategies/replay/buffers/{buffer,adaptive_balanced}.py` (`AdaptiveBalancedReplayBuffer`: after each task every
 task keeps ⌊max_size / tasks⌋ items), `strategies/replay/selection/{selection,random}.py` (`RandomSelection`:
-`random.sample` on Python's global generator), `strategies/strategy.py` and `output/output_writer.py` (the base classes),
-staged as `<folder>/pyCLAD/src/pyclad/...`. InCLAD's fork (routing-cad-icdm) imports
+`random.sample` on Python's global generator), `strategies/strategy.py` and `output/output_writer.py` (the base
+classes), staged as `<folder>/pyCLAD/src/pyclad/...`. InCLAD's fork (routing-cad-icdm) imports
 `pyclad.strategies.replay.buffers.buffer` in `strategies/vision/cfa_cl.py:8` and builds CFA-CL and replay with
 `AdaptiveBalancedReplayBuffer(selection_method=RandomSelection(), max_size=...)`, but the fork's index holds
 none of those files: upstream's are used (`use_upstream`), not stand-ins.
@@ -15,8 +17,9 @@ seeds once per run: `set_global_seeds` in examples/clvad/run_continual_visual_ad
 numpy permutation: different streams. The released side runs first (`random` seeded here the same way), and the
 suite's buffer is then given the released buffer's content after each task (`impose`), in the released order;
 each side's own share arithmetic is printed beside (`composition`). Training is lock-step: both sides take
-`--cl-steps` steps per task over the same batches of the same training set (`shared_order`: sorted by (task, row), then one seeded permutation, standing in for either
-side's shuffled loader). What each side computes from the set itself (its order, the banks) is its own code.
+`--cl-steps` steps per task over the same batches of the same training set (`shared_order`: sorted by (task, row),
+then one seeded permutation, standing in for either side's shuffled loader). What each side computes from the set
+itself (its order, the banks) is its own code.
 """
 
 from __future__ import annotations
