@@ -184,10 +184,10 @@ def test_cumulative_trains_on_everything_so_far(tiny_root, monkeypatch):
 # - STFPM and PaSTe (torchvision student start, PaSTe's quick 10 epochs at lr 0.01; seeds 0-2 × 1, 2 threads,
 #   2026-12-07, code of commit 972dd32 for both, 2-core CI-class machine): STFPM checker/chip 1.0, disc
 #   0.906-1.0, grain 0.812-0.984, stripes 0.562-0.906 (its floor: WEAK); PaSTe checker 0.953-1.0, chip 0.984-1.0,
-#   disc 0.922-1.0, grain 0.953-1.0, stripes 0.672-0.844 (its floor: WEAK; seed 2 at two threads not measured).
+#   disc 0.922-1.0, grain 0.953-1.0, stripes 0.672-0.844 (its floor: WEAK; seed 2 at two threads at e920b29).
 # - FastFlow version 4 (permute after the coupling; seeds 0-2 × 1, 2 threads, 2026-12-07, commit 3395089): 1.0 on
-#   every task. RD4AD version 6 (seed 0 at 1 and 2 threads, seed 1 at 1 thread, same date and commit): chip/grain
-#   1.0, disc 0.984-1.0, stripes 0.875-0.953, checker 0.625-0.703 (at seeds 0-4 of commit 7aa61eb's RD4AD
+#   every task. RD4AD version 6 (seed 0 at 1 and 2 threads, seed 1 at 1 thread, same date and commit; seed 1 at 2
+#   threads at e920b29): chip/grain 1.0, disc 0.984-1.0, stripes 0.859-0.953, checker 0.625-0.703 (at seeds 0-4 of commit 7aa61eb's RD4AD
 #   0.359-0.75, at some seeds no better than its untrained network: not asserted).
 # PaSTe's student shares the teacher's stem and, with a random-init teacher, learns to reproduce it, anomalies
 # included (docs/models.md has the sweep that chose its quick setting).
@@ -217,9 +217,9 @@ def test_learns_every_synthetic_task_with_quick_settings(tiny_root, model):
 # Held-out textures (tests/textures.py: none of the synthetic tasks the quick settings were chosen on). What holds
 # across the spread is that training beats the same network untrained (its `build` only) by a margin, and that the
 # loss falls; the AUROC itself does not. STFPM clouds 0.781-0.859 (untrained 0.422-0.516, gap at least 0.281) and
-# PaSTe clouds 0.797-0.828 (untrained 0.672-0.938, gap down to -0.126 at seed 2: not asserted, reported), both as
-# measured above; RD4AD clouds after 30 epochs 0.703-0.75 (untrained 0.5-0.641, gap at least 0.062; commit
-# 3395089, the cases above) and FastFlow weave 1.0 (untrained at most 0.906, gap 0.094; commit 7aa61eb).
+# PaSTe clouds 0.797-0.844 (untrained 0.672-0.938, gap down to -0.126 at seed 2: not asserted, reported), both as
+# measured above; RD4AD clouds after 30 epochs 0.703-0.875 (untrained 0.5-0.641, gap at least 0.062; commits
+# 3395089 and e920b29, the cases above) and FastFlow weave 1.0 (untrained at most 0.906, gap 0.094; commit 7aa61eb).
 HELD_OUT = {"stfpm": ("clouds", 0.1), "fastflow": ("weave", 0.05), "paste": ("clouds", None),
             "rd4ad": ("clouds", 0.05)}
 HELD_OUT_SETTINGS = {"rd4ad": {"epochs": 30}}
@@ -255,7 +255,8 @@ def test_learns_a_held_out_texture(texture_root, model):
 
 # PaSTe under `inclad` (first-layer loss un-normalised, torchvision student start, quick 10 epochs at lr 0.01):
 # BWT NCL / Replay on this 3-task stream, seeds 0-2 × 1, 2 threads: −0.078/0.0, −0.068/0.0, −0.068/−0.104,
-# −0.052/−0.104, −0.068/−0.115 — replay helps at seed 0 and hurts at seeds 1-2, within the noise of 8 + 8 test
+# −0.052/−0.104, −0.068/−0.115, −0.073/−0.115 (seed 2, two threads, e920b29) — replay helps at seed 0 and hurts at
+# seeds 1-2, within the noise of 8 + 8 test
 # images. The test still runs it and reports the figures (xfail when replay does not help); it asserts the others.
 REPLAY_NOTHING_TO_RECOVER = {"paste"}
 
