@@ -256,8 +256,8 @@ def test_learns_a_held_out_texture(texture_root, model):
 # PaSTe under `inclad` (first-layer loss un-normalised, torchvision student start, quick 10 epochs at lr 0.01):
 # BWT NCL / Replay on this 3-task stream, seeds 0-2 × 1, 2 threads: −0.078/0.0, −0.068/0.0, −0.068/−0.104,
 # −0.052/−0.104, −0.068/−0.115, −0.073/−0.115 (seed 2, two threads, e920b29) — replay helps at seed 0 and hurts at
-# seeds 1-2, within the noise of 8 + 8 test
-# images. The test still runs it and reports the figures (xfail when replay does not help); it asserts the others.
+# seeds 1-2, within the noise of 8 + 8 test images. The test still runs it and reports the figures (xfail when
+# replay does not help); it asserts the others.
 REPLAY_NOTHING_TO_RECOVER = {"paste"}
 
 
