@@ -161,19 +161,16 @@ def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
     pyCLAD v0.3.0's AdaptiveBalancedReplayBuffer; its Lightning fit replaced by lock-step steps. Returns R and the
     buffer's content after each task; every cell's image scores are appended to `seen`."""
     from pyclad.strategies.vision.cfa_cl import CFACLStrategy
-    from replay import recorded, released_buffer, shared_order, snapshot, step_batches
+    from replay import LockSide, lock_fit, recorded, released_buffer, snapshot
 
-    calls = []
-
-    def fit_descriptor_only(data):
+    def begin(_data):
         model._ensure_fitted()
         optimizer = model.module.configure_optimizers()  # a new Trainer per call: a fresh optimiser
         model.module.train()
-        for rows in step_batches(shared_order(data, len(calls)), CL_BATCH, args.cl_steps):
-            descend(optimizer, model.module.network.forward_train(torch.as_tensor(rows, dtype=torch.float32)))
-        calls.append(len(data))
+        return lambda rows: descend(optimizer,
+                                    model.module.network.forward_train(torch.as_tensor(rows, dtype=torch.float32)))
 
-    model.fit_descriptor_only = fit_descriptor_only
+    model.fit_descriptor_only = lock_fit(LockSide(begin, None), stream, [], CL_BATCH, args.cl_steps)
     buffer = released_buffer(capacity)
     strategy, contents = CFACLStrategy(model, buffer), []
     features = model.module.network.feature_extractor
@@ -195,19 +192,27 @@ def released_cl_matrix(model, stream, tasks, args, capacity: int, seen: list):
 def suite_cl_matrix(det, protocol, stream, tasks, args, contents, seen: list):
     """R of the suite's CfaTaskBanks with lock-step training and, after each task, the released buffer content."""
     from bench.models.cfa import Radius
-    from replay import composition, impose, recorded, shared_order, step_batches
+    from replay import LockSide, composition, impose, lock_fit, recorded
 
-    calls, own = [], []
+    own = []
 
-    def train(samples, bank, _seed):
-        det._radius, det._train_bank = Radius(det.radius_), bank
+    def begin(_data):
         opts = det.optimizers()
-        for rows in step_batches(shared_order(stream.data(samples), len(calls)), CL_BATCH, args.cl_steps):
+
+        def step(rows):
             det.descriptor_.train()
             det.train_step(stream.samples(rows), opts)
+        return step
+
+    def end(_data):
         det.radius_ = det._radius.value.detach()
         det._radius = det._train_bank = None
-        calls.append(len(samples))
+
+    fit = lock_fit(LockSide(begin, None, end), stream, [], CL_BATCH, args.cl_steps)
+
+    def train(samples, bank, _seed):
+        det._radius, det._train_bank = Radius(det.radius_), bank  # what the suite's train sets up, then its steps
+        fit(stream.data(samples))
 
     det.train = train
 

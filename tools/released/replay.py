@@ -131,14 +131,10 @@ class TaskRowsToFeatures(torch.nn.Module):
         self.extractor, self.splits = extractor, list(splits)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        from itertools import groupby
+
         pairs = [(int(t), int(r)) for t, r in x.long().tolist()]
-        parts, start = [], 0
-        while start < len(pairs):
-            end = start
-            while end < len(pairs) and pairs[end][0] == pairs[start][0]:
-                end += 1
-            parts.append(self.extractor(self.splits[pairs[start][0]], [r for _, r in pairs[start:end]]))
-            start = end
+        parts = [self.extractor(self.splits[t], [r for _, r in run]) for t, run in groupby(pairs, key=lambda p: p[0])]
         return [torch.cat(layer) for layer in zip(*parts)]
 
 
